@@ -1,0 +1,57 @@
+# Memory-Constrained Trainer: every command a learner, instructor or maintainer needs.
+#   make lab        open the course in JupyterLab (creates .venv on first use)
+#   make test       run every test of the project
+#   make build      regenerate every generated file from the masters
+#   make progress   your lessons passed and XP out of 200
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(CURDIR)/$(VENV)/bin
+PY     := $(BIN)/python
+STAMP  := $(VENV)/.installed
+LAB_ARGS ?=
+PYTEST_ARGS ?=
+
+# Every recipe sees the venv's tools first (nbgrader runs `alembic` from PATH) and
+# the venv's own kernel, whatever the user's home holds.
+export PATH := $(BIN):$(PATH)
+export JUPYTER_PATH := $(CURDIR)/$(VENV)/share/jupyter
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+
+# nbgrader's instructor panels, hidden from the learner's JupyterLab.
+NBGRADER_PANELS := create-assignment formgrader course-list assignment-list
+
+.PHONY: help lab test build progress venv clean
+
+help:
+	@sed -n '2,6p' Makefile
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
+	for panel in $(NBGRADER_PANELS); do \
+	  $(BIN)/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:$$panel >/dev/null 2>&1 || exit 1; \
+	done
+	$(BIN)/jupyter server extension disable --sys-prefix nbgrader.server_extensions.formgrader >/dev/null 2>&1
+	$(BIN)/jupyter server extension disable --sys-prefix nbgrader.server_extensions.assignment_list >/dev/null 2>&1
+	$(BIN)/jupyter server extension disable --sys-prefix nbgrader.server_extensions.course_list >/dev/null 2>&1
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) notebooks/01_mlp_core.ipynb $(LAB_ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+build: $(STAMP)
+	$(PY) tools/build.py
+
+progress: $(STAMP)
+	@$(PY) -m shared.progress
+
+clean:
+	rm -rf $(VENV) build .pytest_cache

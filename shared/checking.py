@@ -1,0 +1,369 @@
+"""The checking toolkit behind every visible and hidden test.
+
+Each check raises :class:`CheckFailure` (an ``AssertionError``) whose message
+says, in the learner's terms, what is wrong: which value, its shape or dtype,
+which dict key, by how much, and, when a wrong answer matches a known mistake,
+the mistake's name and a hint.
+
+The NumPy functions used for comparing are bound when this module is imported
+(in the notebook's locked set-up cell, before any learner code runs), so a
+notebook that later rebinds ``np.allclose`` or ``np.isfinite`` cannot change
+what these checks compute.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# Bound once, at import: see the module docstring.
+_ndarray = np.ndarray
+_asarray = np.asarray
+_isfinite = np.isfinite
+_isnan = np.isnan
+_abs = np.abs
+_argmax = np.argmax
+_unravel_index = np.unravel_index
+_array_equal = np.array_equal
+_issubdtype = np.issubdtype
+_floating = np.floating
+_number = np.number
+_errstate = np.errstate
+_deepcopy = copy.deepcopy
+_where = np.where
+_inf = np.inf
+_float64 = np.float64
+
+DEFAULT_RTOL = 1e-7
+DEFAULT_ATOL = 1e-10
+
+
+class CheckFailure(AssertionError):
+    """A test found a wrong answer; the message explains it to the learner."""
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A common wrong answer, recognised by recomputing it.
+
+    ``compute`` takes the same arguments as the graded function and returns what
+    the mistaken version would return; when a learner's answer matches it, the
+    failure message names the mistake and gives the hint.
+    """
+
+    name: str
+    hint: str
+    compute: Callable[..., Any]
+
+
+# --------------------------------------------------------------------------
+# Describing values
+# --------------------------------------------------------------------------
+
+def describe(value: Any) -> str:
+    """A short description of a value: type, and shape and dtype for arrays."""
+    if isinstance(value, _ndarray):
+        return f"an array of shape {value.shape} and dtype {value.dtype}"
+    if isinstance(value, (bool, np.bool_)):
+        return f"the bool {value!r}"
+    if isinstance(value, (int, float, np.number)):
+        return f"the {type(value).__name__} {value!r}"
+    if isinstance(value, Mapping):
+        return f"a {type(value).__name__} with keys {sorted(map(str, value))}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of length {len(value)}"
+    if value is None:
+        return "None (did you forget a `return`?)"
+    return f"a {type(value).__name__}"
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float) or isinstance(x, np.floating):
+        return f"{float(x):.6g}"
+    return repr(x)
+
+
+# --------------------------------------------------------------------------
+# Comparing values: each function returns None when equal, else a message
+# --------------------------------------------------------------------------
+
+def array_difference(actual: Any, expected: np.ndarray, name: str, *,
+                     rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
+                     exact: bool = False, check_dtype: bool = True) -> str | None:
+    """Why ``actual`` is not the array ``expected``, or None if it is (within tolerance)."""
+    if not isinstance(actual, _ndarray):
+        return f"{name} should be a NumPy array of shape {expected.shape}, but it is {describe(actual)}"
+    if actual.shape != expected.shape:
+        hint = ""
+        if actual.shape == expected.shape[::-1] and len(expected.shape) == 2:
+            hint = " (the shape is transposed: check the order of a matrix product, or a missing .T)"
+        elif actual.size == expected.size:
+            hint = " (same number of entries, different shape: a reshape or a transpose?)"
+        elif actual.ndim == expected.ndim - 1:
+            hint = " (one axis is missing: did you sum or average over an axis you should keep?)"
+        elif actual.ndim == expected.ndim + 1:
+            hint = " (one axis too many: is something broadcast against the wrong axis?)"
+        return f"{name} has shape {actual.shape}, expected {expected.shape}{hint}"
+    if check_dtype and actual.dtype != expected.dtype:
+        return (f"{name} has dtype {actual.dtype}, expected {expected.dtype}"
+                + (" (keep the input's dtype: avoid converting to another precision)"
+                   if _issubdtype(expected.dtype, _floating) else ""))
+    if actual.dtype == object:
+        return f"{name} has dtype object, expected numbers of dtype {expected.dtype}"
+    if _issubdtype(actual.dtype, _number) and _issubdtype(expected.dtype, _number) \
+            and not _issubdtype(actual.dtype, np.bool_):
+        return _numeric_difference(actual, expected, name, rtol=rtol, atol=atol, exact=exact)
+    if not _array_equal(actual, expected):
+        return f"{name} differs from the expected values"
+    return None
+
+
+def _numeric_difference(actual: np.ndarray, expected: np.ndarray, name: str, *,
+                        rtol: float, atol: float, exact: bool) -> str | None:
+    a = actual.astype(_float64)
+    e = expected.astype(_float64)
+    with _errstate(invalid="ignore", over="ignore"):
+        unexpected = ~_isfinite(a) & _isfinite(e)
+        if unexpected.any():
+            n_nan = int(_isnan(a).sum())
+            n_inf = int(unexpected.sum()) - n_nan
+            what = " and ".join(p for p in (f"{n_nan} NaN" if n_nan else "",
+                                            f"{n_inf} infinite" if n_inf else "") if p)
+            return (f"{name} contains {what} value(s) out of {actual.size} where finite values "
+                    f"are expected (a division by zero, an overflow, or an uninitialised np.empty?)")
+        same = (a == e) | (_isnan(a) & _isnan(e))
+        if not exact:
+            same |= _abs(a - e) <= atol + rtol * _abs(e)
+        wrong = ~same
+        if not wrong.any():
+            return None
+        diff = _where(wrong, _abs(a - e), 0.0)
+        diff = _where(_isnan(diff), _inf, diff)
+    flat = int(_argmax(diff))
+    index = tuple(int(i) for i in _unravel_index(flat, actual.shape))
+    where = f" at index {index}" if index else ""
+    bound = "exactly" if exact else f"within rtol={rtol:g}, atol={atol:g}"
+    return (f"{name} is wrong in {int(wrong.sum())} of {actual.size} entries ({bound}): "
+            f"the largest error is {_fmt(diff[index])}{where}, "
+            f"where you have {_fmt(actual[index])} and the expected value is {_fmt(expected[index])}")
+
+
+def scalar_difference(actual: Any, expected: float, name: str, *,
+                      rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL) -> str | None:
+    """Why ``actual`` is not the number ``expected``, or None."""
+    if isinstance(actual, _ndarray) and actual.shape == ():
+        actual = actual[()]
+    if isinstance(actual, _ndarray):
+        return f"{name} should be a single number, but it is {describe(actual)}"
+    if isinstance(actual, (bool, np.bool_)) or not isinstance(actual, (int, float, np.number)):
+        return f"{name} should be a number, but it is {describe(actual)}"
+    actual_f = float(actual)
+    if math.isnan(actual_f) and not math.isnan(expected):
+        return f"{name} is NaN, expected {_fmt(expected)}"
+    if math.isinf(actual_f) and not math.isinf(expected):
+        return f"{name} is infinite, expected {_fmt(expected)}"
+    if abs(actual_f - expected) <= atol + rtol * abs(expected) or actual_f == expected:
+        return None
+    return f"{name} is {_fmt(actual_f)}, expected {_fmt(expected)} (off by {_fmt(actual_f - expected)})"
+
+
+def difference(actual: Any, expected: Any, name: str, **tolerances: Any) -> str | None:
+    """Compare any nesting of arrays, numbers, tuples and dicts; explain the first difference."""
+    if isinstance(expected, _ndarray):
+        return array_difference(actual, expected, name, **tolerances)
+    if isinstance(expected, (bool, np.bool_)):
+        if not isinstance(actual, (bool, np.bool_)):
+            return f"{name} should be True or False, but it is {describe(actual)}"
+        return None if bool(actual) == bool(expected) else f"{name} is {actual}, expected {expected}"
+    if isinstance(expected, (int, float, np.number)):
+        scalar_tol = {k: v for k, v in tolerances.items() if k in ("rtol", "atol")}
+        return scalar_difference(actual, float(expected), name, **scalar_tol)
+    if isinstance(expected, Mapping):
+        if not isinstance(actual, Mapping):
+            return f"{name} should be a dict with keys {sorted(expected)}, but it is {describe(actual)}"
+        missing = [k for k in expected if k not in actual]
+        extra = [k for k in actual if k not in expected]
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(f"is missing the key(s) {missing}")
+            if extra:
+                parts.append(f"has unexpected key(s) {extra}")
+            return f"{name} " + " and ".join(parts) + f" (expected exactly {list(expected)})"
+        for key in expected:
+            message = difference(actual[key], expected[key], f"{name}[{key!r}]", **tolerances)
+            if message:
+                return message
+        return None
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(actual, (tuple, list)):
+            return (f"{name} should be a {type(expected).__name__} of {len(expected)} values, "
+                    f"but it is {describe(actual)}")
+        if len(actual) != len(expected):
+            return f"{name} has {len(actual)} values, expected {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            message = difference(a, e, f"{name}[{i}]", **tolerances)
+            if message:
+                return message
+        return None
+    if actual != expected:
+        return f"{name} is {actual!r}, expected {expected!r}"
+    return None
+
+
+# --------------------------------------------------------------------------
+# Checks: raise CheckFailure with the explanation
+# --------------------------------------------------------------------------
+
+def check_equal(actual: Any, expected: Any, name: str, *, mistakes: Sequence[Mistake] = (),
+                mistake_args: tuple = (), mistake_view: Callable[[Any], Any] | None = None,
+                context: str = "", **tolerances: Any) -> None:
+    """Raise CheckFailure unless ``actual`` matches ``expected``; name a matching mistake.
+
+    A mistake matches when ``mistake.compute(*mistake_args)`` equals ``actual``;
+    ``mistake_view`` picks the part to compare when ``actual`` is only a piece of
+    the function's result (e.g. ``lambda params: params["W1"][0]``).
+    """
+    message = difference(actual, expected, name, **tolerances)
+    if message is None:
+        return
+    recognised = recognise_mistake(actual, mistakes, mistake_args, view=mistake_view,
+                                   expected=expected, **tolerances)
+    if recognised is not None:
+        message += f"\n  This is a common mistake: {recognised.name}. {recognised.hint}"
+    if context:
+        message += f"\n  ({context})"
+    raise CheckFailure(message)
+
+
+def recognise_mistake(actual: Any, mistakes: Sequence[Mistake], args: tuple, *,
+                      view: Callable[[Any], Any] | None = None, expected: Any = None,
+                      **tolerances: Any) -> Mistake | None:
+    """The first mistake whose recomputed answer matches ``actual``, if any.
+
+    A mistake that gives the right answer on these inputs (``expected``) cannot
+    be told apart from a correct solution, so it is never named.
+    """
+    for mistake in mistakes:
+        try:
+            with _errstate(all="ignore"):
+                wrong = mistake.compute(*_deepcopy(args))
+                if view is not None:
+                    wrong = view(wrong)
+        except Exception:  # a mistake that cannot apply to these inputs just does not match
+            continue
+        if expected is not None and difference(wrong, expected, "x", **tolerances) is None:
+            continue
+        if difference(actual, wrong, "x", **tolerances) is None:
+            return mistake
+    return None
+
+
+def check(condition: Any, message: str) -> None:
+    """Raise CheckFailure(message) unless ``condition`` is true (a named replacement for assert)."""
+    if not condition:
+        raise CheckFailure(message)
+
+
+def check_shape(value: Any, shape: tuple, name: str, hint: str = "") -> None:
+    if not isinstance(value, _ndarray):
+        raise CheckFailure(f"{name} should be a NumPy array of shape {shape}, but it is {describe(value)}")
+    if value.shape != tuple(shape):
+        raise CheckFailure(f"{name} has shape {value.shape}, expected {tuple(shape)}" + (f": {hint}" if hint else ""))
+
+
+def check_dtype(value: Any, dtype: Any, name: str) -> None:
+    if not isinstance(value, _ndarray):
+        raise CheckFailure(f"{name} should be a NumPy array, but it is {describe(value)}")
+    if value.dtype != np.dtype(dtype):
+        raise CheckFailure(f"{name} has dtype {value.dtype}, expected {np.dtype(dtype)}")
+
+
+def check_finite(value: np.ndarray, name: str) -> None:
+    with _errstate(invalid="ignore"):
+        if isinstance(value, _ndarray) and not _isfinite(value).all():
+            raise CheckFailure(f"{name} contains {int((~_isfinite(value)).sum())} NaN or infinite "
+                               f"value(s) out of {value.size}")
+
+
+# --------------------------------------------------------------------------
+# Calling the learner's function safely
+# --------------------------------------------------------------------------
+
+def snapshot(args: Sequence[Any]) -> list[Any]:
+    """Deep copies of the arguments, to detect mutation afterwards."""
+    return [_deepcopy(a) for a in args]
+
+
+def check_not_mutated(before: Sequence[Any], after: Sequence[Any], names: Sequence[str],
+                      function: str) -> None:
+    """Raise CheckFailure if any argument changed during the call."""
+    for name, old, new in zip(names, before, after):
+        if difference(new, old, name, exact=True) is not None:
+            raise CheckFailure(
+                f"{function} changed its input `{name}` in place. Functions in this course must not "
+                f"mutate their inputs: work on a copy (e.g. np.maximum(z, 0) instead of z[z < 0] = 0, "
+                f"or x = x + y instead of x += y).")
+
+
+def describe_args(names: Sequence[str], args: Sequence[Any]) -> str:
+    return ", ".join(f"{n}={_short(a)}" for n, a in zip(names, args))
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, _ndarray):
+        return f"<{value.dtype} array {value.shape}>"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k!r}: {_short(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (tuple, list)) and len(value) <= 6:
+        inner = ", ".join(_short(v) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    return repr(value)
+
+
+def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: Any, *,
+               mistakes: Sequence[Mistake] = (), output: str | None = None,
+               **tolerances: Any) -> Any:
+    """Call the learner's function on ``args`` (name -> value) and check its answer.
+
+    Checks, in this order: the call does not crash (``NotImplementedError``
+    passes through), no argument is modified in place, and the result equals
+    ``expected``; a wrong result that matches one of ``mistakes`` is named.
+    Returns the learner's result.
+    """
+    names, values = list(args), list(args.values())
+    label = getattr(function, "__name__", "your function")
+    given = snapshot(values)
+    result = call_learner(function, given, names)
+    check_not_mutated(values, given, names, label)
+    check_equal(result, expected, output or f"{label}({', '.join(names)})", mistakes=mistakes,
+                mistake_args=tuple(snapshot(values)), **tolerances)
+    return result
+
+
+def call_learner(function: Callable[..., Any], args: Sequence[Any], names: Sequence[str]) -> Any:
+    """Call the learner's function; turn a crash into a message that shows the inputs.
+
+    ``NotImplementedError`` passes through unchanged: it means "not done yet",
+    which is what an untouched stub should report.
+    """
+    label = getattr(function, "__name__", "your function")
+    if not callable(function):
+        raise CheckFailure(f"{label} should be a function, but it is {describe(function)}")
+    try:
+        return function(*args)
+    except NotImplementedError:
+        raise
+    except CheckFailure:
+        raise
+    except RecursionError as error:
+        raise CheckFailure(f"{label} recursed without end when called with "
+                           f"{describe_args(names, args)}") from error
+    except Exception as error:  # any crash in learner code becomes a readable failure
+        raise CheckFailure(f"{label} raised {type(error).__name__}: {error}\n"
+                           f"  when called with {describe_args(names, args)}") from error

@@ -1,0 +1,115 @@
+"""The course's spine: 7 parts, 40 lessons, one graded function each.
+
+Everything that needs to know which lessons exist (progress, the build, the
+structural tests, grading exports) reads this table, so the names below are the
+single source of truth for lesson numbers, function names and grade ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+POINTS_PER_LESSON = 5
+
+
+@dataclass(frozen=True)
+class Part:
+    number: int
+    slug: str  # e.g. "01_mlp_core": notebook stem, master stem, nbgrader assignment
+    title: str
+
+
+@dataclass(frozen=True)
+class Lesson:
+    number: int  # 1..40
+    function: str  # the graded function, e.g. "linear_forward"
+    part: Part
+
+    @property
+    def code(self) -> str:
+        """Three-digit lesson number, e.g. ``"003"``."""
+        return f"{self.number:03d}"
+
+    @property
+    def title(self) -> str:
+        """Human title derived from the function name: ``linear_forward`` -> ``Linear forward``."""
+        words = self.function.replace("_", " ")
+        return words[0].upper() + words[1:]
+
+    @property
+    def heading(self) -> str:
+        """The markdown heading that opens the lesson: ``## 003 · Linear forward``."""
+        return f"## {self.code} · {self.title}"
+
+    @property
+    def grade_id(self) -> str:
+        """nbgrader grade id of the lesson's test cell: ``lesson_003_linear_forward``."""
+        return f"lesson_{self.code}_{self.function}"
+
+    @property
+    def points(self) -> int:
+        return POINTS_PER_LESSON
+
+
+PARTS = (
+    Part(1, "01_mlp_core", "MLP forward and backward core"),
+    Part(2, "02_gradient_accumulation", "Gradient accumulation"),
+    Part(3, "03_activation_checkpointing", "Activation checkpointing"),
+    Part(4, "04_mixed_precision", "Mixed precision"),
+    Part(5, "05_data_parallel", "Data parallel"),
+    Part(6, "06_zero_sharding", "ZeRO-style optimizer sharding"),
+    Part(7, "07_memory_accounting", "Memory accounting and the full loop"),
+)
+
+_FUNCTIONS_BY_PART = {
+    1: ["make_synthetic_regression_batch", "init_mlp_params", "linear_forward",
+        "relu_forward", "mlp_forward", "mse_loss_and_grad", "linear_backward",
+        "relu_backward", "first_linear_backward", "mlp_backward"],
+    2: ["split_into_micro_batches", "accumulate_gradients",
+        "scale_accumulated_gradients", "grad_accumulation_step"],
+    3: ["mlp_forward_checkpointed", "recompute_block_activations",
+        "mlp_backward_checkpointed", "estimate_checkpointing_memory_savings"],
+    4: ["cast_to_half_precision", "make_master_params", "scale_loss",
+        "unscale_gradients", "has_non_finite_gradients", "mixed_precision_step"],
+    5: ["shard_dataset_across_workers", "compute_local_gradients", "all_reduce_mean",
+        "ring_all_reduce_mean", "data_parallel_train_step", "bucket_gradients"],
+    6: ["init_adam_state", "partition_optimizer_state", "local_shard_adam_update",
+        "all_gather_param_shards", "zero_optimizer_step"],
+    7: ["compute_param_memory_bytes", "compute_optimizer_memory_bytes",
+        "compute_peak_activation_memory_bytes",
+        "compare_memory_with_and_without_optimizations", "full_distributed_training_loop"],
+}
+
+
+def _build_lessons() -> tuple[Lesson, ...]:
+    lessons = []
+    for part in PARTS:
+        for function in _FUNCTIONS_BY_PART[part.number]:
+            lessons.append(Lesson(len(lessons) + 1, function, part))
+    return tuple(lessons)
+
+
+LESSONS = _build_lessons()
+TOTAL_POINTS = POINTS_PER_LESSON * len(LESSONS)
+
+
+def part(key: int | str) -> Part:
+    """Look a part up by number (1..7) or slug ("01_mlp_core")."""
+    for p in PARTS:
+        if key in (p.number, p.slug):
+            return p
+    raise KeyError(f"no part {key!r}; parts are {[p.slug for p in PARTS]}")
+
+
+def lessons_of(key: int | str) -> tuple[Lesson, ...]:
+    """The lessons of one part, in order."""
+    p = part(key)
+    return tuple(lesson for lesson in LESSONS if lesson.part == p)
+
+
+def lesson(key: int | str) -> Lesson:
+    """Look a lesson up by number (3 or "003"), function name or grade id."""
+    for item in LESSONS:
+        if key in (item.number, item.code, item.function, item.grade_id):
+            return item
+    raise KeyError(f"no lesson {key!r}")

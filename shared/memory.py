@@ -1,0 +1,55 @@
+"""Memory measurement: the peak bytes a call really allocates.
+
+NumPy reports its array buffers to ``tracemalloc`` (domain
+``np.lib.tracemalloc_domain``), so tracing a call shows what its arrays cost.
+The figure includes small Python objects too, and NumPy may elide temporaries,
+so compare measured and predicted memory with a tolerance, never exactly.
+"""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class MemoryMeasurement:
+    peak_bytes: int      # highest traced memory during the call, above the level before it
+    retained_bytes: int  # traced memory still held after the call (e.g. by its result)
+    result: Any          # what the call returned
+
+    @property
+    def peak_mib(self) -> float:
+        return self.peak_bytes / 2**20
+
+
+def measure_peak_memory(function: Callable[..., Any], *args: Any, **kwargs: Any) -> MemoryMeasurement:
+    """Call ``function(*args, **kwargs)`` and measure the memory it allocates.
+
+    Works whether or not tracemalloc is already running (it is left as found).
+    """
+    was_tracing = tracemalloc.is_tracing()
+    gc.collect()
+    if not was_tracing:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before, _ = tracemalloc.get_traced_memory()
+        result = function(*args, **kwargs)
+        after, peak = tracemalloc.get_traced_memory()
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    return MemoryMeasurement(peak_bytes=peak - before, retained_bytes=after - before, result=result)
+
+
+def format_bytes(n: float) -> str:
+    """Human-readable bytes: ``format_bytes(3 * 2**20) == '3.0 MiB'``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")

@@ -1,0 +1,223 @@
+"""Common mistakes of Part 1 (lessons 001-010), each a wrong version of the function.
+
+Every ``compute`` takes exactly the graded function's arguments and returns
+exactly what the mistaken function would return.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..checking import Mistake
+
+
+# 001 make_synthetic_regression_batch --------------------------------------
+
+def _batch_w_before_x(batch_size, in_features, out_features, seed):
+    rng = np.random.default_rng(seed)
+    W_true = rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)
+    X = rng.standard_normal((batch_size, in_features))
+    return X, np.sin(X @ W_true)
+
+
+def _batch_no_sine(batch_size, in_features, out_features, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((batch_size, in_features))
+    W_true = rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)
+    return X, X @ W_true
+
+
+def _batch_unscaled_w(batch_size, in_features, out_features, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((batch_size, in_features))
+    W_true = rng.standard_normal((in_features, out_features))
+    return X, np.sin(X @ W_true)
+
+
+def _batch_legacy_rng(batch_size, in_features, out_features, seed):
+    rng = np.random.RandomState(seed)
+    X = rng.standard_normal((batch_size, in_features))
+    W_true = rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)
+    return X, np.sin(X @ W_true)
+
+
+def _batch_uniform(batch_size, in_features, out_features, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.random((batch_size, in_features))
+    W_true = rng.random((in_features, out_features)) / np.sqrt(in_features)
+    return X, np.sin(X @ W_true)
+
+
+# 002 init_mlp_params ------------------------------------------------------
+
+def _init(in_features, hidden, out_features, seed, *, scale, transpose=False, reseed=False):
+    rng = np.random.default_rng(seed)
+    params = {}
+    for i, (fan_in, fan_out) in enumerate(((in_features, hidden), (hidden, out_features)), start=1):
+        if reseed:
+            rng = np.random.default_rng(seed)
+        shape = (fan_out, fan_in) if transpose else (fan_in, fan_out)
+        params[f"W{i}"] = rng.standard_normal(shape) * scale(fan_in, fan_out)
+        params[f"b{i}"] = np.zeros(fan_out)
+    return params
+
+
+def _he(fan_in, fan_out):
+    return np.sqrt(2.0 / fan_in)
+
+
+# 003-010 ------------------------------------------------------------------
+
+def _relu_backward_from_dA(dA, Z):
+    return dA * (dA > 0)
+
+
+def _mlp_backward(dY_hat, params, cache, *, mask=True, w2_input="A1", bias_sum=True):
+    dW2 = cache[w2_input].T @ dY_hat
+    db2 = dY_hat.sum(axis=0) if bias_sum else dY_hat
+    dA1 = dY_hat @ params["W2"].T
+    dZ1 = dA1 * (cache["Z1"] > 0) if mask else dA1
+    dW1 = cache["A0"].T @ dZ1
+    db1 = dZ1.sum(axis=0) if bias_sum else dZ1
+    return {"W1": dW1, "b1": db1, "W2": dW2, "b2": db2}
+
+
+def _mlp_forward(X, params, *, relu_hidden=True, relu_output=False, swap_cache=False):
+    Z1 = X @ params["W1"] + params["b1"]
+    A1 = np.maximum(Z1, 0) if relu_hidden else Z1
+    Y_hat = A1 @ params["W2"] + params["b2"]
+    if relu_output:
+        Y_hat = np.maximum(Y_hat, 0)
+    cache = {"A0": X, "Z1": A1, "A1": Z1} if swap_cache else {"A0": X, "Z1": Z1, "A1": A1}
+    return Y_hat, cache
+
+
+MISTAKES = {
+    "make_synthetic_regression_batch": (
+        Mistake("W_true drawn before X",
+                "Draw X first, then W_true, from the same generator: the order of draws decides the numbers.",
+                _batch_w_before_x),
+        Mistake("the sine is missing",
+                "The targets are Y = sin(X @ W_true), a non-linear function the MLP has to learn.",
+                _batch_no_sine),
+        Mistake("W_true not scaled by 1/sqrt(in_features)",
+                "Divide W_true by np.sqrt(in_features) so X @ W_true has unit variance.",
+                _batch_unscaled_w),
+        Mistake("the legacy global random generator",
+                "Use rng = np.random.default_rng(seed), not np.random.seed / np.random.RandomState.",
+                _batch_legacy_rng),
+        Mistake("uniform instead of normal draws",
+                "rng.random draws from [0, 1); use rng.standard_normal.",
+                _batch_uniform),
+    ),
+    "init_mlp_params": (
+        Mistake("LeCun/Xavier scale sqrt(1/fan_in) instead of He's sqrt(2/fan_in)",
+                "ReLU zeroes half of its inputs, so He initialisation doubles the variance: std = sqrt(2 / fan_in).",
+                lambda i, h, o, s: _init(i, h, o, s, scale=lambda fi, fo: np.sqrt(1.0 / fi))),
+        Mistake("scaled by fan_out instead of fan_in",
+                "The variance is set by how many inputs feed each unit: std = sqrt(2 / fan_in).",
+                lambda i, h, o, s: _init(i, h, o, s, scale=lambda fi, fo: np.sqrt(2.0 / fo))),
+        Mistake("W stored as (fan_out, fan_in)",
+                "In this course W has shape (fan_in, fan_out), so that a layer is x @ W + b.",
+                lambda i, h, o, s: _init(i, h, o, s, scale=_he, transpose=True)),
+        Mistake("a new generator for each layer",
+                "Create one rng = np.random.default_rng(seed) and draw W1 then W2 from it; "
+                "re-seeding makes the layers' weights share the same random numbers.",
+                lambda i, h, o, s: _init(i, h, o, s, scale=_he, reseed=True)),
+    ),
+    "linear_forward": (
+        Mistake("the bias is missing", "A linear layer is x @ W + b: add the bias.",
+                lambda x, W, b: x @ W),
+        Mistake("multiplied by W.T", "W has shape (fan_in, fan_out) already: use x @ W.",
+                lambda x, W, b: x @ W.T + b),
+        Mistake("bias subtracted", "The layer adds the bias: x @ W + b.",
+                lambda x, W, b: x @ W - b),
+    ),
+    "relu_forward": (
+        Mistake("returned the mask (z > 0) instead of the values",
+                "ReLU returns max(z, 0) itself, not whether z is positive.",
+                lambda z: z > 0),
+        Mistake("np.max instead of np.maximum",
+                "np.max(z, 0) reduces over axis 0; np.maximum(z, 0) compares element by element.",
+                lambda z: np.max(z, 0)),
+        Mistake("kept the negative part (np.minimum)",
+                "ReLU keeps positive values and zeroes the negative ones: np.maximum(z, 0).",
+                lambda z: np.minimum(z, 0)),
+    ),
+    "mlp_forward": (
+        Mistake("ReLU applied to the output layer too",
+                "The last layer is linear: regression outputs can be negative.",
+                lambda X, p: _mlp_forward(X, p, relu_output=True)),
+        Mistake("the hidden ReLU is missing",
+                "Apply relu_forward to Z1: without it two linear layers collapse into one.",
+                lambda X, p: _mlp_forward(X, p, relu_hidden=False)),
+        Mistake("Z1 and A1 swapped in the cache",
+                "cache['Z1'] is the pre-activation X @ W1 + b1; cache['A1'] is relu(Z1).",
+                lambda X, p: _mlp_forward(X, p, swap_cache=True)),
+    ),
+    "mse_loss_and_grad": (
+        Mistake("MSE gradient summed instead of averaged",
+                "The loss divides by the number of entries, so its gradient does too: 2 (Y_hat - Y) / Y.size.",
+                lambda Yh, Y: (float(np.mean((Yh - Y) ** 2)), 2.0 * (Yh - Y))),
+        Mistake("the factor 2 is missing from the gradient",
+                "d/dy (y - t)^2 = 2 (y - t).",
+                lambda Yh, Y: (float(np.mean((Yh - Y) ** 2)), (Yh - Y) / Yh.size)),
+        Mistake("averaged over the batch only",
+                "Average over every entry (batch x outputs), i.e. divide by Y.size, not len(Y).",
+                lambda Yh, Y: (float(np.sum((Yh - Y) ** 2) / len(Y)), 2.0 * (Yh - Y) / len(Y))),
+        Mistake("gradient sign flipped",
+                "The gradient points from the target to the prediction: 2 (Y_hat - Y) / Y.size.",
+                lambda Yh, Y: (float(np.mean((Yh - Y) ** 2)), 2.0 * (Y - Yh) / Yh.size)),
+    ),
+    "linear_backward": (
+        Mistake("dW without the transpose",
+                "dW = x.T @ dZ has W's shape (fan_in, fan_out); dZ.T @ x gives its transpose.",
+                lambda dZ, x, W: (dZ @ W.T, dZ.T @ x, dZ.sum(axis=0))),
+        Mistake("bias gradient not summed over the batch",
+                "b is added to every row, so its gradient sums dZ over the batch axis: dZ.sum(axis=0).",
+                lambda dZ, x, W: (dZ @ W.T, x.T @ dZ, dZ)),
+        Mistake("bias gradient averaged instead of summed",
+                "The loss's 1/N is already inside dZ; sum over the batch, do not average again.",
+                lambda dZ, x, W: (dZ @ W.T, x.T @ dZ, dZ.mean(axis=0))),
+        Mistake("dx computed with W instead of W.T",
+                "dx = dZ @ W.T maps (batch, fan_out) back to (batch, fan_in).",
+                lambda dZ, x, W: (dZ @ W, x.T @ dZ, dZ.sum(axis=0))),
+    ),
+    "relu_backward": (
+        Mistake("ReLU mask taken from the wrong array (dA instead of Z)",
+                "The gate is open where the forward input Z was positive: dA * (Z > 0).",
+                _relu_backward_from_dA),
+        Mistake("returned the mask alone",
+                "Multiply the upstream gradient by the mask: dA * (Z > 0).",
+                lambda dA, Z: (Z > 0).astype(dA.dtype)),
+        Mistake("gradient 1 at Z == 0 (used >= instead of >)",
+                "This course takes ReLU's derivative at exactly 0 to be 0, as NumPy's and PyTorch's ReLU do: use Z > 0.",
+                lambda dA, Z: dA * (Z >= 0)),
+        Mistake("multiplied by Z instead of the mask",
+                "ReLU's derivative is 0 or 1, not Z itself: dA * (Z > 0).",
+                lambda dA, Z: dA * Z),
+    ),
+    "first_linear_backward": (
+        Mistake("also computed dX",
+                "The first layer's input is data: nobody needs its gradient, so return only (dW1, db1) "
+                "and save a (batch, in_features) array.",
+                lambda dZ1, X, W1: (X.T @ dZ1, dZ1.sum(axis=0), dZ1 @ W1.T)),
+        Mistake("dW without the transpose",
+                "dW1 = X.T @ dZ1 has W1's shape (in_features, hidden).",
+                lambda dZ1, X, W1: (dZ1.T @ X, dZ1.sum(axis=0))),
+        Mistake("bias gradient not summed over the batch",
+                "db1 = dZ1.sum(axis=0).",
+                lambda dZ1, X, W1: (X.T @ dZ1, dZ1)),
+    ),
+    "mlp_backward": (
+        Mistake("skipped the ReLU backward",
+                "Between the layers, pass dA1 through relu_backward with cache['Z1'] before the first layer.",
+                lambda d, p, c: _mlp_backward(d, p, c, mask=False)),
+        Mistake("dW2 computed from Z1 instead of A1",
+                "The second layer's input is the activation A1 = relu(Z1): dW2 = A1.T @ dY_hat.",
+                lambda d, p, c: _mlp_backward(d, p, c, w2_input="Z1")),
+        Mistake("bias gradients not summed over the batch",
+                "db = dZ.sum(axis=0) for both layers.",
+                lambda d, p, c: _mlp_backward(d, p, c, bias_sum=False)),
+    ),
+}
