@@ -72,6 +72,23 @@ def check_matches_reference(function: Callable[..., Any], reference_function: Ca
                            f"{describe_args(list(args), list(args.values()))})") from None
 
 
+def _swap_in(namespace: MutableMapping[str, Any], module: ModuleType,
+             names: Sequence[str]) -> Callable[[], None]:
+    """Put ``module``'s versions of ``names`` into ``namespace``; return the undo."""
+    missing = object()
+    saved = {name: namespace.get(name, missing) for name in names}
+    for name in names:
+        namespace[name] = getattr(module, name)
+
+    def restore() -> None:
+        for name, value in saved.items():
+            if value is missing:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = value
+    return restore
+
+
 @contextlib.contextmanager
 def reference_helpers(namespace: MutableMapping[str, Any], reference_module: ModuleType,
                       *names: str) -> Iterator[None]:
@@ -81,18 +98,34 @@ def reference_helpers(namespace: MutableMapping[str, Any], reference_module: Mod
     own ``linear_forward`` is tested with the reference ``linear_forward``, so a
     bug in lesson 003 costs lesson 003's points and not lesson 005's too.
     """
-    missing = object()
-    saved = {name: namespace.get(name, missing) for name in names}
+    restore = _swap_in(namespace, reference_module, names)
     try:
-        for name in names:
-            namespace[name] = getattr(reference_module, name)
         yield
     finally:
-        for name, value in saved.items():
-            if value is missing:
-                namespace.pop(name, None)
-            else:
-                namespace[name] = value
+        restore()
+
+
+def isolate_lesson(namespace: MutableMapping[str, Any], part_key: int | str, *names: str) -> None:
+    """For the rest of the current notebook cell, use reference versions of ``names``.
+
+    Called from a hidden region at the top of a test cell, so that while grading,
+    the *visible* tests of a lesson that builds on earlier lessons also run with
+    the reference helpers.  The learner's own functions come back when the cell
+    ends, whether it passed or failed (an IPython ``post_run_cell`` callback).
+    """
+    restore = _swap_in(namespace, reference(part_key), names)
+    try:
+        from IPython import get_ipython
+        shell = get_ipython()
+    except ImportError:
+        shell = None
+    if shell is None:
+        raise RuntimeError("isolate_lesson works inside a notebook cell; use reference_helpers elsewhere")
+
+    def restore_after_cell(*_: Any) -> None:
+        restore()
+        shell.events.unregister("post_run_cell", restore_after_cell)
+    shell.events.register("post_run_cell", restore_after_cell)
 
 
 def expect_error(function: Callable[..., Any], args: Sequence[Any], names: Sequence[str],

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 POINTS_PER_LESSON = 5
+_ACRONYMS = {"mlp": "MLP", "mse": "MSE", "relu": "ReLU", "adam": "Adam", "zero": "ZeRO"}
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,10 @@ class Lesson:
 
     @property
     def title(self) -> str:
-        """Human title derived from the function name: ``linear_forward`` -> ``Linear forward``."""
-        words = self.function.replace("_", " ")
-        return words[0].upper() + words[1:]
+        """Human title derived from the function name: ``linear_forward`` -> ``Linear forward``,
+        ``init_mlp_params`` -> ``Init MLP params`` (acronyms keep their capitals)."""
+        words = [_ACRONYMS.get(word, word) for word in self.function.split("_")]
+        return " ".join([words[0][0].upper() + words[0][1:]] + words[1:])
 
     @property
     def heading(self) -> str:

@@ -361,7 +361,7 @@ lesson_passed("003")
 # the output, and how many multiply-adds does the product take?
 
 # %% [markdown]
-# ## 004 · Relu forward
+# ## 004 · ReLU forward
 #
 # ### Intuition
 #
@@ -443,7 +443,7 @@ lesson_passed("004")
 # that saving dangerous here?
 
 # %% [markdown]
-# ## 005 · Mlp forward
+# ## 005 · MLP forward
 #
 # ### Intuition
 #
@@ -495,6 +495,10 @@ def mlp_forward(X, params):
 # ### Tests
 
 # %% tags=["tests"]
+### BEGIN HIDDEN TESTS
+from shared.grading import isolate_lesson
+isolate_lesson(globals(), "01_mlp_core", "linear_forward", "relu_forward")
+### END HIDDEN TESTS
 X = np.array([[1.0, -1.0],
               [2.0, 0.5]])                                   # (batch=2, in=2)
 tiny = {"W1": np.array([[1.0, -1.0, 0.5],
@@ -513,17 +517,16 @@ Y_hat, cache = mlp_forward(np.zeros((5, 2)), tiny)
 check_shape(Y_hat, (5, 1), "Y_hat for a batch of 5")
 check(set(cache) == {"A0", "Z1", "A1"}, f"cache should have the keys A0, Z1, A1; got {sorted(cache)}")
 ### BEGIN HIDDEN TESTS
-from shared.grading import check_matches_reference, reference, reference_helpers
+from shared.grading import check_matches_reference, reference
 _ref = reference("01_mlp_core")
-with reference_helpers(globals(), _ref, "linear_forward", "relu_forward"):
-    for _seed in (21, 210, 2100, 21000, 7):
-        _rng = np.random.default_rng(_seed)
-        _n, _d, _h, _m = (int(n) for n in _rng.integers(1, 9, size=4))
-        check_matches_reference(mlp_forward, _ref.mlp_forward,
-                                {"X": _rng.standard_normal((_n, _d)),
-                                 "params": {"W1": _rng.standard_normal((_d, _h)), "b1": _rng.standard_normal(_h),
-                                            "W2": _rng.standard_normal((_h, _m)), "b2": _rng.standard_normal(_m)}},
-                                lesson="005")
+for _seed in (21, 210, 2100, 21000, 7):
+    _rng = np.random.default_rng(_seed)
+    _n, _d, _h, _m = (int(n) for n in _rng.integers(1, 9, size=4))
+    check_matches_reference(mlp_forward, _ref.mlp_forward,
+                            {"X": _rng.standard_normal((_n, _d)),
+                             "params": {"W1": _rng.standard_normal((_d, _h)), "b1": _rng.standard_normal(_h),
+                                        "W2": _rng.standard_normal((_h, _m)), "b2": _rng.standard_normal(_m)}},
+                            lesson="005")
 ### END HIDDEN TESTS
 lesson_passed("005")
 
@@ -543,7 +546,7 @@ lesson_passed("005")
 # float64 numbers does the cache hold beyond the input, and how many bytes is that?
 
 # %% [markdown]
-# ## 006 · Mse loss and grad
+# ## 006 · MSE loss and grad
 #
 # ### Intuition
 #
@@ -742,7 +745,7 @@ lesson_passed("007")
 # `x`, and which need `W`? (This decides what the forward pass must keep.)
 
 # %% [markdown]
-# ## 008 · Relu backward
+# ## 008 · ReLU backward
 #
 # ### Intuition
 #
@@ -902,7 +905,7 @@ lesson_passed("009")
 # features in float32, how many bytes does skipping `dX` save?
 
 # %% [markdown]
-# ## 010 · Mlp backward
+# ## 010 · MLP backward
 #
 # ### Intuition
 #
@@ -953,6 +956,11 @@ def mlp_backward(dY_hat, params, cache):
 # ### Tests
 
 # %% tags=["tests"]
+### BEGIN HIDDEN TESTS
+from shared.grading import isolate_lesson
+isolate_lesson(globals(), "01_mlp_core", "linear_forward", "relu_forward", "mse_loss_and_grad",
+               "mlp_forward", "linear_backward", "relu_backward", "first_linear_backward")
+### END HIDDEN TESTS
 # The tiny network of lesson 005, with dY_hat = [[1], [-1]]:
 tiny = {"W1": np.array([[1.0, -1.0, 0.5],
                         [2.0, 1.0, -1.0]]), "b1": np.array([0.0, 0.5, -0.5]),
@@ -980,18 +988,17 @@ for key in ("W1", "b1", "W2", "b2"):
     check(abs(grads[key].flat[0] - (up - down) / 2e-6) < 1e-6,
           f"grads[{key!r}] disagrees with a finite difference: {grads[key].flat[0]:.6f} vs {(up - down) / 2e-6:.6f}")
 ### BEGIN HIDDEN TESTS
-from shared.grading import check_matches_reference, reference, reference_helpers
+from shared.grading import check_matches_reference, reference
 _ref = reference("01_mlp_core")
-with reference_helpers(globals(), _ref, "linear_backward", "relu_backward", "first_linear_backward"):
-    for _seed in (29, 290, 2900, 29000, 92):
-        _rng = np.random.default_rng(_seed)
-        _n, _d, _h, _m = (int(n) for n in _rng.integers(1, 9, size=4))
-        _p = {"W1": _rng.standard_normal((_d, _h)), "b1": _rng.standard_normal(_h),
-              "W2": _rng.standard_normal((_h, _m)), "b2": _rng.standard_normal(_m)}
-        _, _c = _ref.mlp_forward(_rng.standard_normal((_n, _d)), _p)
-        check_matches_reference(mlp_backward, _ref.mlp_backward,
-                                {"dY_hat": _rng.standard_normal((_n, _m)), "params": _p, "cache": _c},
-                                lesson="010")
+for _seed in (29, 290, 2900, 29000, 92):
+    _rng = np.random.default_rng(_seed)
+    _n, _d, _h, _m = (int(n) for n in _rng.integers(1, 9, size=4))
+    _p = {"W1": _rng.standard_normal((_d, _h)), "b1": _rng.standard_normal(_h),
+          "W2": _rng.standard_normal((_h, _m)), "b2": _rng.standard_normal(_m)}
+    _, _c = _ref.mlp_forward(_rng.standard_normal((_n, _d)), _p)
+    check_matches_reference(mlp_backward, _ref.mlp_backward,
+                            {"dY_hat": _rng.standard_normal((_n, _m)), "params": _p, "cache": _c},
+                            lesson="010")
 ### END HIDDEN TESTS
 lesson_passed("010")
 

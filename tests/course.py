@@ -1,0 +1,153 @@
+"""Helpers shared by the tests: where things are, and how to make submissions.
+
+A *submission* is the learner's release notebook with some solution cells
+filled in: with the reference code, with a known mistake, with a cheat, or left
+as the untouched stub.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from shared.lessons import LESSONS, Lesson, lessons_of, part  # noqa: E402
+
+MASTERS = ROOT / "autograde" / "masters"
+SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[^\n]*\n?", re.MULTILINE)
+BIN = Path(sys.executable).parent
+
+
+def built_parts() -> list[str]:
+    """Slugs of the parts that have a master (the parts that have landed)."""
+    return sorted(p.stem for p in MASTERS.glob("[0-9][0-9]_*.py"))
+
+
+def built_lessons() -> list[Lesson]:
+    return [lesson for slug in built_parts() for lesson in lessons_of(slug)]
+
+
+def source_path(slug: str) -> Path:
+    return ROOT / "autograde" / "source" / slug / f"{slug}.ipynb"
+
+
+def student_path(slug: str) -> Path:
+    return ROOT / "notebooks" / f"{slug}.ipynb"
+
+
+def solved_path(slug: str) -> Path:
+    return ROOT / "solutions" / f"{slug}.ipynb"
+
+
+def read(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
+
+
+def grade_id_of(cell) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def reference_solutions(slug: str) -> dict[str, str]:
+    """{solution grade_id: the reference code of that cell, without markers}."""
+    return {grade_id_of(cell): SOLUTION_MARKERS.sub("", cell.source)
+            for cell in read(source_path(slug)).cells
+            if cell.metadata.get("nbgrader", {}).get("solution")}
+
+
+def solution_grade_id(lesson: Lesson) -> str:
+    return f"solution_{lesson.code}_{lesson.function}"
+
+
+def make_submission(slug: str, answers: Mapping[str, str] | None = None, *,
+                    default: str = "stub") -> nbformat.NotebookNode:
+    """The release notebook with solution cells replaced.
+
+    ``answers`` maps a lesson's function name to the code of its solution cell;
+    other lessons get the reference code (``default="reference"``) or stay as
+    the untouched stub (``default="stub"``).
+    """
+    answers = dict(answers or {})
+    reference = reference_solutions(slug)
+    notebook = copy.deepcopy(read(student_path(slug)))
+    for cell in notebook.cells:
+        gid = grade_id_of(cell)
+        if not (gid and cell.metadata["nbgrader"].get("solution")):
+            continue
+        function = gid.split("_", 2)[2]
+        if function in answers:
+            cell.source = answers.pop(function)
+        elif default == "reference":
+            cell.source = reference[gid]
+    if answers:
+        raise KeyError(f"no solution cell for {sorted(answers)}")
+    return notebook
+
+
+def reference_code(slug: str, function: str) -> str:
+    return reference_solutions(slug)[f"solution_{part_lesson(function).code}_{function}"]
+
+
+def part_lesson(function: str) -> Lesson:
+    return next(lesson for lesson in LESSONS if lesson.function == function)
+
+
+def replace_body(code: str, function: str, body: str) -> str:
+    """Keep the ``def`` line and docstring of a solution cell, swap the body."""
+    match = re.search(r'(def ' + function + r'\(.*?\):\n\s+""".*?"""\n)', code, re.DOTALL)
+    if not match:
+        raise ValueError(f"no def {function} with a docstring in the cell")
+    indented = "\n".join("    " + line if line else line for line in body.strip("\n").splitlines())
+    return code[:match.end()] + indented + "\n"
+
+
+# --------------------------------------------------------------------------
+# nbgrader in a scratch course directory
+# --------------------------------------------------------------------------
+
+def nbgrader_env(course: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["MCT_COURSE_DIR"] = str(course)
+    env.update(extra)
+    return env
+
+
+def make_course(course: Path, slugs: list[str]) -> None:
+    """A scratch nbgrader course holding the course's sources and config."""
+    for slug in slugs:
+        (course / "source" / slug).mkdir(parents=True, exist_ok=True)
+        shutil.copy(source_path(slug), course / "source" / slug / f"{slug}.ipynb")
+    (course / "nbgrader_config.py").write_text(
+        "c = get_config()\n"
+        f"load_subconfig({str(ROOT / 'autograde' / 'nbgrader_config.py')!r})\n"
+        f"c.CourseDirectory.root = {str(course)!r}\n")
+
+
+def nbgrader(course: Path, *args: str, env: dict[str, str] | None = None,
+             check: bool = True) -> subprocess.CompletedProcess:
+    run = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course,
+                         env=env or nbgrader_env(course), capture_output=True, text=True)
+    if check and run.returncode != 0:
+        raise AssertionError(f"nbgrader {' '.join(args)} failed ({run.returncode}):\n"
+                             f"{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
+    return run
+
+
+def submit(course: Path, student: str, slug: str, notebook: nbformat.NotebookNode | str) -> None:
+    folder = course / "submitted" / student / slug
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{slug}.ipynb"
+    if isinstance(notebook, str):
+        target.write_text(notebook)
+    else:
+        nbformat.write(notebook, target)

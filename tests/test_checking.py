@@ -1,0 +1,105 @@
+"""The checking toolkit: every failure explains itself in the learner's terms."""
+
+import numpy as np
+import pytest
+
+from course import ROOT  # noqa: F401
+from shared.checking import (CheckFailure, Mistake, check_call, check_equal, difference,
+                             recognise_mistake)
+
+
+def failure(fn, *args, **kwargs) -> str:
+    with pytest.raises(CheckFailure) as info:
+        fn(*args, **kwargs)
+    return str(info.value)
+
+
+E = np.arange(6.0).reshape(2, 3)
+
+
+@pytest.mark.parametrize("actual, words", [
+    (E.T, ["shape (3, 2)", "expected (2, 3)", "transposed"]),
+    (E.astype(np.float32), ["dtype float32", "expected float64"]),
+    (np.where(E > 4, np.nan, E), ["1 NaN", "finite"]),
+    (np.where(E > 4, np.inf, E), ["1 infinite"]),
+    (E + np.array([0, 0, 0.5]), ["wrong in 2 of 6", "largest error is 0.5", "index (0, 2)"]),
+    (E.tolist(), ["should be a NumPy array", "list"]),
+    (None, ["None", "return"]),
+    (E.sum(axis=0), ["shape (3,)", "one axis is missing"]),
+])
+def test_array_differences_say_what_differs(actual, words):
+    message = difference(actual, E, "dW")
+    assert message is not None and message.startswith("dW")
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_equal_values_within_tolerance_pass():
+    assert difference(E + 1e-12, E, "x") is None
+    assert difference(E.copy(), E, "x", exact=True) is None
+    assert difference(E + 1e-12, E, "x", exact=True) is not None
+    assert difference(np.array([np.nan]), np.array([np.nan]), "x") is None
+
+
+def test_dict_and_tuple_differences_name_the_key_and_position():
+    assert "missing the key(s) ['b1']" in difference({"W1": E}, {"W1": E, "b1": E}, "grads")
+    assert "unexpected key(s) ['c']" in difference({"W1": E, "c": 1}, {"W1": E}, "grads")
+    assert "grads['W1'] has shape" in difference({"W1": E.T}, {"W1": E}, "grads")
+    assert "out[1]" in difference((E, 2.0), (E, 1.0), "out")
+    assert "has 3 values, expected 2" in difference((E, 1.0, 2.0), (E, 1.0), "out")
+    assert "should be a number" in difference((E, "x"), (E, 1.0), "out")
+
+
+def test_a_recognised_mistake_is_named_with_its_hint():
+    mistakes = [Mistake("forgot the bias", "add b", lambda x, b: x),
+                Mistake("doubled", "do not double", lambda x, b: 2 * x + b)]
+    x, b = np.ones(3), np.full(3, 2.0)
+    message = failure(check_equal, x, x + b, "z", mistakes=mistakes, mistake_args=(x, b))
+    assert "common mistake: forgot the bias. add b" in message
+    assert "doubled" not in message
+
+
+def test_a_mistake_that_gives_the_right_answer_is_not_named():
+    # relu on a positive output cannot be told apart from no relu: never blame it.
+    mistake = Mistake("relu on output", "", lambda x: np.maximum(x, 0))
+    x = np.array([1.0, 2.0])
+    assert recognise_mistake(x + 1, [mistake], (x,), expected=x) is None
+
+
+def test_a_crashing_mistake_is_ignored():
+    boom = Mistake("boom", "", lambda x: 1 / 0)
+    assert recognise_mistake(np.ones(2), [boom], (np.ones(2),)) is None
+
+
+def test_check_call_reports_mutation():
+    def relu_in_place(z):
+        z[z < 0] = 0
+        return z
+    z = np.array([-1.0, 2.0])
+    message = failure(check_call, relu_in_place, {"z": z}, np.array([0.0, 2.0]))
+    assert "changed its input `z` in place" in message
+    assert z.tolist() == [-1.0, 2.0]  # the caller's array is untouched
+
+
+def test_check_call_turns_a_crash_into_a_message_with_the_inputs():
+    def broken(x, W):
+        return x @ W
+    message = failure(check_call, broken, {"x": np.ones((2, 3)), "W": np.ones((2, 4))}, np.ones((2, 4)))
+    assert "broken raised ValueError" in message
+    assert "x=<float64 array (2, 3)>" in message and "W=<float64 array (2, 4)>" in message
+
+
+def test_not_implemented_passes_through_unchanged():
+    def stub(x):
+        raise NotImplementedError("not yet")
+    with pytest.raises(NotImplementedError):
+        check_call(stub, {"x": 1.0}, 1.0)
+
+
+def test_checks_survive_a_monkeypatched_numpy(monkeypatch):
+    """A notebook that rebinds np.allclose and friends cannot make a wrong answer pass."""
+    for name in ("allclose", "array_equal", "isclose", "isfinite", "abs", "all"):
+        monkeypatch.setattr(np, name, lambda *a, **k: True)
+    monkeypatch.setattr(np.testing, "assert_allclose", lambda *a, **k: None)
+    assert difference(E + 1, E, "x") is not None
+    assert difference(np.full(2, np.nan), np.zeros(2), "x") is not None
