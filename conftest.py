@@ -1,8 +1,9 @@
 """Session-wide set-up for `make test`: nothing a test does touches the learner's files.
 
 Progress goes to a scratch file (the solved notebooks that nbval runs record
-lessons as passed), plots render off-screen, and grading mode is off unless a
-test turns it on for a kernel it starts.
+lessons as passed, and their printed XP must match the stored outputs, so no
+other test may write there), and grading mode is off unless a test turns it on
+for a kernel it starts.
 """
 
 import os
@@ -11,10 +12,23 @@ import tempfile
 _scratch = tempfile.mkdtemp(prefix="mct-test-")
 os.environ["MCT_PROGRESS_FILE"] = os.path.join(_scratch, "progress.json")
 os.environ.pop("MCT_GRADING", None)
-os.environ.setdefault("MPLBACKEND", "Agg")
+# Kernels that tests start (nbval, nbclient, nbgrader) draw inline, as in JupyterLab,
+# whatever the user's environment says; this process draws off-screen (see below).
+os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
 os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
 
 
 def pytest_configure(config):
+    import matplotlib
+    matplotlib.use("Agg")
     # Warm matplotlib's font cache so its first-run notice never lands in a cell's output.
     import matplotlib.pyplot  # noqa: F401
+
+
+def pytest_runtest_setup(item):
+    """Each solved notebook starts from an empty progress record, as when `make build` ran it."""
+    if item.nodeid.endswith(".ipynb::Cell 0"):
+        try:
+            os.remove(os.environ["MCT_PROGRESS_FILE"])
+        except FileNotFoundError:
+            pass

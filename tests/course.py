@@ -151,3 +151,85 @@ def submit(course: Path, student: str, slug: str, notebook: nbformat.NotebookNod
         target.write_text(notebook)
     else:
         nbformat.write(notebook, target)
+
+
+# --------------------------------------------------------------------------
+# A cheat: answers hard-coded for exactly the inputs the visible tests use
+# --------------------------------------------------------------------------
+
+def visible_test_answers(slug: str) -> dict[str, dict[str, object]]:
+    """Run the part's visible tests with the reference solutions and record every call.
+
+    Returns {function: {fingerprint of the call's arguments: the answer}}: all a
+    cheater who reads the visible tests could hard-code.
+    """
+    import builtins
+    import copy as copy_module
+    import io
+    from contextlib import redirect_stdout
+
+    student = read(student_path(slug))
+    reference = reference_solutions(slug)
+    recorded: dict[str, dict[str, object]] = {}
+    namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": builtins}
+    for cell in student.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade_id") == "setup":
+            exec(cell.source, namespace)
+            namespace["lesson_passed"] = lambda *_: None  # record answers, not progress
+        elif meta.get("solution"):
+            exec(reference[meta["grade_id"]], namespace)
+            function = meta["grade_id"].split("_", 2)[2]
+            namespace[function] = _recorder(namespace[function], recorded.setdefault(function, {}),
+                                            copy_module.deepcopy)
+        elif meta.get("grade"):
+            with redirect_stdout(io.StringIO()):
+                exec(cell.source, namespace)
+    return recorded
+
+
+FINGERPRINT_CODE = """
+def _fingerprint(value):
+    import hashlib, numpy
+    def canon(v):
+        if isinstance(v, numpy.ndarray):
+            return ("array", v.dtype.str, v.shape, numpy.ascontiguousarray(v).tobytes())
+        if isinstance(v, dict):
+            return ("dict", tuple((k, canon(v[k])) for k in v))
+        if isinstance(v, (tuple, list)):
+            return (type(v).__name__, tuple(canon(x) for x in v))
+        return ("value", repr(v))
+    return hashlib.sha256(repr(canon(value)).encode()).hexdigest()
+"""
+_fingerprint_namespace: dict = {}
+exec(FINGERPRINT_CODE, _fingerprint_namespace)
+
+
+def call_fingerprint(args: tuple, kwargs: dict) -> str:
+    """A fingerprint of a call's arguments from their values (shape, dtype, bytes)."""
+    return _fingerprint_namespace["_fingerprint"]((args, sorted(kwargs.items())))
+
+
+def _recorder(function, store, deepcopy):
+    def recording(*args, **kwargs):
+        key = call_fingerprint(args, kwargs)
+        result = function(*args, **kwargs)
+        store[key] = deepcopy(result)
+        return result
+    recording.__name__ = function.__name__
+    return recording
+
+
+def hard_coded_answer(function: str, answers: dict[str, object]) -> str:
+    """Solution-cell code that returns the recorded answer for a seen call, else a stale one."""
+    import base64
+    import pickle
+    blob = base64.b64encode(pickle.dumps(answers)).decode()
+    return (
+        "import base64 as _b64, copy as _copy, pickle as _pickle\n"
+        + FINGERPRINT_CODE +
+        f"_ANSWERS_{function} = _pickle.loads(_b64.b64decode({blob!r}))\n\n"
+        f"def {function}(*args, **kwargs):\n"
+        "    key = _fingerprint((args, sorted(kwargs.items())))\n"
+        f"    answers = _ANSWERS_{function}\n"
+        "    return _copy.deepcopy(answers.get(key, next(iter(answers.values()))))\n")
