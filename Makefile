@@ -39,10 +39,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/jupyter server extension disable --sys-prefix nbgrader.server_extensions.formgrader >/dev/null 2>&1
 	$(BIN)/jupyter server extension disable --sys-prefix nbgrader.server_extensions.assignment_list >/dev/null 2>&1
 	$(BIN)/jupyter server extension disable --sys-prefix nbgrader.server_extensions.course_list >/dev/null 2>&1
+	# jupytext builds the notebooks; in the learner's JupyterLab it could pair and rewrite them.
+	rm -f $(VENV)/etc/jupyter/jupyter_server_config.d/jupytext.json
+	$(BIN)/jupyter server extension disable --sys-prefix jupyterlab_jupytext >/dev/null 2>&1
+	$(BIN)/jupyter labextension disable --level=sys_prefix jupyterlab-jupytext >/dev/null 2>&1
 	touch $(STAMP)
 
+# The server listens on this machine only (127.0.0.1). LAB_TOKEN sets a login token;
+# it is empty by default so that a learner's browser (and /api/status) needs none.
+LAB_TOKEN ?=
+LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) notebooks/01_mlp_core.ipynb $(LAB_ARGS)
+	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --ServerApp.ip=127.0.0.1 \
+	  --IdentityProvider.token='$(LAB_TOKEN)' $(LAB_ROOT_FLAG) \
+	  notebooks/01_mlp_core.ipynb $(LAB_ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -19,6 +19,13 @@ os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
 
 
 def pytest_configure(config):
+    # MiniTorch-style task tags: `pytest -m lesson_007` or `pytest -m part_1`.
+    from shared.lessons import LESSONS, PARTS
+    for lesson in LESSONS:
+        config.addinivalue_line("markers", f"lesson_{lesson.code}: tests of lesson {lesson.code} {lesson.function}")
+    for part in PARTS:
+        config.addinivalue_line("markers", f"part_{part.number}: tests of part {part.number} ({part.slug})")
+
     import matplotlib
     matplotlib.use("Agg")
     # Warm matplotlib's font cache so its first-run notice never lands in a cell's output.

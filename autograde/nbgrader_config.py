@@ -6,6 +6,7 @@ solutions are found through this file's location (or $MCT_SOLUTIONS_DIR).
 """
 
 import os
+import sys
 from pathlib import Path
 
 c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
@@ -43,3 +44,6 @@ c.GenerateFeedback.preprocessors = [
 # reference solutions outside the course directory.
 os.environ["MCT_GRADING"] = "1"
 os.environ.setdefault("MCT_SOLUTIONS_DIR", str(COURSE_ROOT / "solutions"))
+# The "python3" kernel is this environment's own, not one a user's home may define.
+os.environ["JUPYTER_PATH"] = os.pathsep.join(
+    p for p in (str(Path(sys.prefix) / "share" / "jupyter"), os.environ.get("JUPYTER_PATH", "")) if p)

@@ -37,6 +37,14 @@ def built_lessons() -> list[Lesson]:
     return [lesson for slug in built_parts() for lesson in lessons_of(slug)]
 
 
+def tagged(lesson: Lesson, *values):
+    """A pytest parameter carrying the lesson's and its part's markers (``-m lesson_007``)."""
+    import pytest
+    return pytest.param(*(values or (lesson,)), id=lesson.grade_id,
+                        marks=[getattr(pytest.mark, f"lesson_{lesson.code}"),
+                               getattr(pytest.mark, f"part_{lesson.part.number}")])
+
+
 def source_path(slug: str) -> Path:
     return ROOT / "autograde" / "source" / slug / f"{slug}.ipynb"
 

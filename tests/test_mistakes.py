@@ -9,7 +9,7 @@ mistake's name in its message.
 import numpy as np
 import pytest
 
-from course import built_lessons
+from course import built_lessons, tagged
 from shared.checking import CheckFailure, difference
 from shared.grading import check_matches_reference, reference
 from shared.mistakes import mistakes_of
@@ -51,15 +51,17 @@ def part1_args(function: str, rng: np.random.Generator) -> dict:
 
 
 ARGS = {1: part1_args}
-CASES = [(lesson, mistake) for lesson in built_lessons() for mistake in mistakes_of(lesson.function)]
+CASES = [tagged(lesson, lesson, mistake) for lesson in built_lessons()
+         for mistake in mistakes_of(lesson.function)]
+LESSONS = [tagged(lesson) for lesson in built_lessons()]
 
 
-@pytest.mark.parametrize("lesson", built_lessons(), ids=lambda l: l.grade_id)
+@pytest.mark.parametrize("lesson", LESSONS)
 def test_every_lesson_has_at_least_two_named_mistakes(lesson):
     assert len(mistakes_of(lesson.function)) >= 2
 
 
-@pytest.mark.parametrize("lesson, mistake", CASES, ids=lambda x: getattr(x, "grade_id", getattr(x, "name", "")))
+@pytest.mark.parametrize("lesson, mistake", CASES)
 def test_mistake_is_wrong_and_named_by_the_hidden_check(lesson, mistake):
     ref = reference(lesson.part.slug)
     args = ARGS[lesson.part.number](lesson.function, np.random.default_rng(lesson.number))
@@ -76,7 +78,7 @@ def test_mistake_is_wrong_and_named_by_the_hidden_check(lesson, mistake):
     assert f"common mistake: {mistake.name}" in str(info.value)
 
 
-@pytest.mark.parametrize("lesson", built_lessons(), ids=lambda l: l.grade_id)
+@pytest.mark.parametrize("lesson", LESSONS)
 def test_reference_passes_its_own_hidden_check(lesson):
     ref = reference(lesson.part.slug)
     args = ARGS[lesson.part.number](lesson.function, np.random.default_rng(lesson.number))

@@ -15,7 +15,7 @@ from course import (hard_coded_answer, make_course, make_submission, nbgrader, n
                     reference_code, replace_body, student_path, submit, visible_test_answers)
 from shared.lessons import lessons_of
 
-pytestmark = [pytest.mark.slow, pytest.mark.part(1)]
+pytestmark = [pytest.mark.slow, pytest.mark.part_1]
 SLUG = "01_mlp_core"
 LESSONS = lessons_of(SLUG)
 TIMEOUT = 6  # seconds per cell while autograding in this test (the course default is 30)

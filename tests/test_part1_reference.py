@@ -12,7 +12,7 @@ from course import ROOT  # noqa: F401  (puts the project on sys.path)
 from shared import data, mlp
 from shared.grading import reference
 
-pytestmark = pytest.mark.part(1)
+pytestmark = pytest.mark.part_1
 REF = reference("01_mlp_core")
 SEEDS = [0, 1, 2, 3, 4]
 
@@ -37,7 +37,7 @@ def random_params(rng, d, h, m):
             "W2": rng.standard_normal((h, m)), "b2": rng.standard_normal(m)}
 
 
-@pytest.mark.lesson(1)
+@pytest.mark.lesson_001
 @pytest.mark.parametrize("seed", SEEDS)
 def test_batch_matches_helper_recipe(seed):
     X, Y = REF.make_synthetic_regression_batch(7, 4, 3, seed)
@@ -46,14 +46,14 @@ def test_batch_matches_helper_recipe(seed):
     assert X.dtype == Y.dtype == np.float64 and np.all(np.abs(Y) <= 1)
 
 
-@pytest.mark.lesson(1)
+@pytest.mark.lesson_001
 @pytest.mark.parametrize("bad", [0, -3, 2.5])
 def test_batch_rejects_bad_sizes(bad):
     with pytest.raises(ValueError, match="positive integer"):
         REF.make_synthetic_regression_batch(bad, 3, 2, 0)
 
 
-@pytest.mark.lesson(2)
+@pytest.mark.lesson_002
 @pytest.mark.parametrize("seed", SEEDS)
 def test_init_matches_helper_and_he_scale(seed):
     params = REF.init_mlp_params(5, 6, 2, seed)
@@ -65,9 +65,9 @@ def test_init_matches_helper_and_he_scale(seed):
     assert abs(big["W1"].std() / np.sqrt(2 / 500) - 1) < 0.01
 
 
-@pytest.mark.lesson(3)
-@pytest.mark.lesson(4)
-@pytest.mark.lesson(5)
+@pytest.mark.lesson_003
+@pytest.mark.lesson_004
+@pytest.mark.lesson_005
 @pytest.mark.parametrize("seed", SEEDS)
 def test_forward_matches_helper_mlp(seed):
     rng = np.random.default_rng(seed)
@@ -81,7 +81,7 @@ def test_forward_matches_helper_mlp(seed):
     assert np.array_equal(REF.relu_forward(z), np.array([[v if v > 0 else 0.0 for v in row] for row in z]))
 
 
-@pytest.mark.lesson(6)
+@pytest.mark.lesson_006
 @pytest.mark.parametrize("seed", SEEDS)
 def test_mse_gradient_is_the_finite_difference(seed):
     rng = np.random.default_rng(seed)
@@ -92,7 +92,7 @@ def test_mse_gradient_is_the_finite_difference(seed):
     assert relative_error(grad, numeric) < 1e-6
 
 
-@pytest.mark.lesson(7)
+@pytest.mark.lesson_007
 @pytest.mark.parametrize("seed", SEEDS)
 def test_linear_backward_is_the_finite_difference(seed):
     rng = np.random.default_rng(seed)
@@ -110,7 +110,7 @@ def test_linear_backward_is_the_finite_difference(seed):
     assert np.array_equal(dW1, dW) and np.array_equal(db1, db)
 
 
-@pytest.mark.lesson(8)
+@pytest.mark.lesson_008
 @pytest.mark.parametrize("seed", SEEDS)
 def test_relu_backward_is_the_finite_difference(seed):
     rng = np.random.default_rng(seed)
@@ -123,7 +123,7 @@ def test_relu_backward_is_the_finite_difference(seed):
     assert REF.relu_backward(np.ones(3), np.array([-1.0, 0.0, 1.0])).tolist() == [0.0, 0.0, 1.0]
 
 
-@pytest.mark.lesson(10)
+@pytest.mark.lesson_010
 @pytest.mark.parametrize("seed", SEEDS)
 def test_mlp_backward_is_the_finite_difference(seed):
     rng = np.random.default_rng(seed)

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from course import built_parts, read, solved_path, source_path, student_path
+from course import built_parts, read, solved_path, source_path, student_path, tagged
 from shared.lessons import TOTAL_POINTS, lessons_of
 
 SECTIONS = ["Intuition", "Concepts", "Math", "Implementation", "Tests", "Common mistakes", "Checkpoint"]
@@ -34,8 +34,7 @@ def nbgrader(cell):
 
 
 PARTS = built_parts()
-LESSONS = [(slug, lesson) for slug in PARTS for lesson in lessons_of(slug)]
-ids = [lesson.grade_id for _, lesson in LESSONS]
+LESSONS = [tagged(lesson, slug, lesson) for slug in PARTS for lesson in lessons_of(slug)]
 
 
 def test_at_least_part_one_has_landed():
@@ -50,7 +49,7 @@ def test_lessons_appear_in_catalogue_order_with_exact_headings(slug):
     assert headings == [lesson.heading for lesson in lessons_of(slug)]
 
 
-@pytest.mark.parametrize("slug, lesson", LESSONS, ids=ids)
+@pytest.mark.parametrize("slug, lesson", LESSONS)
 def test_lesson_has_the_seven_sections_in_order(slug, lesson):
     cells = lesson_cells(read(source_path(slug)), lesson)
     sections = [m.group(1).strip() for cell in cells if cell.cell_type == "markdown"
@@ -58,7 +57,7 @@ def test_lesson_has_the_seven_sections_in_order(slug, lesson):
     assert sections == SECTIONS
 
 
-@pytest.mark.parametrize("slug, lesson", LESSONS, ids=ids)
+@pytest.mark.parametrize("slug, lesson", LESSONS)
 def test_lesson_has_math_mistakes_and_a_self_check(slug, lesson):
     text = "\n".join(c.source for c in lesson_cells(read(source_path(slug)), lesson) if c.cell_type == "markdown")
     math = text.split("### Math", 1)[1].split("### Implementation", 1)[0]
@@ -69,7 +68,7 @@ def test_lesson_has_math_mistakes_and_a_self_check(slug, lesson):
     assert "Self-check" in checkpoint
 
 
-@pytest.mark.parametrize("slug, lesson", LESSONS, ids=ids)
+@pytest.mark.parametrize("slug, lesson", LESSONS)
 def test_lesson_has_one_stub_and_one_five_point_test_cell(slug, lesson):
     cells = lesson_cells(read(source_path(slug)), lesson)
     solutions = [c for c in cells if nbgrader(c).get("solution")]
@@ -85,7 +84,7 @@ def test_lesson_has_one_stub_and_one_five_point_test_cell(slug, lesson):
     assert cells.index(solution) < cells.index(test)
 
 
-@pytest.mark.parametrize("slug, lesson", LESSONS, ids=ids)
+@pytest.mark.parametrize("slug, lesson", LESSONS)
 def test_test_cell_has_visible_and_hidden_tests_of_its_own_function(slug, lesson):
     test = next(c for c in lesson_cells(read(source_path(slug)), lesson) if nbgrader(c).get("grade"))
     hidden = "".join(HIDDEN.findall(test.source))

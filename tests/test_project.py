@@ -1,0 +1,57 @@
+"""The project's own promises: set-up files agree, the README leads with the two commands,
+CI runs the test command, and the learner's JupyterLab hides nbgrader's instructor panels."""
+
+import re
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from course import BIN, ROOT
+
+
+def test_readme_starts_with_the_two_commands():
+    readme = (ROOT / "README.md").read_text()
+    first_block = readme.split("```")[1]
+    assert "make lab" in first_block and "make test" in first_block
+    for section in ("## For learners", "## For instructors", "## For maintainers"):
+        assert section in readme
+
+
+def test_ci_runs_the_test_command():
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_makefile_has_every_documented_target():
+    makefile = (ROOT / "Makefile").read_text()
+    for target in ("lab", "test", "build", "progress"):
+        assert re.search(rf"^{target}:", makefile, re.MULTILINE), target
+
+
+def _names(requirements):
+    return {re.split(r"[<>=!\[ ]", r, maxsplit=1)[0].lower(): r.replace(" ", "") for r in requirements}
+
+
+def test_environment_yml_lists_the_same_packages_as_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = _names(project["dependencies"] + project["optional-dependencies"]["dev"])
+    dependencies = (ROOT / "environment.yml").read_text().split("dependencies:", 1)[1].splitlines()
+    conda = _names(line.strip()[2:] for line in dependencies
+                   if line.startswith("  - ") and not line.strip()[2:].startswith(("python", "pip")))
+    assert conda == wanted
+
+
+def test_readme_states_the_grading_time_limit_of_the_config():
+    config = (ROOT / "autograde" / "nbgrader_config.py").read_text()
+    seconds = re.search(r'MCT_CELL_TIMEOUT", "(\d+)"', config).group(1)
+    assert f"per-cell time limit of {seconds} seconds" in (ROOT / "README.md").read_text()
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="checks the course's own .venv")
+def test_learner_jupyterlab_hides_the_instructor_panels():
+    listing = subprocess.run([str(BIN / "jupyter"), "labextension", "list"],
+                             capture_output=True, text=True).stderr
+    disabled = listing.split("Disabled extensions:", 1)[1]
+    for panel in ("create-assignment", "formgrader", "course-list", "assignment-list"):
+        assert f"@jupyter/nbgrader:{panel}" in disabled
