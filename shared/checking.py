@@ -264,6 +264,25 @@ def recognise_mistake(actual: Any, mistakes: Sequence[Mistake], args: tuple, *,
     return None
 
 
+def recognise_crashing_mistake(error: BaseException | None, mistakes: Sequence[Mistake],
+                               args: tuple) -> Mistake | None:
+    """The first mistake that crashes the same way (same exception type and message) on ``args``.
+
+    E.g. ``x @ W.T`` with a non-square ``W`` raises the same shape error as the
+    mistaken function would, so the failure can name the mistake.
+    """
+    if error is None:
+        return None
+    for mistake in mistakes:
+        try:
+            with _errstate(all="ignore"):
+                mistake.compute(*_deepcopy(args))
+        except Exception as other:
+            if type(other) is type(error) and str(other) == str(error):
+                return mistake
+    return None
+
+
 def check(condition: Any, message: str) -> None:
     """Raise CheckFailure(message) unless ``condition`` is true (a named replacement for assert)."""
     if not condition:
@@ -339,31 +358,62 @@ def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: 
     names, values = list(args), list(args.values())
     label = getattr(function, "__name__", "your function")
     given = snapshot(values)
-    result = call_learner(function, given, names)
+    try:
+        result = call_learner(function, given, names)
+    except CheckFailure as failure:
+        recognised = recognise_crashing_mistake(failure.__cause__, mistakes, tuple(snapshot(values)))
+        if recognised is None:
+            raise
+        raise CheckFailure(f"{failure}\n  This is a common mistake: {recognised.name}. "
+                           f"{recognised.hint}") from failure.__cause__
     check_not_mutated(values, given, names, label)
     check_equal(result, expected, output or f"{label}({', '.join(names)})", mistakes=mistakes,
                 mistake_args=tuple(snapshot(values)), **tolerances)
     return result
 
 
-def call_learner(function: Callable[..., Any], args: Sequence[Any], names: Sequence[str]) -> Any:
+def call(function: Callable[..., Any], *args: Any, returns: Sequence[str] | None = None,
+         **kwargs: Any) -> Any:
+    """Call the learner's function in a visible test, with readable failures.
+
+    A crash becomes a message that shows the inputs; with ``returns`` (the names
+    of the values the function must return, e.g. ``("X", "Y")``) a result that
+    is not a tuple of that many values is reported before anyone unpacks it.
+    """
+    names = [f"arg{i}" for i in range(len(args))]
+    result = call_learner(function, list(args), names, kwargs)
+    if returns is not None:
+        label = getattr(function, "__name__", "your function")
+        expected = f"({', '.join(returns)})"
+        if not isinstance(result, (tuple, list)):
+            raise CheckFailure(f"{label} should return {len(returns)} values {expected}, "
+                               f"but it returned {describe(result)}")
+        if len(result) != len(returns):
+            raise CheckFailure(f"{label} should return {len(returns)} values {expected}, "
+                               f"but it returned {len(result)}")
+    return result
+
+
+def call_learner(function: Callable[..., Any], args: Sequence[Any], names: Sequence[str],
+                 kwargs: Mapping[str, Any] | None = None) -> Any:
     """Call the learner's function; turn a crash into a message that shows the inputs.
 
     ``NotImplementedError`` passes through unchanged: it means "not done yet",
     which is what an untouched stub should report.
     """
+    kwargs = dict(kwargs or {})
     label = getattr(function, "__name__", "your function")
     if not callable(function):
         raise CheckFailure(f"{label} should be a function, but it is {describe(function)}")
+    shown = describe_args([*names, *kwargs], [*args, *kwargs.values()])
     try:
-        return function(*args)
+        return function(*args, **kwargs)
     except NotImplementedError:
         raise
     except CheckFailure:
         raise
     except RecursionError as error:
-        raise CheckFailure(f"{label} recursed without end when called with "
-                           f"{describe_args(names, args)}") from error
+        raise CheckFailure(f"{label} recursed without end when called with {shown}") from error
     except Exception as error:  # any crash in learner code becomes a readable failure
         raise CheckFailure(f"{label} raised {type(error).__name__}: {error}\n"
-                           f"  when called with {describe_args(names, args)}") from error
+                           f"  when called with {shown}") from error

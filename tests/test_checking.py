@@ -103,3 +103,12 @@ def test_checks_survive_a_monkeypatched_numpy(monkeypatch):
     monkeypatch.setattr(np.testing, "assert_allclose", lambda *a, **k: None)
     assert difference(E + 1, E, "x") is not None
     assert difference(np.full(2, np.nan), np.zeros(2), "x") is not None
+
+
+def test_a_crash_that_a_mistake_reproduces_is_named():
+    mistake = Mistake("multiplied by W.T", "use x @ W", lambda x, W: x @ W.T)
+    def learner(x, W):
+        return x @ W.T
+    message = failure(check_call, learner, {"x": np.ones((2, 3)), "W": np.ones((3, 4))}, np.full((2, 4), 3.0),
+                      mistakes=[mistake])
+    assert "raised ValueError" in message and "common mistake: multiplied by W.T" in message

@@ -1,26 +1,31 @@
-"""The whole nbgrader loop in a scratch course directory, for Part 1.
+"""The whole nbgrader loop in a scratch course directory, for every landed part.
 
-generate_assignment (with a gradebook), then autograde five submissions:
+generate_assignment (with a gradebook), then autograde, per part:
 (a) the reference, (b) the untouched stubs, (c) answers hard-coded for the
-visible tests, (d) four named mistakes at once, (e) an endless loop in one
-lesson; then feedback.  Scores are read back from the gradebook per lesson.
+visible tests, (d) for each k, a submission making the k-th catalogued mistake
+of every lesson that has one, (e) an endless loop in the part's first lesson;
+and for Part 1 also four mistakes written as a learner would write them.
+Then feedback.  Scores are read back from the gradebook, lesson by lesson.
 """
 
+import html
 import time
 
+import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from course import (hard_coded_answer, make_course, make_submission, nbgrader, nbgrader_env, read,
-                    reference_code, replace_body, student_path, submit, visible_test_answers)
+from course import (built_parts, hard_coded_answer, make_course, make_submission, nbgrader,
+                    nbgrader_env, read, reference_code, replace_body, student_path, submit,
+                    visible_test_answers)
 from shared.lessons import lessons_of
+from shared.mistakes import mistakes_of
 
-pytestmark = [pytest.mark.slow, pytest.mark.part_1]
-SLUG = "01_mlp_core"
-LESSONS = lessons_of(SLUG)
+pytestmark = pytest.mark.slow
+PARTS = built_parts()
 TIMEOUT = 6  # seconds per cell while autograding in this test (the course default is 30)
 
-MISTAKES = {  # function -> (body with the mistake, the name the feedback must give)
+HAND_WRITTEN_MISTAKES = {  # Part 1: function -> (body with the mistake, the name the feedback must give)
     "mse_loss_and_grad": ("diff = Y_hat - Y\nreturn float(np.mean(diff ** 2)), 2.0 * diff",
                           "MSE gradient summed instead of averaged"),
     "linear_backward": ("return dZ @ W.T, dZ.T @ x, dZ.sum(axis=0)", "dW without the transpose"),
@@ -29,104 +34,138 @@ MISTAKES = {  # function -> (body with the mistake, the name the feedback must g
 }
 
 
-def with_body(function, body):
-    return replace_body(reference_code(SLUG, function), function, body)
+def with_body(slug, function, body):
+    return replace_body(reference_code(slug, function), function, body)
+
+
+def catalogued_mistake(function: str, k: int) -> str:
+    """Solution code that behaves exactly like the lesson's k-th catalogued mistake."""
+    return (f"def {function}(*args, **kwargs):\n"
+            "    from shared.mistakes import mistakes_of\n"
+            f"    return mistakes_of({function!r})[{k}].compute(*args, **kwargs)\n")
+
+
+def submissions_for(slug):
+    lessons = lessons_of(slug)
+    answers = visible_test_answers(slug)
+    first = lessons[0].function
+    subs = {
+        "reference": (make_submission(slug, default="reference"), {}),
+        "stubs": (make_submission(slug, default="stub"), {l.code: None for l in lessons}),
+        "hardcoded": (make_submission(slug, {f: hard_coded_answer(f, a) for f, a in answers.items()}),
+                      {l.code: None for l in lessons}),
+        "endless_loop": (make_submission(slug, {first: with_body(slug, first, "while True:\n    pass")},
+                                         default="reference"), {lessons[0].code: "Timeout"}),
+    }
+    most = max(len(mistakes_of(l.function)) for l in lessons)
+    for k in range(most):
+        wrong = {l.function: catalogued_mistake(l.function, k) for l in lessons if len(mistakes_of(l.function)) > k}
+        subs[f"mistakes_{k + 1}"] = (make_submission(slug, wrong, default="reference"),
+                                     {l.code: mistakes_of(l.function)[k].name
+                                      for l in lessons if l.function in wrong})
+    if slug == "01_mlp_core":
+        subs["hand_written_mistakes"] = (
+            make_submission(slug, {f: with_body(slug, f, body) for f, (body, _) in HAND_WRITTEN_MISTAKES.items()},
+                            default="reference"),
+            {l.code: HAND_WRITTEN_MISTAKES[l.function][1] for l in lessons if l.function in HAND_WRITTEN_MISTAKES})
+    return subs, answers
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def course(tmp_path_factory):
     course = tmp_path_factory.mktemp("course")
-    make_course(course, [SLUG])
-    env = nbgrader_env(course, MCT_CELL_TIMEOUT=str(TIMEOUT))
-    nbgrader(course, "generate_assignment", SLUG, "--force", env=env)
+    make_course(course, PARTS)
+    return course
 
-    answers = visible_test_answers(SLUG)
-    submissions = {
-        "a_reference": make_submission(SLUG, default="reference"),
-        "b_stubs": make_submission(SLUG, default="stub"),
-        "c_hardcoded": make_submission(SLUG, {f: hard_coded_answer(f, answers[f]) for f in answers}),
-        "d_mistakes": make_submission(SLUG, {f: with_body(f, body) for f, (body, _) in MISTAKES.items()},
-                                      default="reference"),
-        "e_endless_loop": make_submission(
-            SLUG, {"make_synthetic_regression_batch":
-                   with_body("make_synthetic_regression_batch", "while True:\n    pass")},
-            default="reference"),
-    }
-    for student, notebook in submissions.items():
-        submit(course, student, SLUG, notebook)
+
+@pytest.fixture(scope="module", params=PARTS)
+def graded(request, course):
+    """Autograde every kind of submission for one part; {student: per-lesson scores, ...}."""
+    slug = request.param
+    env = nbgrader_env(course, MCT_CELL_TIMEOUT=str(TIMEOUT))
+    nbgrader(course, "generate_assignment", slug, "--force", env=env)
+    submissions, answers = submissions_for(slug)
+    for student, (notebook, _) in submissions.items():
+        submit(course, student, slug, notebook)
     started = time.perf_counter()
-    run = nbgrader(course, "autograde", SLUG, env=env, check=False)
+    run = nbgrader(course, "autograde", slug, env=env, check=False)
     seconds = time.perf_counter() - started
-    nbgrader(course, "generate_feedback", SLUG, env=env)
+    nbgrader(course, "generate_feedback", slug, env=env)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        scores = {student: {lesson.code: gradebook.find_grade(lesson.grade_id, SLUG, SLUG, student).score
-                            for lesson in LESSONS}
+        scores = {student: {lesson.code: gradebook.find_grade(lesson.grade_id, slug, slug, student).score
+                            for lesson in lessons_of(slug)}
                   for student in submissions}
-        totals = {student: gradebook.find_submission(SLUG, student).score for student in submissions}
-    print(f"\nautograde of {len(submissions)} Part 1 submissions: {seconds:.1f} s")
-    for student, total in totals.items():
-        print(f"  {student:16s} {total:4.0f}/50  " + " ".join(f"{c}:{s:.0f}" for c, s in scores[student].items()))
-    return {"course": course, "run": run, "scores": scores, "totals": totals, "answers": answers,
-            "submissions": submissions}
+    possible = 5 * len(lessons_of(slug))
+    print(f"\n{slug}: autograde of {len(submissions)} submissions took {seconds:.1f} s "
+          f"({seconds / len(submissions):.1f} s each)")
+    for student, per_lesson in scores.items():
+        print(f"  {student:22s} {sum(per_lesson.values()):4.0f}/{possible}  "
+              + " ".join(f"{c}:{s:.0f}" for c, s in per_lesson.items()))
+    return {"slug": slug, "course": course, "run": run, "scores": scores, "submissions": submissions}
 
 
 def feedback_html(graded, student):
-    return (graded["course"] / "feedback" / student / SLUG / f"{SLUG}.html").read_text()
+    """The feedback page's text, HTML entities decoded (``&gt;`` -> ``>``)."""
+    slug = graded["slug"]
+    return html.unescape((graded["course"] / "feedback" / student / slug / f"{slug}.html").read_text())
 
 
 def test_autograde_exits_cleanly(graded):
     assert graded["run"].returncode == 0, graded["run"].stderr[-3000:]
 
 
-def test_a_reference_gets_full_marks(graded):
-    assert graded["totals"]["a_reference"] == 50
+def test_reference_gets_full_marks(graded):
+    assert all(score == 5 for score in graded["scores"]["reference"].values())
 
 
-def test_b_untouched_stubs_get_zero(graded):
-    assert graded["totals"]["b_stubs"] == 0
+def test_untouched_stubs_get_zero(graded):
+    assert all(score == 0 for score in graded["scores"]["stubs"].values())
 
 
-def test_c_hard_coded_answers_pass_the_visible_tests_but_lose_every_hidden_point(graded, tmp_path,
-                                                                                 monkeypatch):
+def test_hard_coded_answers_pass_the_visible_tests_but_lose_every_hidden_point(graded, tmp_path,
+                                                                               monkeypatch):
     from nbgrader.validator import Validator
-    import nbformat
     monkeypatch.setenv("MCT_PROGRESS_FILE", str(tmp_path / "progress.json"))
-    path = tmp_path / f"{SLUG}.ipynb"
-    nbformat.write(graded["submissions"]["c_hardcoded"], path)
+    path = tmp_path / f"{graded['slug']}.ipynb"
+    nbformat.write(graded["submissions"]["hardcoded"][0], path)
     # nbgrader validate runs the learner's copy: only the visible tests.
     assert Validator().validate(str(path)) == {}, "the cheat should fool the visible tests"
-    assert graded["totals"]["c_hardcoded"] == 0
+    assert all(score == 0 for score in graded["scores"]["hardcoded"].values())
 
 
-def test_d_each_named_mistake_loses_its_lesson_and_is_named_in_the_feedback(graded):
-    scores = graded["scores"]["d_mistakes"]
-    wrong = {lesson.code for lesson in LESSONS if lesson.function in MISTAKES}
-    assert {code for code, score in scores.items() if score == 0} == wrong
-    assert graded["totals"]["d_mistakes"] == 50 - 5 * len(MISTAKES)
-    html = feedback_html(graded, "d_mistakes")
-    for _, name in MISTAKES.values():
-        assert f"common mistake: {name}" in html, name
+def test_each_named_mistake_loses_exactly_its_lesson_and_is_named_in_the_feedback(graded):
+    for student, (_, named) in graded["submissions"].items():
+        if "mistakes" not in student:
+            continue
+        scores = graded["scores"][student]
+        assert {code for code, score in scores.items() if score == 0} == set(named), student
+        html = feedback_html(graded, student)
+        for code, name in named.items():
+            assert f"common mistake: {name}" in html, (student, code, name)
 
 
-def test_e_an_endless_loop_times_out_and_the_rest_is_graded(graded):
-    scores = graded["scores"]["e_endless_loop"]
-    assert scores["001"] == 0
-    assert graded["totals"]["e_endless_loop"] == 45
-    assert "CellTimeoutError" in feedback_html(graded, "e_endless_loop") or \
-        "KeyboardInterrupt" in feedback_html(graded, "e_endless_loop")
+def test_an_endless_loop_times_out_and_the_rest_is_graded(graded):
+    scores = graded["scores"]["endless_loop"]
+    (looping,) = graded["submissions"]["endless_loop"][1]
+    assert scores[looping] == 0
+    assert all(score == 5 for code, score in scores.items() if code != looping)
+    html = feedback_html(graded, "endless_loop")
+    assert "CellTimeoutError" in html or "KeyboardInterrupt" in html
 
 
 def test_feedback_holds_neither_hidden_tests_nor_the_reference(graded):
-    for student in graded["totals"]:
-        folder = graded["course"] / "feedback" / student / SLUG
-        assert sorted(p.name for p in folder.iterdir()) == [f"{SLUG}.html"]
+    slug = graded["slug"]
+    for student in graded["submissions"]:
+        folder = graded["course"] / "feedback" / student / slug
+        assert sorted(p.name for p in folder.iterdir()) == [f"{slug}.html"]
         html = feedback_html(graded, student)
         for secret in ("BEGIN HIDDEN TESTS", "check_matches_reference", "_ref.", "isolate_lesson"):
             assert secret not in html, (student, secret)
 
 
 def test_release_holds_only_the_student_notebook(graded):
-    release = graded["course"] / "release" / SLUG
-    assert sorted(p.name for p in release.iterdir()) == [f"{SLUG}.ipynb"]
-    released, committed = read(release / f"{SLUG}.ipynb"), read(student_path(SLUG))
+    slug = graded["slug"]
+    release = graded["course"] / "release" / slug
+    assert sorted(p.name for p in release.iterdir()) == [f"{slug}.ipynb"]
+    released, committed = read(release / f"{slug}.ipynb"), read(student_path(slug))
     assert [(c.source, c.metadata) for c in released.cells] == [(c.source, c.metadata) for c in committed.cells]

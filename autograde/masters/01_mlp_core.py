@@ -31,7 +31,7 @@
 import numpy as np
 import matplotlib.pyplot as plt
 
-from shared.checking import CheckFailure, check, check_call, check_equal, check_shape
+from shared.checking import CheckFailure, call, check, check_call, check_equal, check_shape
 from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
 from shared.plotting import plot_loss_curve
@@ -109,22 +109,8 @@ def make_synthetic_regression_batch(batch_size, in_features, out_features, seed)
 # written out below. The other checks are properties that any correct answer has.
 
 # %% tags=["tests"]
-X, Y = make_synthetic_regression_batch(2, 3, 2, seed=0)
-check_shape(X, (2, 3), "X")
-check_shape(Y, (2, 2), "Y")
-check(X.dtype == np.float64 and Y.dtype == np.float64,
-      f"X and Y should be float64, got {X.dtype} and {Y.dtype}")
-check_equal(X, np.array([[0.12573022, -0.13210486, 0.64042265],
-                         [0.10490012, -0.53566937, 0.36159505]]), "X for seed 0",
-            atol=1e-8, mistakes=mistakes_of("make_synthetic_regression_batch"),
-            mistake_args=(2, 3, 2, 0), mistake_view=lambda batch: batch[0])
-check(np.all(np.abs(Y) <= 1.0), "Y should lie in [-1, 1]: it is a sine")
-X_again, Y_again = make_synthetic_regression_batch(2, 3, 2, seed=0)
-check(np.array_equal(X, X_again) and np.array_equal(Y, Y_again),
-      "the same seed must give the same batch: create the generator from `seed` inside the function")
-X_other, _ = make_synthetic_regression_batch(2, 3, 2, seed=1)
-check(not np.array_equal(X, X_other), "different seeds should give different batches")
 ### BEGIN HIDDEN TESTS
+# Graded first: fresh random cases compared with the reference solution.
 from shared.grading import check_matches_reference, expect_error, reference
 _ref = reference("01_mlp_core")
 for _seed in (11, 2024, 77, 31337, 5):
@@ -138,6 +124,21 @@ for _bad in ({"batch_size": 0, "in_features": 3, "out_features": 2, "seed": 0},
     expect_error(make_synthetic_regression_batch, list(_bad.values()), list(_bad), ValueError,
                  "a size is not positive")
 ### END HIDDEN TESTS
+X, Y = call(make_synthetic_regression_batch, 2, 3, 2, seed=0, returns=("X", "Y"))
+check_shape(X, (2, 3), "X")
+check_shape(Y, (2, 2), "Y")
+check(X.dtype == np.float64 and Y.dtype == np.float64,
+      f"X and Y should be float64, got {X.dtype} and {Y.dtype}")
+check_equal(X, np.array([[0.12573022, -0.13210486, 0.64042265],
+                         [0.10490012, -0.53566937, 0.36159505]]), "X for seed 0",
+            atol=1e-8, mistakes=mistakes_of("make_synthetic_regression_batch"),
+            mistake_args=(2, 3, 2, 0), mistake_view=lambda batch: batch[0])
+check(np.all(np.abs(Y) <= 1.0), "Y should lie in [-1, 1]: it is a sine")
+X_again, Y_again = call(make_synthetic_regression_batch, 2, 3, 2, seed=0, returns=("X", "Y"))
+check(np.array_equal(X, X_again) and np.array_equal(Y, Y_again),
+      "the same seed must give the same batch: create the generator from `seed` inside the function")
+X_other, _ = call(make_synthetic_regression_batch, 2, 3, 2, seed=1, returns=("X", "Y"))
+check(not np.array_equal(X, X_other), "different seeds should give different batches")
 lesson_passed("001")
 
 # %% [markdown]
@@ -215,7 +216,18 @@ def init_mlp_params(in_features, hidden, out_features, seed):
 # ### Tests
 
 # %% tags=["tests"]
-params = init_mlp_params(4, 5, 3, seed=7)
+### BEGIN HIDDEN TESTS
+# Graded first: fresh random cases compared with the reference solution.
+from shared.grading import check_matches_reference, reference
+_ref = reference("01_mlp_core")
+for _seed in (3, 99, 1001, 42424, 8):
+    _rng = np.random.default_rng(_seed)
+    _d, _h, _m = (int(n) for n in _rng.integers(1, 16, size=3))
+    check_matches_reference(init_mlp_params, _ref.init_mlp_params,
+                            {"in_features": _d, "hidden": _h, "out_features": _m, "seed": _seed},
+                            lesson="002")
+### END HIDDEN TESTS
+params = call(init_mlp_params, 4, 5, 3, seed=7)
 check(isinstance(params, dict), f"init_mlp_params should return a dict, got {type(params).__name__}")
 check(set(params) == {"W1", "b1", "W2", "b2"},
       f"the keys should be W1, b1, W2, b2; got {sorted(params)}")
@@ -228,21 +240,11 @@ check_equal(params["W1"][0, :2], np.array([0.00123015, 0.29874554]) * np.sqrt(2 
             atol=1e-8, mistakes=mistakes_of("init_mlp_params"), mistake_args=(4, 5, 3, 7),
             mistake_view=lambda p: p["W1"][0, :2])
 check_equal(init_mlp_params(4, 5, 3, seed=7), params, "a second call with the same seed")
-big = init_mlp_params(400, 300, 1, seed=0)
+big = call(init_mlp_params, 400, 300, 1, seed=0)
 check(abs(big["W1"].std() - np.sqrt(2 / 400)) < 0.002,
       f"W1's standard deviation is {big['W1'].std():.4f}; He initialisation gives sqrt(2/fan_in) = {np.sqrt(2 / 400):.4f}")
 check(abs(big["W2"].std() - np.sqrt(2 / 300)) < 0.02,
       f"W2's standard deviation is {big['W2'].std():.4f}; its fan_in is 300, so it should be {np.sqrt(2 / 300):.4f}")
-### BEGIN HIDDEN TESTS
-from shared.grading import check_matches_reference, reference
-_ref = reference("01_mlp_core")
-for _seed in (3, 99, 1001, 42424, 8):
-    _rng = np.random.default_rng(_seed)
-    _d, _h, _m = (int(n) for n in _rng.integers(1, 16, size=3))
-    check_matches_reference(init_mlp_params, _ref.init_mlp_params,
-                            {"in_features": _d, "hidden": _h, "out_features": _m, "seed": _seed},
-                            lesson="002")
-### END HIDDEN TESTS
 lesson_passed("002")
 
 # %% [markdown]
@@ -309,6 +311,20 @@ def linear_forward(x, W, b):
 # ### Tests
 
 # %% tags=["tests"]
+### BEGIN HIDDEN TESTS
+# Graded first: fresh random cases compared with the reference solution.
+from shared.grading import check_matches_reference, reference
+_ref = reference("01_mlp_core")
+for _seed in (8121, 3, 47, 9090, 1234, 600):
+    _rng = np.random.default_rng(_seed)
+    _n, _i, _o = (int(n) for n in _rng.integers(1, 10, size=3))
+    _dtype = np.float32 if _seed == 600 else np.float64
+    check_matches_reference(linear_forward, _ref.linear_forward,
+                            {"x": _rng.standard_normal((_n, _i)).astype(_dtype),
+                             "W": _rng.standard_normal((_i, _o)).astype(_dtype),
+                             "b": _rng.standard_normal(_o).astype(_dtype)},
+                            lesson="003", rtol=1e-5 if _dtype == np.float32 else 1e-7)
+### END HIDDEN TESTS
 x = np.array([[1.0, 2.0],
               [3.0, 4.0],
               [5.0, 6.0]])                 # (batch=3, fan_in=2)
@@ -325,22 +341,9 @@ check_call(linear_forward, {"x": np.array([[1.0, 0.0]]), "W": np.array([[1.0, 2.
                             "b": np.zeros(2)},
            np.array([[1.0, 2.0]]), mistakes=mistakes_of("linear_forward"))
 # float32 in, float32 out:
-z32 = linear_forward(x.astype(np.float32), W.astype(np.float32), b.astype(np.float32))
+z32 = call(linear_forward, x.astype(np.float32), W.astype(np.float32), b.astype(np.float32))
 check(isinstance(z32, np.ndarray) and z32.dtype == np.float32,
       f"float32 inputs should give a float32 result, got {getattr(z32, 'dtype', type(z32))}")
-### BEGIN HIDDEN TESTS
-from shared.grading import check_matches_reference, reference
-_ref = reference("01_mlp_core")
-for _seed in (8121, 3, 47, 9090, 1234, 600):
-    _rng = np.random.default_rng(_seed)
-    _n, _i, _o = (int(n) for n in _rng.integers(1, 10, size=3))
-    _dtype = np.float32 if _seed == 600 else np.float64
-    check_matches_reference(linear_forward, _ref.linear_forward,
-                            {"x": _rng.standard_normal((_n, _i)).astype(_dtype),
-                             "W": _rng.standard_normal((_i, _o)).astype(_dtype),
-                             "b": _rng.standard_normal(_o).astype(_dtype)},
-                            lesson="003", rtol=1e-5 if _dtype == np.float32 else 1e-7)
-### END HIDDEN TESTS
 lesson_passed("003")
 
 # %% [markdown]
@@ -401,17 +404,8 @@ def relu_forward(z):
 # ### Tests
 
 # %% tags=["tests"]
-z = np.array([[-2.0, -0.0, 0.5],
-              [3.0, -1e-9, 0.0]])
-check_call(relu_forward, {"z": z}, np.array([[0.0, 0.0, 0.5],
-                                             [3.0, 0.0, 0.0]]),
-           mistakes=mistakes_of("relu_forward"))
-check_call(relu_forward, {"z": np.array([-1.0, 2.0, -3.0, 4.0])}, np.array([0.0, 2.0, 0.0, 4.0]),
-           mistakes=mistakes_of("relu_forward"))
-r32 = relu_forward(np.array([-1.0, 1.0], dtype=np.float32))
-check(isinstance(r32, np.ndarray) and r32.dtype == np.float32,
-      f"relu_forward should keep float32, got {getattr(r32, 'dtype', type(r32))}")
 ### BEGIN HIDDEN TESTS
+# Graded first: fresh random cases compared with the reference solution.
 from shared.grading import check_matches_reference, reference
 _ref = reference("01_mlp_core")
 for _seed in (5, 50, 500, 5000, 55):
@@ -424,6 +418,16 @@ check_matches_reference(relu_forward, _ref.relu_forward,
                         {"z": np.random.default_rng(6).standard_normal((4, 3)).astype(np.float32)},
                         lesson="004")
 ### END HIDDEN TESTS
+z = np.array([[-2.0, -0.0, 0.5],
+              [3.0, -1e-9, 0.0]])
+check_call(relu_forward, {"z": z}, np.array([[0.0, 0.0, 0.5],
+                                             [3.0, 0.0, 0.0]]),
+           mistakes=mistakes_of("relu_forward"))
+check_call(relu_forward, {"z": np.array([-1.0, 2.0, -3.0, 4.0])}, np.array([0.0, 2.0, 0.0, 4.0]),
+           mistakes=mistakes_of("relu_forward"))
+r32 = call(relu_forward, np.array([-1.0, 1.0], dtype=np.float32))
+check(isinstance(r32, np.ndarray) and r32.dtype == np.float32,
+      f"relu_forward should keep float32, got {getattr(r32, 'dtype', type(r32))}")
 lesson_passed("004")
 
 # %% [markdown]
@@ -496,8 +500,18 @@ def mlp_forward(X, params):
 
 # %% tags=["tests"]
 ### BEGIN HIDDEN TESTS
-from shared.grading import isolate_lesson
+# Graded first: fresh random cases compared with the reference solution.
+from shared.grading import check_matches_reference, isolate_lesson, reference
+_ref = reference("01_mlp_core")
 isolate_lesson(globals(), "01_mlp_core", "linear_forward", "relu_forward")
+for _seed in (21, 210, 2100, 21000, 7):
+    _rng = np.random.default_rng(_seed)
+    _n, _d, _h, _m = (int(n) for n in _rng.integers(1, 9, size=4))
+    check_matches_reference(mlp_forward, _ref.mlp_forward,
+                            {"X": _rng.standard_normal((_n, _d)),
+                             "params": {"W1": _rng.standard_normal((_d, _h)), "b1": _rng.standard_normal(_h),
+                                        "W2": _rng.standard_normal((_h, _m)), "b2": _rng.standard_normal(_m)}},
+                            lesson="005")
 ### END HIDDEN TESTS
 X = np.array([[1.0, -1.0],
               [2.0, 0.5]])                                   # (batch=2, in=2)
@@ -513,21 +527,9 @@ check_call(mlp_forward, {"X": X, "params": tiny},
 # With b2 = -5 the outputs are negative, which a ReLU on the output would hide:
 check_call(mlp_forward, {"X": X, "params": {**tiny, "b2": np.array([-5.0])}},
            (np.array([[-4.5], [-2.0]]), expected_cache), mistakes=mistakes_of("mlp_forward"))
-Y_hat, cache = mlp_forward(np.zeros((5, 2)), tiny)
+Y_hat, cache = call(mlp_forward, np.zeros((5, 2)), tiny, returns=("Y_hat", "cache"))
 check_shape(Y_hat, (5, 1), "Y_hat for a batch of 5")
 check(set(cache) == {"A0", "Z1", "A1"}, f"cache should have the keys A0, Z1, A1; got {sorted(cache)}")
-### BEGIN HIDDEN TESTS
-from shared.grading import check_matches_reference, reference
-_ref = reference("01_mlp_core")
-for _seed in (21, 210, 2100, 21000, 7):
-    _rng = np.random.default_rng(_seed)
-    _n, _d, _h, _m = (int(n) for n in _rng.integers(1, 9, size=4))
-    check_matches_reference(mlp_forward, _ref.mlp_forward,
-                            {"X": _rng.standard_normal((_n, _d)),
-                             "params": {"W1": _rng.standard_normal((_d, _h)), "b1": _rng.standard_normal(_h),
-                                        "W2": _rng.standard_normal((_h, _m)), "b2": _rng.standard_normal(_m)}},
-                            lesson="005")
-### END HIDDEN TESTS
 lesson_passed("005")
 
 # %% [markdown]
@@ -591,21 +593,8 @@ def mse_loss_and_grad(Y_hat, Y):
 # ### Tests
 
 # %% tags=["tests"]
-Y_hat = np.array([[1.0, 2.0], [3.0, 5.0]])
-Y = np.array([[1.0, 0.0], [2.0, 5.0]])
-# differences: [[0, 2], [1, 0]] -> loss (0 + 4 + 1 + 0) / 4 = 1.25
-check_call(mse_loss_and_grad, {"Y_hat": Y_hat, "Y": Y},
-           (1.25, np.array([[0.0, 1.0], [0.5, 0.0]])), mistakes=mistakes_of("mse_loss_and_grad"))
-loss, _ = mse_loss_and_grad(Y, Y)
-check(loss == 0.0, f"the loss of a perfect prediction should be 0, got {loss}")
-check(isinstance(loss, float), f"the loss should be a Python float, got {type(loss).__name__}")
-# The gradient is the slope: a small step against it lowers the loss.
-rng = np.random.default_rng(0)
-Y_hat, Y = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
-loss, dY_hat = mse_loss_and_grad(Y_hat, Y)
-loss_after, _ = mse_loss_and_grad(Y_hat - 1e-3 * dY_hat / np.linalg.norm(dY_hat), Y)
-check(loss_after < loss, "a small step against dY_hat should lower the loss: check the gradient's sign")
 ### BEGIN HIDDEN TESTS
+# Graded first: fresh random cases compared with the reference solution.
 from shared.grading import check_matches_reference, reference
 _ref = reference("01_mlp_core")
 for _seed in (13, 130, 1300, 13000, 31):
@@ -620,6 +609,21 @@ check_matches_reference(mse_loss_and_grad, _ref.mse_loss_and_grad,
                          "Y": _rng.standard_normal((6, 2)).astype(np.float32)},
                         lesson="006", rtol=1e-5)
 ### END HIDDEN TESTS
+Y_hat = np.array([[1.0, 2.0], [3.0, 5.0]])
+Y = np.array([[1.0, 0.0], [2.0, 5.0]])
+# differences: [[0, 2], [1, 0]] -> loss (0 + 4 + 1 + 0) / 4 = 1.25
+check_call(mse_loss_and_grad, {"Y_hat": Y_hat, "Y": Y},
+           (1.25, np.array([[0.0, 1.0], [0.5, 0.0]])), mistakes=mistakes_of("mse_loss_and_grad"))
+loss, _ = call(mse_loss_and_grad, Y, Y, returns=("loss", "dY_hat"))
+check(loss == 0.0, f"the loss of a perfect prediction should be 0, got {loss}")
+check(isinstance(loss, float), f"the loss should be a Python float, got {type(loss).__name__}")
+# The gradient is the slope: a small step against it lowers the loss.
+rng = np.random.default_rng(0)
+Y_hat, Y = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+loss, dY_hat = call(mse_loss_and_grad, Y_hat, Y, returns=("loss", "dY_hat"))
+loss_after, _ = call(mse_loss_and_grad, Y_hat - 1e-3 * dY_hat / np.linalg.norm(dY_hat), Y,
+                     returns=("loss", "dY_hat"))
+check(loss_after < loss, "a small step against dY_hat should lower the loss: check the gradient's sign")
 lesson_passed("006")
 
 # %% [markdown]
@@ -692,6 +696,20 @@ def linear_backward(dZ, x, W):
 # ### Tests
 
 # %% tags=["tests"]
+### BEGIN HIDDEN TESTS
+# Graded first: fresh random cases compared with the reference solution.
+from shared.grading import check_matches_reference, reference
+_ref = reference("01_mlp_core")
+for _seed in (17, 170, 1700, 17000, 71, 700):
+    _rng = np.random.default_rng(_seed)
+    _n, _i, _o = (int(n) for n in _rng.integers(1, 10, size=3))
+    _dtype = np.float32 if _seed == 700 else np.float64
+    check_matches_reference(linear_backward, _ref.linear_backward,
+                            {"dZ": _rng.standard_normal((_n, _o)).astype(_dtype),
+                             "x": _rng.standard_normal((_n, _i)).astype(_dtype),
+                             "W": _rng.standard_normal((_i, _o)).astype(_dtype)},
+                            lesson="007", rtol=1e-5 if _dtype == np.float32 else 1e-7)
+### END HIDDEN TESTS
 dZ = np.array([[1.0, 0.0, -1.0],
                [2.0, 1.0, 0.0]])             # (batch=2, fan_out=3)
 x = np.array([[1.0, 2.0],
@@ -707,24 +725,11 @@ check_call(linear_backward, {"dZ": dZ, "x": x, "W": W},
 # difference in W must agree with your dW.
 rng = np.random.default_rng(1)
 x, W, G = rng.standard_normal((4, 3)), rng.standard_normal((3, 2)), rng.standard_normal((4, 2))
-_, dW, _ = linear_backward(G, x, W)
+_, dW, _ = call(linear_backward, G, x, W, returns=("dx", "dW", "db"))
 E = np.zeros_like(W); E[1, 0] = 1e-6
 numeric = (np.sum((x @ (W + E)) * G) - np.sum((x @ (W - E)) * G)) / 2e-6
 check(abs(dW[1, 0] - numeric) < 1e-6,
       f"dW[1, 0] = {dW[1, 0]:.6f} but a finite difference gives {numeric:.6f}")
-### BEGIN HIDDEN TESTS
-from shared.grading import check_matches_reference, reference
-_ref = reference("01_mlp_core")
-for _seed in (17, 170, 1700, 17000, 71, 700):
-    _rng = np.random.default_rng(_seed)
-    _n, _i, _o = (int(n) for n in _rng.integers(1, 10, size=3))
-    _dtype = np.float32 if _seed == 700 else np.float64
-    check_matches_reference(linear_backward, _ref.linear_backward,
-                            {"dZ": _rng.standard_normal((_n, _o)).astype(_dtype),
-                             "x": _rng.standard_normal((_n, _i)).astype(_dtype),
-                             "W": _rng.standard_normal((_i, _o)).astype(_dtype)},
-                            lesson="007", rtol=1e-5 if _dtype == np.float32 else 1e-7)
-### END HIDDEN TESTS
 lesson_passed("007")
 
 # %% [markdown]
@@ -785,17 +790,8 @@ def relu_backward(dA, Z):
 # ### Tests
 
 # %% tags=["tests"]
-dA = np.array([[1.0, -2.0, 3.0],
-               [-4.0, 5.0, 6.0]])
-Z = np.array([[0.5, 1.0, -1.0],
-              [2.0, 0.0, -3.0]])
-check_call(relu_backward, {"dA": dA, "Z": Z},
-           np.array([[1.0, -2.0, 0.0],
-                     [-4.0, 0.0, 0.0]]), mistakes=mistakes_of("relu_backward"))
-d32 = relu_backward(dA.astype(np.float32), Z)
-check(isinstance(d32, np.ndarray) and d32.dtype == np.float32,
-      f"relu_backward should keep dA's dtype (float32 here), got {getattr(d32, 'dtype', type(d32))}")
 ### BEGIN HIDDEN TESTS
+# Graded first: fresh random cases compared with the reference solution.
 from shared.grading import check_matches_reference, reference
 _ref = reference("01_mlp_core")
 for _seed in (19, 190, 1900, 19000, 91):
@@ -806,6 +802,16 @@ for _seed in (19, 190, 1900, 19000, 91):
     check_matches_reference(relu_backward, _ref.relu_backward,
                             {"dA": _rng.standard_normal(_shape), "Z": _Z}, lesson="008")
 ### END HIDDEN TESTS
+dA = np.array([[1.0, -2.0, 3.0],
+               [-4.0, 5.0, 6.0]])
+Z = np.array([[0.5, 1.0, -1.0],
+              [2.0, 0.0, -3.0]])
+check_call(relu_backward, {"dA": dA, "Z": Z},
+           np.array([[1.0, -2.0, 0.0],
+                     [-4.0, 0.0, 0.0]]), mistakes=mistakes_of("relu_backward"))
+d32 = call(relu_backward, dA.astype(np.float32), Z)
+check(isinstance(d32, np.ndarray) and d32.dtype == np.float32,
+      f"relu_backward should keep dA's dtype (float32 here), got {getattr(d32, 'dtype', type(d32))}")
 lesson_passed("008")
 
 # %% [markdown]
@@ -868,6 +874,17 @@ def first_linear_backward(dZ1, X, W1):
 # ### Tests
 
 # %% tags=["tests"]
+### BEGIN HIDDEN TESTS
+# Graded first: fresh random cases compared with the reference solution.
+from shared.grading import check_matches_reference, reference
+_ref = reference("01_mlp_core")
+for _seed in (23, 230, 2300, 23000, 32):
+    _rng = np.random.default_rng(_seed)
+    _n, _d, _h = (int(n) for n in _rng.integers(1, 10, size=3))
+    check_matches_reference(first_linear_backward, _ref.first_linear_backward,
+                            {"dZ1": _rng.standard_normal((_n, _h)), "X": _rng.standard_normal((_n, _d)),
+                             "W1": _rng.standard_normal((_d, _h))}, lesson="009")
+### END HIDDEN TESTS
 dZ1 = np.array([[1.0, -1.0],
                 [0.5, 2.0],
                 [0.0, 1.0]])                 # (batch=3, hidden=2)
@@ -878,16 +895,6 @@ W1 = np.ones((3, 2))
 check_call(first_linear_backward, {"dZ1": dZ1, "X": X, "W1": W1},
            (np.array([[2.0, 2.0], [0.5, 3.0], [2.0, -1.0]]), np.array([1.5, 2.0])),
            mistakes=mistakes_of("first_linear_backward"))
-### BEGIN HIDDEN TESTS
-from shared.grading import check_matches_reference, reference
-_ref = reference("01_mlp_core")
-for _seed in (23, 230, 2300, 23000, 32):
-    _rng = np.random.default_rng(_seed)
-    _n, _d, _h = (int(n) for n in _rng.integers(1, 10, size=3))
-    check_matches_reference(first_linear_backward, _ref.first_linear_backward,
-                            {"dZ1": _rng.standard_normal((_n, _h)), "X": _rng.standard_normal((_n, _d)),
-                             "W1": _rng.standard_normal((_d, _h))}, lesson="009")
-### END HIDDEN TESTS
 lesson_passed("009")
 
 # %% [markdown]
@@ -957,9 +964,20 @@ def mlp_backward(dY_hat, params, cache):
 
 # %% tags=["tests"]
 ### BEGIN HIDDEN TESTS
-from shared.grading import isolate_lesson
+# Graded first: fresh random cases compared with the reference solution.
+from shared.grading import check_matches_reference, isolate_lesson, reference
+_ref = reference("01_mlp_core")
 isolate_lesson(globals(), "01_mlp_core", "linear_forward", "relu_forward", "mse_loss_and_grad",
                "mlp_forward", "linear_backward", "relu_backward", "first_linear_backward")
+for _seed in (29, 290, 2900, 29000, 92):
+    _rng = np.random.default_rng(_seed)
+    _n, _d, _h, _m = (int(n) for n in _rng.integers(1, 9, size=4))
+    _p = {"W1": _rng.standard_normal((_d, _h)), "b1": _rng.standard_normal(_h),
+          "W2": _rng.standard_normal((_h, _m)), "b2": _rng.standard_normal(_m)}
+    _, _c = _ref.mlp_forward(_rng.standard_normal((_n, _d)), _p)
+    check_matches_reference(mlp_backward, _ref.mlp_backward,
+                            {"dY_hat": _rng.standard_normal((_n, _m)), "params": _p, "cache": _c},
+                            lesson="010")
 ### END HIDDEN TESTS
 # The tiny network of lesson 005, with dY_hat = [[1], [-1]]:
 tiny = {"W1": np.array([[1.0, -1.0, 0.5],
@@ -979,27 +997,18 @@ rng = np.random.default_rng(2)
 X_fd, Y_fd = rng.standard_normal((5, 3)), rng.standard_normal((5, 2))
 p_fd = {"W1": rng.standard_normal((3, 4)), "b1": rng.standard_normal(4),
         "W2": rng.standard_normal((4, 2)), "b2": rng.standard_normal(2)}
-out, c = mlp_forward(X_fd, p_fd)
-grads = mlp_backward(mse_loss_and_grad(out, Y_fd)[1], p_fd, c)
+def loss_and_grad_at(p):
+    out, cache = call(mlp_forward, X_fd, p, returns=("Y_hat", "cache"))
+    return call(mse_loss_and_grad, out, Y_fd, returns=("loss", "dY_hat")), cache
+
+(_, dY_fd), c = loss_and_grad_at(p_fd)
+grads = call(mlp_backward, dY_fd, p_fd, c)
 for key in ("W1", "b1", "W2", "b2"):
     step = np.zeros_like(p_fd[key]); step.flat[0] = 1e-6
-    up = mse_loss_and_grad(mlp_forward(X_fd, {**p_fd, key: p_fd[key] + step})[0], Y_fd)[0]
-    down = mse_loss_and_grad(mlp_forward(X_fd, {**p_fd, key: p_fd[key] - step})[0], Y_fd)[0]
+    up = loss_and_grad_at({**p_fd, key: p_fd[key] + step})[0][0]
+    down = loss_and_grad_at({**p_fd, key: p_fd[key] - step})[0][0]
     check(abs(grads[key].flat[0] - (up - down) / 2e-6) < 1e-6,
           f"grads[{key!r}] disagrees with a finite difference: {grads[key].flat[0]:.6f} vs {(up - down) / 2e-6:.6f}")
-### BEGIN HIDDEN TESTS
-from shared.grading import check_matches_reference, reference
-_ref = reference("01_mlp_core")
-for _seed in (29, 290, 2900, 29000, 92):
-    _rng = np.random.default_rng(_seed)
-    _n, _d, _h, _m = (int(n) for n in _rng.integers(1, 9, size=4))
-    _p = {"W1": _rng.standard_normal((_d, _h)), "b1": _rng.standard_normal(_h),
-          "W2": _rng.standard_normal((_h, _m)), "b2": _rng.standard_normal(_m)}
-    _, _c = _ref.mlp_forward(_rng.standard_normal((_n, _d)), _p)
-    check_matches_reference(mlp_backward, _ref.mlp_backward,
-                            {"dY_hat": _rng.standard_normal((_n, _m)), "params": _p, "cache": _c},
-                            lesson="010")
-### END HIDDEN TESTS
 lesson_passed("010")
 
 # %% [markdown]
