@@ -283,6 +283,26 @@ def recognise_crashing_mistake(error: BaseException | None, mistakes: Sequence[M
     return None
 
 
+def recognise_mutating_mistake(mutated: Sequence[Any], mistakes: Sequence[Mistake],
+                               args: tuple) -> Mistake | None:
+    """The first mistake that, run on fresh copies of ``args``, changes them exactly as the
+    learner's call changed ``mutated`` (e.g. accumulating with ``+=`` into an input dict)."""
+    for mistake in mistakes:
+        copies = _deepcopy(args)
+        try:
+            with _errstate(all="ignore"):
+                mistake.compute(*copies)
+        except Exception:
+            continue
+        changed_alike = all(difference(new, mine, "x", exact=True) is None
+                            for new, mine in zip(copies, mutated))
+        changed_at_all = any(difference(new, old, "x", exact=True) is not None
+                             for new, old in zip(copies, args))
+        if changed_alike and changed_at_all:
+            return mistake
+    return None
+
+
 def check(condition: Any, message: str) -> None:
     """Raise CheckFailure(message) unless ``condition`` is true (a named replacement for assert)."""
     if not condition:
@@ -366,7 +386,14 @@ def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: 
             raise
         raise CheckFailure(f"{failure}\n  This is a common mistake: {recognised.name}. "
                            f"{recognised.hint}") from failure.__cause__
-    check_not_mutated(values, given, names, label)
+    try:
+        check_not_mutated(values, given, names, label)
+    except CheckFailure as failure:
+        recognised = recognise_mutating_mistake(given, mistakes, tuple(snapshot(values)))
+        if recognised is None:
+            raise
+        raise CheckFailure(f"{failure}\n  This is a common mistake: {recognised.name}. "
+                           f"{recognised.hint}") from None
     check_equal(result, expected, output or f"{label}({', '.join(names)})", mistakes=mistakes,
                 mistake_args=tuple(snapshot(values)), **tolerances)
     return result

@@ -53,3 +53,28 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     raise AssertionError("unreachable")
+
+
+def mlp_activation_bytes(batch_size: int, width: int, num_layers: int,
+                         bytes_per_element: int = 8) -> int:
+    """Predicted activation memory at the backward peak of the helper MLP (no checkpointing).
+
+    The model every memory lesson uses, for ``num_layers`` linear layers whose
+    inputs and hidden widths are all ``width`` (the output layer's (batch, out)
+    arrays are small and left out):
+
+    - stored by the forward pass: Z_i and A_i for each hidden layer,
+      2 (L - 1) arrays of shape (batch, width) (the input X is the caller's);
+    - the backward working set: the incoming gradient and the next one, two more
+      such arrays, plus one boolean ReLU mask of batch * width bytes.
+    """
+    array = batch_size * width * bytes_per_element
+    return (2 * (num_layers - 1) + 2) * array + batch_size * width
+
+
+def accumulation_activation_bytes(batch_size: int, width: int, num_layers: int,
+                                  num_micro_batches: int, bytes_per_element: int = 8) -> int:
+    """The same prediction for gradient accumulation: only one micro-batch is alive at a time,
+    and the largest one has ceil(batch_size / num_micro_batches) examples."""
+    largest = -(-batch_size // num_micro_batches)
+    return mlp_activation_bytes(largest, width, num_layers, bytes_per_element)

@@ -50,7 +50,44 @@ def part1_args(function: str, rng: np.random.Generator) -> dict:
     raise KeyError(function)
 
 
-ARGS = {1: part1_args}
+def part2_args(function: str, rng: np.random.Generator) -> dict:
+    """Part 2: a batch that does not divide evenly, so mean-of-means mistakes show."""
+    from shared import mlp
+    shapes = {"W1": (3, 4), "b1": (4,), "W2": (4, 2), "b2": (2,)}
+    grads = {k: rng.standard_normal(s) for k, s in shapes.items()}
+    if function == "split_into_micro_batches":
+        return {"X": rng.standard_normal((10, 3)), "Y": rng.standard_normal((10, 2)), "num_micro_batches": 4}
+    if function == "accumulate_gradients":
+        return {"accumulated": {k: rng.standard_normal(s) for k, s in shapes.items()},
+                "micro_grads": grads, "micro_batch_size": 3}
+    if function == "scale_accumulated_gradients":
+        return {"accumulated": grads, "micro_batch_sizes": [3, 3, 2, 2]}
+    if function == "grad_accumulation_step":
+        return {"params": mlp.init_params([3, 4, 2], seed=1), "X": rng.standard_normal((10, 3)),
+                "Y": rng.standard_normal((10, 2)), "num_micro_batches": 4, "learning_rate": 0.1}
+    raise KeyError(function)
+
+
+def part3_args(function: str, rng: np.random.Generator) -> dict:
+    """Part 3: 7 layers of width 4 in segments of 3 (the last segment is shorter)."""
+    from shared import mlp
+    params = mlp.init_params([4] * 7 + [2], seed=2)
+    X = rng.standard_normal((5, 4))
+    if function == "mlp_forward_checkpointed":
+        return {"X": X, "params": params, "segment_size": 3}
+    if function == "recompute_block_activations":
+        _, cache = mlp.forward(X, params)
+        return {"checkpoint": cache["A3"], "params": params, "start_layer": 3, "end_layer": 7}
+    if function == "mlp_backward_checkpointed":
+        _, checkpoints = reference("03_activation_checkpointing").mlp_forward_checkpointed(X, params, 3)
+        return {"d_out": rng.standard_normal((5, 2)), "params": params, "checkpoints": checkpoints,
+                "segment_size": 3}
+    if function == "estimate_checkpointing_memory_savings":
+        return {"batch_size": 32, "width": 16, "num_layers": 10, "segment_size": 3}
+    raise KeyError(function)
+
+
+ARGS = {1: part1_args, 2: part2_args, 3: part3_args}
 CASES = [tagged(lesson, lesson, mistake) for lesson in built_lessons()
          for mistake in mistakes_of(lesson.function)]
 LESSONS = [tagged(lesson) for lesson in built_lessons()]

@@ -22,6 +22,7 @@ generated file that differs from the tree (exit 1), without writing anything.
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import difflib
 import os
@@ -110,10 +111,22 @@ def source_notebook(master: Path) -> nbformat.NotebookNode:
 # source -> reference module, student notebook, solved notebook
 # --------------------------------------------------------------------------
 
+def setup_imports(notebook: nbformat.NotebookNode) -> list[str]:
+    """The import statements of the notebook's set-up cell (what solutions may use)."""
+    setup = next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup")
+    tree = ast.parse(setup.source)
+    return [ast.get_source_segment(setup.source, node) for node in tree.body
+            if isinstance(node, (ast.Import, ast.ImportFrom))]
+
+
 def reference_module(notebook: nbformat.NotebookNode, slug: str) -> str:
-    """The solution cells, without solution markers, as one importable module."""
-    parts = [f'"""Reference solutions of {slug}.\n\n{GENERATED_NOTE.format(slug=slug)}\n"""\n\n'
-             "import numpy as np\n"]
+    """The solution cells, without solution markers, as one importable module.
+
+    It imports what the notebook's set-up cell imports, so solutions see the
+    same names as in the notebook.
+    """
+    parts = [f'"""Reference solutions of {slug}.\n\n{GENERATED_NOTE.format(slug=slug)}\n"""\n\n',
+             "\n".join(setup_imports(notebook)) + "\n"]
     for cell in notebook.cells:
         if cell.metadata.get("nbgrader", {}).get("solution"):
             code = SOLUTION_MARKERS.sub("", cell.source).rstrip()

@@ -1,0 +1,540 @@
+# %% [markdown]
+# # Part 2 · Gradient accumulation: a big batch in small pieces
+#
+# Activation memory grows with the batch: every example in flight keeps its
+# own activations until the backward pass has used them. When the batch you
+# want does not fit, **gradient accumulation** runs it as $k$ micro-batches,
+# one after another, adds up their gradients, and takes one optimizer step at
+# the end. Only one micro-batch's activations are alive at a time.
+#
+# Done right, accumulation changes *where* memory goes and nothing else: the
+# update is the full-batch update, to the last few bits. Done slightly wrong,
+# it silently trains a different model, as a widely used trainer did until
+# 2024. This part builds it right, and measures what it saves.
+#
+# **Goals of this part**
+#
+# - split a batch into micro-batches, also when it does not divide evenly (011);
+# - accumulate gradients without touching anyone else's arrays (012);
+# - turn the accumulated sum into the full-batch mean, weighting unequal micro-batches correctly (013);
+# - take one accumulated training step equal to the full-batch step (014);
+# - measure the peak memory of a step for $k = 1, 2, 4, 8, 16$ and compare it with a prediction.
+#
+# The model is the course's MLP of any depth from `shared.mlp`:
+# `mlp.loss_and_grads(X, Y, params)` returns the mean-squared-error loss of a
+# batch and the gradients of that *mean* loss, a dict shaped like `params`.
+# Stuck? The solved notebook is `solutions/02_gradient_accumulation.ipynb`.
+
+# %% tags=["setup"]
+# Set-up (read-only): run this cell first.
+import numpy as np
+import matplotlib.pyplot as plt
+
+from shared import mlp
+from shared.checking import CheckFailure, call, check, check_call, check_equal, check_shape
+from shared.grading import expect_error
+from shared.memory import accumulation_activation_bytes, format_bytes, measure_peak_memory
+from shared.mistakes import mistakes_of
+from shared.notebook import setup_notebook
+from shared.plotting import COLORS
+from shared.progress import lesson_passed, show_progress
+
+setup_notebook()
+
+# %%
+show_progress("02_gradient_accumulation")
+
+# %% [markdown]
+# ## 011 · Split into micro batches
+#
+# ### Intuition
+#
+# Accumulation starts by cutting the batch into $k$ pieces. When $B$ is not a
+# multiple of $k$ the pieces cannot all be equal; the fair split makes them
+# differ by at most one example, and loses none.
+#
+# ### Concepts
+#
+# - `X`: (B, features), `Y`: (B, outputs); micro-batch $j$ is a pair
+#   `(X_j, Y_j)` of consecutive rows, in order.
+# - **Sizes**: the first $B \bmod k$ micro-batches have $\lceil B/k \rceil$ rows,
+#   the rest $\lfloor B/k \rfloor$, which is what `np.array_split` does.
+# - Slices of a NumPy array are **views**: splitting costs no copy.
+# - Bad requests fail loudly with `ValueError`: $k \le 0$, a batch with fewer
+#   examples than $k$ (some micro-batch would be empty), or `X` and `Y` of different lengths.
+#
+# ### Math
+#
+# With $B = qk + r$, $0 \le r < k$:
+#
+# $$n_j = \begin{cases} q + 1 & j < r \\ q & j \ge r \end{cases}, \qquad \sum_{j=0}^{k-1} n_j = B .$$
+#
+# For $B = 10$, $k = 4$: $n = (3, 3, 2, 2)$.
+#
+# ### Implementation
+
+# %% tags=["solution"]
+def split_into_micro_batches(X, Y, num_micro_batches):
+    """Split a batch into consecutive micro-batches of near-equal size.
+
+    Args:
+        X: (B, features) array.
+        Y: (B, outputs) array, the targets of X's rows.
+        num_micro_batches: k, a positive int with k <= B.
+
+    Returns:
+        A list of k tuples ``(X_j, Y_j)``, in order; the first ``B % k`` have
+        ``B // k + 1`` rows, the others ``B // k`` (views are fine; nothing is modified).
+
+    Raises:
+        ValueError: if k is not a positive integer, if len(X) != len(Y), or if B < k.
+    """
+    ### BEGIN SOLUTION
+    if isinstance(num_micro_batches, bool) or int(num_micro_batches) != num_micro_batches \
+            or num_micro_batches < 1:
+        raise ValueError(f"num_micro_batches must be a positive integer, got {num_micro_batches!r}")
+    if len(X) != len(Y):
+        raise ValueError(f"X has {len(X)} rows but Y has {len(Y)}: they must describe the same examples")
+    if len(X) < num_micro_batches:
+        raise ValueError(f"cannot split a batch of {len(X)} examples into {num_micro_batches} "
+                         f"non-empty micro-batches")
+    k = int(num_micro_batches)
+    return list(zip(np.array_split(X, k), np.array_split(Y, k)))
+    ### END SOLUTION
+
+# %% [markdown]
+# ### Tests
+
+# %% tags=["tests"]
+### BEGIN HIDDEN TESTS
+# Graded first: fresh random cases compared with the reference solution.
+from shared.grading import check_matches_reference, reference
+_ref = reference("02_gradient_accumulation")
+for _seed in (111, 1111, 11, 1, 110, 101):
+    _rng = np.random.default_rng(_seed)
+    _k = int(_rng.integers(1, 7))
+    _B = _k + int(_rng.integers(0, 12))
+    check_matches_reference(split_into_micro_batches, _ref.split_into_micro_batches,
+                            {"X": _rng.standard_normal((_B, 3)), "Y": _rng.standard_normal((_B, 2)),
+                             "num_micro_batches": _k}, lesson="011")
+for _bad, _why in ((3, "the batch (3 examples) is smaller than the number of micro-batches (4)"),
+                   (0, "num_micro_batches is 0"), (-2, "num_micro_batches is negative")):
+    _k = 4 if _bad == 3 else _bad
+    expect_error(split_into_micro_batches, [np.zeros((3, 2)), np.zeros((3, 1)), _k],
+                 ["X", "Y", "num_micro_batches"], ValueError, _why)
+expect_error(split_into_micro_batches, [np.zeros((5, 2)), np.zeros((4, 1)), 2],
+             ["X", "Y", "num_micro_batches"], ValueError, "X and Y have different lengths")
+### END HIDDEN TESTS
+X = np.arange(20.0).reshape(10, 2)          # 10 examples, 2 features
+Y = np.arange(10.0).reshape(10, 1)
+pieces = call(split_into_micro_batches, X, Y, 4)
+check(isinstance(pieces, list) and len(pieces) == 4,
+      f"split_into_micro_batches(X, Y, 4) should return a list of 4 (X_j, Y_j) pairs, got {pieces!r:.80}")
+check_call(split_into_micro_batches, {"X": X, "Y": Y, "num_micro_batches": 4},
+           [(X[0:3], Y[0:3]), (X[3:6], Y[3:6]), (X[6:8], Y[6:8]), (X[8:10], Y[8:10])],
+           mistakes=mistakes_of("split_into_micro_batches"))
+check_call(split_into_micro_batches, {"X": X, "Y": Y, "num_micro_batches": 1}, [(X, Y)])
+expect_error(split_into_micro_batches, [X[:3], Y[:3], 4], ["X", "Y", "num_micro_batches"], ValueError,
+             "the batch (3 examples) is smaller than the number of micro-batches (4)")
+expect_error(split_into_micro_batches, [X, Y, 0], ["X", "Y", "num_micro_batches"], ValueError,
+             "num_micro_batches is 0")
+expect_error(split_into_micro_batches, [X, Y[:9], 2], ["X", "Y", "num_micro_batches"], ValueError,
+             "X has 10 rows and Y has 9")
+lesson_passed("011")
+
+# %% [markdown]
+# ### Common mistakes
+#
+# - **Dropping the remainder**: `B // k` rows per micro-batch loses `B % k`
+#   examples. The loss then silently ignores part of the data.
+# - **Piling the remainder into the last micro-batch**: with $B = 10$, $k = 4$ that
+#   gives sizes (2, 2, 2, 4); the peak memory is set by the largest micro-batch,
+#   so the split should be as even as possible.
+# - **Splitting along the feature axis** (`axis=1`): every "micro-batch" then has
+#   all the examples and some of the features.
+#
+# ### Checkpoint
+#
+# A split is a list of views, sizes differing by at most one. *Self-check:* for
+# $B = 7$ and $k = 3$, what are the sizes, and how many bytes does the split
+# itself allocate for the arrays' data?
+
+# %% [markdown]
+# ## 012 · Accumulate gradients
+#
+# ### Intuition
+#
+# Each micro-batch gives the gradient of its own **mean** loss. To rebuild the
+# full batch's gradient we add up *sums* over examples, so each micro-batch's
+# gradient is weighted by its number of examples before it is added. The
+# running total lives in an **accumulator** that belongs to the training
+# loop, not to any micro-batch.
+#
+# ### Concepts
+#
+# - `accumulated`: dict of arrays (the running sum), or `None` before the first micro-batch.
+# - `micro_grads`: dict of arrays, gradients of micro-batch $j$'s mean loss; `micro_batch_size` is $n_j$.
+# - **Aliasing**: two names for one array. `acc = micro_grads` followed by
+#   `acc[key] += ...` changes the micro-batch's gradients as well. The function
+#   returns new arrays and leaves both inputs exactly as they were.
+#
+# ### Math
+#
+# With $g_j = \nabla \bar L_j$ the gradient of micro-batch $j$'s mean loss,
+#
+# $$S_j = S_{j-1} + n_j\, g_j, \qquad S_0 = 0, \qquad S_k = \sum_{j=1}^{k} n_j\, g_j = \sum_{i=1}^{B} \nabla \ell_i .$$
+#
+# ### Implementation
+
+# %% tags=["solution"]
+def accumulate_gradients(accumulated, micro_grads, micro_batch_size):
+    """Add one micro-batch's gradients, weighted by its size, to the running sum.
+
+    Args:
+        accumulated: dict of arrays (the running sum so far), or None for the first micro-batch.
+        micro_grads: dict of arrays with the same keys and shapes, the gradients of the
+            micro-batch's *mean* loss.
+        micro_batch_size: n_j, the number of examples in the micro-batch.
+
+    Returns:
+        A new dict ``{key: accumulated[key] + micro_batch_size * micro_grads[key]}`` (with
+        ``accumulated`` taken as zeros when None). Neither input dict nor its arrays is
+        modified, and no returned array shares memory with an input.
+    """
+    ### BEGIN SOLUTION
+    if accumulated is None:
+        return {key: micro_batch_size * grad for key, grad in micro_grads.items()}
+    return {key: accumulated[key] + micro_batch_size * micro_grads[key] for key in accumulated}
+    ### END SOLUTION
+
+# %% [markdown]
+# ### Tests
+
+# %% tags=["tests"]
+### BEGIN HIDDEN TESTS
+# Graded first: fresh random cases compared with the reference solution.
+from shared.grading import check_matches_reference, reference
+_ref = reference("02_gradient_accumulation")
+_aliasing = mistakes_of("accumulate_gradients")[0]
+for _seed in (12, 120, 1200, 21, 212):
+    _rng = np.random.default_rng(_seed)
+    _shapes = {"W1": (3, 4), "b1": (4,), "W2": (4, 2), "b2": (2,)}
+    _g = {k: _rng.standard_normal(s) for k, s in _shapes.items()}
+    _acc = None if _seed == 12 else {k: _rng.standard_normal(s) for k, s in _shapes.items()}
+    _n = int(_rng.integers(1, 9))
+    _out = check_matches_reference(accumulate_gradients, _ref.accumulate_gradients,
+                                   {"accumulated": _acc, "micro_grads": _g, "micro_batch_size": _n},
+                                   lesson="012")
+    _acc_run = None if _acc is None else {k: v.copy() for k, v in _acc.items()}
+    _g_run = {k: v.copy() for k, v in _g.items()}
+    _out = accumulate_gradients(_acc_run, _g_run, _n)
+    for _key in _out:
+        for _name, _d in (("accumulated", _acc_run), ("micro_grads", _g_run)):
+            check(_d is None or not np.shares_memory(_out[_key], _d[_key]),
+                  f"the returned {_key!r} shares memory with `{_name}`: this is a common mistake: "
+                  f"{_aliasing.name}. {_aliasing.hint}")
+### END HIDDEN TESTS
+g1 = {"W": np.array([[1.0, 2.0]]), "b": np.array([0.5])}
+g2 = {"W": np.array([[0.0, -1.0]]), "b": np.array([1.0])}
+first = check_call(accumulate_gradients, {"accumulated": None, "micro_grads": g1, "micro_batch_size": 3},
+                   {"W": np.array([[3.0, 6.0]]), "b": np.array([1.5])},
+                   mistakes=mistakes_of("accumulate_gradients"))
+# check_call also verifies that no input was changed in place:
+check_call(accumulate_gradients, {"accumulated": first, "micro_grads": g2, "micro_batch_size": 2},
+           {"W": np.array([[3.0, 4.0]]), "b": np.array([3.5])}, mistakes=mistakes_of("accumulate_gradients"))
+again = call(accumulate_gradients, first, g2, 2)
+check(again is not first and all(not np.shares_memory(again[k], first[k]) for k in first),
+      "accumulate_gradients returned arrays that share memory with `accumulated`: build new arrays "
+      "(accumulated[k] + n * g[k]) instead of adding in place")
+lesson_passed("012")
+
+# %% [markdown]
+# ### Common mistakes
+#
+# - **Accumulating into an aliased dict**: `accumulated[key] += n * g` changes the
+#   caller's arrays; if the accumulator was started as `accumulated = micro_grads`,
+#   the first micro-batch's gradients change too. The tests check both inputs.
+# - **Forgetting the weight**: adding `g` instead of `n * g` treats every
+#   micro-batch as if it had the same size.
+# - **Overwriting**: returning only the newest micro-batch's contribution.
+#
+# ### Checkpoint
+#
+# The accumulator holds a *sum over examples*. *Self-check:* after micro-batches
+# of sizes 3, 3, 2, 2, what multiple of the full-batch mean gradient does the
+# accumulator hold?
+
+# %% [markdown]
+# ## 013 · Scale accumulated gradients
+#
+# ### Intuition
+#
+# The full-batch loss is the mean over all $B$ examples, so its gradient is the
+# accumulated sum divided by $B$, the number of **examples**. Dividing by the
+# number of micro-batches instead is the classic bug: it is right only when
+# all micro-batches have the same size, and wrong the moment they do not.
+#
+# ### Concepts
+#
+# - `accumulated`: the dict from lesson 012 after the last micro-batch.
+# - `micro_batch_sizes`: the list $(n_1, \dots, n_k)$; their sum is $B$.
+# - Returns a new dict; the accumulator itself is not changed.
+#
+# ### Math
+#
+# $$\nabla L = \frac{1}{B} \sum_{j=1}^{k} n_j\, g_j, \qquad B = \sum_{j=1}^{k} n_j .$$
+#
+# The "mean of means" $\frac1k \sum_j g_j$ equals this only when every $n_j = B/k$.
+# For $n = (3, 1)$ it weights the lone example of the second micro-batch three
+# times as much as each example of the first.
+#
+# ### Implementation
+
+# %% tags=["solution"]
+def scale_accumulated_gradients(accumulated, micro_batch_sizes):
+    """Turn the accumulated sum into the gradient of the full batch's mean loss.
+
+    Args:
+        accumulated: dict of arrays, sum over micro-batches of n_j * g_j (lesson 012).
+        micro_batch_sizes: sequence of the positive ints n_j.
+
+    Returns:
+        A new dict ``{key: accumulated[key] / sum(micro_batch_sizes)}``; ``accumulated`` is not modified.
+
+    Raises:
+        ValueError: if micro_batch_sizes is empty or holds a size < 1.
+    """
+    ### BEGIN SOLUTION
+    sizes = list(micro_batch_sizes)
+    if not sizes or min(sizes) < 1:
+        raise ValueError(f"micro_batch_sizes must be positive sizes, got {sizes!r}")
+    total = sum(sizes)
+    return {key: value / total for key, value in accumulated.items()}
+    ### END SOLUTION
+
+# %% [markdown]
+# ### Tests
+
+# %% tags=["tests"]
+### BEGIN HIDDEN TESTS
+# Graded first: fresh random cases compared with the reference solution.
+from shared.grading import check_matches_reference, reference
+_ref = reference("02_gradient_accumulation")
+for _seed in (13, 130, 1300, 31, 313):
+    _rng = np.random.default_rng(_seed)
+    _sizes = [int(n) for n in _rng.integers(1, 9, size=int(_rng.integers(2, 6)))]
+    if len(set(_sizes)) == 1:
+        _sizes[-1] += 1  # unequal sizes tell the correct division from the mean of means
+    check_matches_reference(scale_accumulated_gradients, _ref.scale_accumulated_gradients,
+                            {"accumulated": {"W1": _rng.standard_normal((3, 2)), "b1": _rng.standard_normal(2)},
+                             "micro_batch_sizes": _sizes}, lesson="013")
+expect_error(scale_accumulated_gradients, [{"W": np.ones(2)}, []], ["accumulated", "micro_batch_sizes"],
+             ValueError, "micro_batch_sizes is empty")
+### END HIDDEN TESTS
+acc = {"W": np.array([[6.0, -3.0]]), "b": np.array([12.0])}
+check_call(scale_accumulated_gradients, {"accumulated": acc, "micro_batch_sizes": [3, 1]},
+           {"W": np.array([[1.5, -0.75]]), "b": np.array([3.0])},
+           mistakes=mistakes_of("scale_accumulated_gradients"))
+check_call(scale_accumulated_gradients, {"accumulated": acc, "micro_batch_sizes": [2, 2, 2]},
+           {"W": np.array([[1.0, -0.5]]), "b": np.array([2.0])},
+           mistakes=mistakes_of("scale_accumulated_gradients"))
+expect_error(scale_accumulated_gradients, [acc, []], ["accumulated", "micro_batch_sizes"], ValueError,
+             "micro_batch_sizes is empty")
+lesson_passed("013")
+
+# %% [markdown]
+# ### Common mistakes
+#
+# - **Dividing by the number of micro-batches** (`/ len(micro_batch_sizes)`): the
+#   mean of means. In October 2024 a widely used trainer was found to average
+#   per-micro-batch means exactly like this, so models trained with accumulation
+#   differed from models trained without it; the fix divides the summed loss by
+#   the global count of examples (here: of tokens).
+# - **Forgetting to divide**: the result is a sum, $B$ times the gradient; the
+#   learning rate then means something else for every batch size.
+# - **Dividing by one micro-batch's size** instead of the total.
+#
+# ### Checkpoint
+#
+# Divide a sum over examples by the number of examples. *Self-check:* with
+# micro-batches of sizes 3 and 1 whose mean gradients are $g_1$ and $g_2$,
+# write the correct full-batch gradient and the mean-of-means one.
+
+# %% [markdown]
+# ## 014 · Grad accumulation step
+#
+# ### Intuition
+#
+# Now the whole step: split, run forward and backward on each micro-batch in
+# turn, accumulate, scale, and update once. Only one micro-batch's activations
+# exist at a time, so the peak activation memory is that of the largest
+# micro-batch, while the update is the full batch's.
+#
+# ### Concepts
+#
+# - `params`: the helper MLP's dict (`W1, b1, ..., WL, bL`); `X`, `Y`: the whole batch.
+# - `mlp.loss_and_grads(X_j, Y_j, params)` gives micro-batch $j$'s mean loss and its gradients.
+# - Plain SGD: `new = params - learning_rate * grads`, as new arrays.
+# - The reported loss is the full batch's mean loss, rebuilt from the micro-batch means.
+#
+# ### Math
+#
+# $$L = \sum_{j=1}^{k} \frac{n_j}{B}\, \bar L_j, \qquad
+# \nabla L = \frac{1}{B}\sum_{j=1}^{k} n_j\, \nabla \bar L_j, \qquad
+# \theta' = \theta - \eta\, \nabla L .$$
+#
+# In exact arithmetic this is the full-batch step; in float64 the two agree to
+# about $10^{-15}$ relative error, because only the order of the additions differs.
+#
+# ### Implementation
+
+# %% tags=["solution"]
+def grad_accumulation_step(params, X, Y, num_micro_batches, learning_rate):
+    """One SGD step on the batch (X, Y), computed in num_micro_batches micro-batches.
+
+    Args:
+        params: dict of the helper MLP's parameters (see ``shared.mlp``); not modified.
+        X: (B, features) inputs; Y: (B, outputs) targets.
+        num_micro_batches: k, 1 <= k <= B.
+        learning_rate: float.
+
+    Returns:
+        (new_params, loss): a new dict ``params - learning_rate * grad`` where grad is the
+        gradient of the full batch's mean loss, and that loss as a Python float.
+    Use your ``split_into_micro_batches``, ``accumulate_gradients`` and
+    ``scale_accumulated_gradients`` with ``mlp.loss_and_grads``.
+
+    Raises:
+        ValueError: as split_into_micro_batches (e.g. B < k).
+    """
+    ### BEGIN SOLUTION
+    accumulated, sizes, loss_sum = None, [], 0.0
+    for X_j, Y_j in split_into_micro_batches(X, Y, num_micro_batches):
+        loss_j, grads_j = mlp.loss_and_grads(X_j, Y_j, params)
+        accumulated = accumulate_gradients(accumulated, grads_j, len(X_j))
+        sizes.append(len(X_j))
+        loss_sum += len(X_j) * loss_j
+    grads = scale_accumulated_gradients(accumulated, sizes)
+    new_params = {key: params[key] - learning_rate * grads[key] for key in params}
+    return new_params, float(loss_sum / sum(sizes))
+    ### END SOLUTION
+
+# %% [markdown]
+# ### Tests
+
+# %% tags=["tests"]
+### BEGIN HIDDEN TESTS
+# Graded first: fresh random cases compared with the reference solution.
+from shared.grading import check_matches_reference, isolate_lesson, reference
+_ref = reference("02_gradient_accumulation")
+isolate_lesson(globals(), "02_gradient_accumulation", "split_into_micro_batches", "accumulate_gradients",
+               "scale_accumulated_gradients")
+for _seed in (14, 140, 1400, 41, 414, 4):
+    _rng = np.random.default_rng(_seed)
+    _k = int(_rng.integers(2, 6))
+    _B = _k * int(_rng.integers(1, 4)) + int(_rng.integers(1, _k))  # never a multiple of k
+    _sizes = [int(_rng.integers(1, 6)) for _ in range(int(_rng.integers(2, 4)))]
+    _p = mlp.init_params([3] + _sizes + [2], seed=_seed)
+    check_matches_reference(grad_accumulation_step, _ref.grad_accumulation_step,
+                            {"params": _p, "X": _rng.standard_normal((_B, 3)), "Y": _rng.standard_normal((_B, 2)),
+                             "num_micro_batches": _k, "learning_rate": 0.05}, lesson="014", rtol=1e-12, atol=1e-14)
+expect_error(grad_accumulation_step, [mlp.init_params([2, 3, 1], 0), np.zeros((2, 2)), np.zeros((2, 1)), 3, 0.1],
+             ["params", "X", "Y", "num_micro_batches", "learning_rate"], ValueError,
+             "the batch (2 examples) is smaller than the number of micro-batches (3)")
+### END HIDDEN TESTS
+rng = np.random.default_rng(0)
+p0 = mlp.init_params([3, 5, 2], seed=1)
+X10, Y10 = rng.standard_normal((10, 3)), rng.standard_normal((10, 2))
+full_loss, full_grads = mlp.loss_and_grads(X10, Y10, p0)
+full_step = mlp.sgd_update(p0, full_grads, 0.1)
+# 10 examples in 4 micro-batches (3, 3, 2, 2) must give the full-batch step:
+check_call(grad_accumulation_step, {"params": p0, "X": X10, "Y": Y10, "num_micro_batches": 4,
+                                    "learning_rate": 0.1},
+           (full_step, full_loss), mistakes=mistakes_of("grad_accumulation_step"), rtol=1e-12, atol=1e-14)
+# k = 1 is the plain step:
+check_call(grad_accumulation_step, {"params": p0, "X": X10, "Y": Y10, "num_micro_batches": 1,
+                                    "learning_rate": 0.1},
+           (full_step, full_loss), mistakes=mistakes_of("grad_accumulation_step"), rtol=1e-12, atol=1e-14)
+lesson_passed("014")
+
+# %% [markdown]
+# ### Common mistakes
+#
+# - **Mean of micro-batch means**: averaging the $k$ micro-batch gradients (and
+#   losses). It passes when $B$ divides evenly and fails when it does not, the
+#   real-world bug of 2024; the tests use uneven splits.
+# - **Forgetting to divide** by the number of examples after summing the
+#   micro-batch means: the step is $k$ times too large.
+# - **Stepping after every micro-batch**: that is $k$ small-batch SGD steps, a
+#   different algorithm, not one large-batch step.
+#
+# ### Checkpoint
+#
+# An accumulated step is the full-batch step, computed in pieces. *Self-check:*
+# which arrays must stay alive from the first micro-batch to the last, and
+# which are freed after each one?
+
+# %% [markdown]
+# ## Measured: the peak memory of a step, for k = 1 … 16
+#
+# The prediction. A step's memory is a constant part $C$ (gradients, the
+# accumulator, the update; about the size of the parameters) plus the
+# activations of one micro-batch. For the helper MLP with $L$ layers of width
+# $D$, the activations at the backward peak of a micro-batch of $b$ examples are
+# $2(L-1)$ stored arrays ($Z_i$ and $A_i$ for each hidden layer), plus a working
+# set of two gradient arrays and a boolean ReLU mask:
+#
+# $$A(b) = \bigl(2(L-1) + 2\bigr)\, b D \cdot 8 \text{ bytes} + bD \text{ bytes}, \qquad
+# \text{peak}_k \approx C + A\!\left(\lceil B/k \rceil\right).$$
+#
+# The measurement: `measure_peak_memory` runs your `grad_accumulation_step`
+# under `tracemalloc`, which sees every NumPy allocation. $C$ is measured
+# separately, on a batch of one example.
+
+# %%
+B_mem, D_mem, L_mem = 8192, 64, 8
+rng = np.random.default_rng(0)
+params_mem = mlp.init_params([D_mem] * L_mem + [1], seed=0)
+X_mem, Y_mem = rng.standard_normal((B_mem, D_mem)), rng.standard_normal((B_mem, 1))
+
+C_mem = measure_peak_memory(grad_accumulation_step, params_mem, X_mem[:1], Y_mem[:1], 1, 0.1).peak_bytes
+ks = [1, 2, 4, 8, 16]
+measured, predicted = [], []
+for k in ks:
+    peak = measure_peak_memory(grad_accumulation_step, params_mem, X_mem, Y_mem, k, 0.1).peak_bytes
+    measured.append(peak - C_mem)
+    predicted.append(accumulation_activation_bytes(B_mem, D_mem, L_mem, k))
+print(f"B = {B_mem}, D = {D_mem}, L = {L_mem};  C = {format_bytes(C_mem)}")
+print(f"{'k':>3} {'micro-batch':>11} {'measured peak - C':>18} {'predicted A':>12} {'ratio':>6}")
+for k, m, p in zip(ks, measured, predicted):
+    print(f"{k:>3} {-(-B_mem // k):>11} {format_bytes(m):>18} {format_bytes(p):>12} {m / p:>6.2f}")
+
+
+def mib(n_bytes):
+    """Bytes in MiB, rounded as printed (measurements vary by a few bytes between runs)."""
+    return round(n_bytes / 2**20, 1)
+
+
+fig, ax = plt.subplots()
+ax.plot(ks, [mib(m) for m in measured], "o-", color=COLORS["measured"], label="measured (peak - C)")
+ax.plot(ks, [mib(p) for p in predicted], "s--", color=COLORS["estimated"], label="predicted A(ceil(B/k))")
+ax.set_xscale("log", base=2)
+ax.set_xticks(ks, [str(k) for k in ks])
+ax.set_xlabel("micro-batches k")
+ax.set_ylabel("activation memory (MiB)")
+ax.set_title("Gradient accumulation: activation memory falls as 1/k")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# ## Part summary
+#
+# - Accumulation trades time for memory: $k$ sequential micro-batches, one
+#   update, activation memory divided by about $k$ (measured above), the same
+#   update as the full batch.
+# - Weighting matters: sum over examples, divide by the number of examples.
+#   The mean of micro-batch means is wrong whenever micro-batches differ in size.
+# - The accumulator is the training loop's own array: never alias it with a
+#   micro-batch's gradients.
+# - What accumulation cannot shrink is the memory of a *single example's* path
+#   through a deep network. Part 3 attacks that: store less, recompute the rest.
