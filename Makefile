@@ -1,8 +1,9 @@
 # Memory-Constrained Trainer: every command a learner, instructor or maintainer needs.
-#   make lab        open the course in JupyterLab (creates .venv on first use)
-#   make test       run every test of the project
-#   make build      regenerate every generated file from the masters
-#   make progress   your lessons passed and XP out of 200
+#   make lab           open the course in JupyterLab (creates .venv on first use)
+#   make test          run every test of the project
+#   make test-browser  every notebook run in JupyterLab in headless Chromium (math, figures)
+#   make build         regenerate every generated file from the masters
+#   make progress      your lessons passed and XP out of 200
 
 PYTHON ?= python3
 VENV   := .venv
@@ -18,13 +19,13 @@ export PATH := $(BIN):$(PATH)
 export JUPYTER_PATH := $(CURDIR)/$(VENV)/share/jupyter
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-# nbgrader's instructor panels, hidden from the learner's JupyterLab.
-NBGRADER_PANELS := create-assignment formgrader course-list assignment-list
+# nbgrader's instructor panels and its menu, hidden from the learner's JupyterLab.
+NBGRADER_PANELS := create-assignment formgrader course-list assignment-list menu
 
-.PHONY: help lab test build progress venv clean
+.PHONY: help lab test test-browser build progress venv clean
 
 help:
-	@sed -n '2,6p' Makefile
+	@sed -n '2,7p' Makefile
 
 venv: $(STAMP)
 
@@ -57,6 +58,11 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Every notebook opened and run in JupyterLab in Debian's chromium (/usr/bin/chromium,
+# driven by Playwright); without that chromium the test is skipped, saying why.
+test-browser: $(STAMP)
+	$(PY) -m pytest tests_browser $(PYTEST_ARGS)
 
 build: $(STAMP)
 	$(PY) tools/build.py

@@ -55,6 +55,18 @@ def format_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
+def format_measured(n_bytes: float) -> str:
+    """A *measured* size, marked with "≈": tracemalloc also counts the few bytes that other
+    threads allocate meanwhile, so the last digit may differ between runs (the course's
+    output checks sanitise exactly these)."""
+    return "≈" + format_bytes(n_bytes)
+
+
+def format_ratio(measured: float, predicted: float) -> str:
+    """measured / predicted as "×0.97" (sanitised like format_measured)."""
+    return f"×{measured / predicted:.2f}"
+
+
 def mlp_activation_bytes(batch_size: int, width: int, num_layers: int,
                          bytes_per_element: int = 8) -> int:
     """Predicted activation memory at the backward peak of the helper MLP (no checkpointing).

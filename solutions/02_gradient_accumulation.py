@@ -8,7 +8,8 @@ import matplotlib.pyplot as plt
 from shared import mlp
 from shared.checking import CheckFailure, call, check, check_call, check_equal, check_shape
 from shared.grading import expect_error
-from shared.memory import accumulation_activation_bytes, format_bytes, measure_peak_memory
+from shared.memory import (accumulation_activation_bytes, format_bytes, format_measured, format_ratio,
+                           measure_peak_memory)
 from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
 from shared.plotting import COLORS

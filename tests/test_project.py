@@ -53,5 +53,5 @@ def test_learner_jupyterlab_hides_the_instructor_panels():
     listing = subprocess.run([str(BIN / "jupyter"), "labextension", "list"],
                              capture_output=True, text=True).stderr
     disabled = listing.split("Disabled extensions:", 1)[1]
-    for panel in ("create-assignment", "formgrader", "course-list", "assignment-list"):
+    for panel in ("create-assignment", "formgrader", "course-list", "assignment-list", "menu"):
         assert f"@jupyter/nbgrader:{panel}" in disabled

@@ -33,7 +33,8 @@ import matplotlib.pyplot as plt
 from shared import mlp
 from shared.checking import CheckFailure, call, check, check_call, check_equal, check_shape
 from shared.grading import expect_error
-from shared.memory import accumulation_activation_bytes, format_bytes, measure_peak_memory
+from shared.memory import (accumulation_activation_bytes, format_bytes, format_measured, format_ratio,
+                           measure_peak_memory)
 from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
 from shared.plotting import COLORS
@@ -504,10 +505,10 @@ for k in ks:
     peak = measure_peak_memory(grad_accumulation_step, params_mem, X_mem, Y_mem, k, 0.1).peak_bytes
     measured.append(peak - C_mem)
     predicted.append(accumulation_activation_bytes(B_mem, D_mem, L_mem, k))
-print(f"B = {B_mem}, D = {D_mem}, L = {L_mem};  C = {format_bytes(C_mem)}")
+print(f"B = {B_mem}, D = {D_mem}, L = {L_mem};  C = {format_measured(C_mem)}")
 print(f"{'k':>3} {'micro-batch':>11} {'measured peak - C':>18} {'predicted A':>12} {'ratio':>6}")
 for k, m, p in zip(ks, measured, predicted):
-    print(f"{k:>3} {-(-B_mem // k):>11} {format_bytes(m):>18} {format_bytes(p):>12} {m / p:>6.2f}")
+    print(f"{k:>3} {-(-B_mem // k):>11} {format_measured(m):>18} {format_bytes(p):>12} {format_ratio(m, p):>6}")
 
 
 def mib(n_bytes):

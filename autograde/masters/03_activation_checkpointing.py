@@ -37,7 +37,7 @@ import matplotlib.pyplot as plt
 from shared import mlp
 from shared.checking import CheckFailure, call, check, check_call, check_equal, check_shape
 from shared.grading import expect_error
-from shared.memory import format_bytes, measure_peak_memory
+from shared.memory import format_bytes, format_measured, format_ratio, measure_peak_memory
 from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
 from shared.plotting import COLORS
@@ -532,10 +532,10 @@ for s in sizes:
 predicted_standard = estimate_checkpointing_memory_savings(B_mem, D_mem, L_mem, 1)["standard_bytes"]
 print(f"L = {L_mem}, B = {B_mem}, D = {D_mem}; gradients bitwise equal to the standard ones for every s")
 print(f"{'':>12} {'measured':>10} {'predicted':>10} {'ratio':>6}")
-print(f"{'standard':>12} {format_bytes(measured_standard):>10} {format_bytes(predicted_standard):>10} "
-      f"{measured_standard / predicted_standard:>6.2f}")
+print(f"{'standard':>12} {format_measured(measured_standard):>10} {format_bytes(predicted_standard):>10} "
+      f"{format_ratio(measured_standard, predicted_standard):>6}")
 for s, m, p in zip(sizes, measured, predicted):
-    print(f"{'s = ' + str(s):>12} {format_bytes(m):>10} {format_bytes(p):>10} {m / p:>6.2f}")
+    print(f"{'s = ' + str(s):>12} {format_measured(m):>10} {format_bytes(p):>10} {format_ratio(m, p):>6}")
 
 # %%
 depths = [4, 8, 16, 32]
@@ -548,7 +548,7 @@ for L in depths:
                   activation_peak(X_mem, Y_mem, params_L, s)[0], estimate["checkpointed_bytes"]))
 print(f"{'L':>3} {'s':>2} {'standard: measured':>19} {'predicted':>10} {'checkpointed: measured':>23} {'predicted':>10}")
 for L, s, ms, ps, mc, pc in sweep:
-    print(f"{L:>3} {s:>2} {format_bytes(ms):>19} {format_bytes(ps):>10} {format_bytes(mc):>23} {format_bytes(pc):>10}")
+    print(f"{L:>3} {s:>2} {format_measured(ms):>19} {format_bytes(ps):>10} {format_measured(mc):>23} {format_bytes(pc):>10}")
 
 
 def mib(n_bytes):
