@@ -4,6 +4,12 @@
 #   make test-browser  every notebook run in JupyterLab in headless Chromium (math, figures)
 #   make build         regenerate every generated file from the masters
 #   make progress      your lessons passed and XP out of 200
+# For instructors (COURSE_DIR=dir for another course directory, JOBS=n, STUDENTS="alice bob"):
+#   make release       nbgrader generate_assignment of every landed part
+#   make autograde     grade every submission in parallel; lists what needs manual grading
+#   make feedback      HTML feedback per student (no hidden tests, no reference)
+#   make grades        COURSE_DIR/grades.csv: points per lesson, per part, total out of 200
+#   make mutation      how many small bugs in the reference solutions the hidden tests catch
 
 PYTHON ?= python3
 VENV   := .venv
@@ -22,10 +28,10 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # nbgrader's instructor panels and its menu, hidden from the learner's JupyterLab.
 NBGRADER_PANELS := create-assignment formgrader course-list assignment-list menu
 
-.PHONY: help lab test test-browser build progress venv clean
+.PHONY: help lab test test-browser build progress venv clean release autograde feedback grades mutation
 
 help:
-	@sed -n '2,7p' Makefile
+	@sed -n '2,/^$$/p' Makefile
 
 venv: $(STAMP)
 
@@ -69,6 +75,28 @@ build: $(STAMP)
 
 progress: $(STAMP)
 	@$(PY) -m shared.progress
+
+# The instructor's workflow (tools/instructor.py): autograde/ is the course directory unless
+# COURSE_DIR names another (it is set up there); grading never depends on the current directory.
+COURSE_DIR ?= autograde
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+STUDENTS ?=
+INSTRUCTOR = $(PY) tools/instructor.py --course-dir '$(abspath $(COURSE_DIR))'
+
+release: $(STAMP)
+	$(INSTRUCTOR) release
+
+autograde: $(STAMP)
+	$(INSTRUCTOR) autograde --jobs $(JOBS) $(if $(STUDENTS),--students $(STUDENTS))
+
+feedback: $(STAMP)
+	$(INSTRUCTOR) feedback --jobs $(JOBS) $(if $(STUDENTS),--students $(STUDENTS))
+
+grades: $(STAMP)
+	$(INSTRUCTOR) grades
+
+mutation: $(STAMP)
+	$(PY) tools/mutation.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -6,10 +6,13 @@ other test may write there), and grading mode is off unless a test turns it on
 for a kernel it starts.
 """
 
+import atexit
 import os
+import shutil
 import tempfile
 
 _scratch = tempfile.mkdtemp(prefix="mct-test-")
+atexit.register(shutil.rmtree, _scratch, True)
 os.environ["MCT_PROGRESS_FILE"] = os.path.join(_scratch, "progress.json")
 os.environ.pop("MCT_GRADING", None)
 # Kernels that tests start (nbval, nbclient, nbgrader) draw inline, as in JupyterLab,

@@ -4,6 +4,7 @@
 - :mod:`shared.checking`  comparisons whose failures explain themselves
 - :mod:`shared.mistakes`  each lesson's common mistakes, recognised by name
 - :mod:`shared.grading`   reference solutions and the hidden-test loop
+- :mod:`shared.guard`     the grading guard: keeps a graded notebook from gaming its tests
 - :mod:`shared.progress`  XP, the progress panel, ``make progress``
 - :mod:`shared.mlp`, :mod:`shared.data`  the MLP of any depth and synthetic data
 - :mod:`shared.memory`    peak bytes measured with tracemalloc

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType as _MappingProxyType, SimpleNamespace as _SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -38,6 +40,12 @@ _deepcopy = copy.deepcopy
 _where = np.where
 _inf = np.inf
 _float64 = np.float64
+# While a notebook is graded, the grading guard (shared/guard.py) hears these events; elsewhere they
+# go nowhere.  Bound here and, where it matters, as a default argument: see call_learner.
+_audit = sys.audit
+# What counts as a dict.  Concrete types, not the Mapping ABC: an isinstance check against an ABC
+# can run code of any class that subclasses it (its __subclasshook__ or metaclass).
+_MAPPINGS = (dict, _MappingProxyType)
 
 DEFAULT_RTOL = 1e-7
 DEFAULT_ATOL = 1e-10
@@ -73,13 +81,21 @@ def describe(value: Any) -> str:
         return f"the bool {value!r}"
     if isinstance(value, (int, float, np.number)):
         return f"the {type(value).__name__} {value!r}"
-    if isinstance(value, Mapping):
+    if isinstance(value, _MAPPINGS):
         return f"a {type(value).__name__} with keys {sorted(map(str, value))}"
     if isinstance(value, (tuple, list)):
         return f"a {type(value).__name__} of length {len(value)}"
     if value is None:
         return "None (did you forget a `return`?)"
+    if _is_unverifiable(value):
+        return (f"an object of type {value.mct_unverifiable} that grading cannot compare safely "
+                f"(return plain NumPy arrays, numbers, tuples, lists and dicts)")
     return f"a {type(value).__name__}"
+
+
+def _is_unverifiable(value: Any) -> bool:
+    """A stand-in the grading guard put in place of an object it cannot compare (see shared.guard)."""
+    return type(value) is _SimpleNamespace and "mct_unverifiable" in vars(value)
 
 
 def _fmt(x: Any) -> str:
@@ -183,8 +199,10 @@ def difference(actual: Any, expected: Any, name: str, **tolerances: Any) -> str 
     if isinstance(expected, (int, float, np.number)):
         scalar_tol = {k: v for k, v in tolerances.items() if k in ("rtol", "atol")}
         return scalar_difference(actual, float(expected), name, **scalar_tol)
-    if isinstance(expected, Mapping):
-        if not isinstance(actual, Mapping):
+    if _is_unverifiable(actual):
+        return f"{name} should be {describe(expected)}, but it is {describe(actual)}"
+    if isinstance(expected, _MAPPINGS):
+        if not isinstance(actual, _MAPPINGS):
             return f"{name} should be a dict with keys {sorted(expected)}, but it is {describe(actual)}"
         missing = [k for k in expected if k not in actual]
         extra = [k for k in actual if k not in expected]
@@ -357,7 +375,7 @@ def describe_args(names: Sequence[str], args: Sequence[Any]) -> str:
 def _short(value: Any) -> str:
     if isinstance(value, _ndarray):
         return f"<{value.dtype} array {value.shape}>"
-    if isinstance(value, Mapping):
+    if isinstance(value, _MAPPINGS):
         return "{" + ", ".join(f"{k!r}: {_short(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (tuple, list)) and len(value) <= 6:
         inner = ", ".join(_short(v) for v in value)
@@ -376,7 +394,7 @@ def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: 
     Returns the learner's result.
     """
     names, values = list(args), list(args.values())
-    label = getattr(function, "__name__", "your function")
+    label = _label(function)
     given = snapshot(values)
     try:
         result = call_learner(function, given, names)
@@ -386,6 +404,8 @@ def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: 
             raise
         raise CheckFailure(f"{failure}\n  This is a common mistake: {recognised.name}. "
                            f"{recognised.hint}") from failure.__cause__
+    if type(expected) is Deferred:  # e.g. the reference's answer, computed only now (see Deferred)
+        expected = expected.compute()
     try:
         check_not_mutated(values, given, names, label)
     except CheckFailure as failure:
@@ -399,6 +419,26 @@ def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: 
     return result
 
 
+class Deferred:
+    """An expected value computed only after the learner's function has returned.
+
+    ``check_call(function, args, Deferred(compute))`` calls ``compute()`` once the
+    call is over, so that while the learner's code runs, the expected answer
+    exists nowhere it could be read from (not even in a caller's frame).
+    """
+
+    __slots__ = ("compute",)
+
+    def __init__(self, compute: Callable[[], Any]):
+        self.compute = compute
+
+
+def _label(function: Any) -> str:
+    """The function's name for messages (a string whatever the object says its name is)."""
+    name = getattr(function, "__name__", None)
+    return name if type(name) is str else "your function"
+
+
 def call(function: Callable[..., Any], *args: Any, returns: Sequence[str] | None = None,
          **kwargs: Any) -> Any:
     """Call the learner's function in a visible test, with readable failures.
@@ -410,7 +450,7 @@ def call(function: Callable[..., Any], *args: Any, returns: Sequence[str] | None
     names = [f"arg{i}" for i in range(len(args))]
     result = call_learner(function, list(args), names, kwargs)
     if returns is not None:
-        label = getattr(function, "__name__", "your function")
+        label = _label(function)
         expected = f"({', '.join(returns)})"
         if not isinstance(result, (tuple, list)):
             raise CheckFailure(f"{label} should return {len(returns)} values {expected}, "
@@ -422,19 +462,28 @@ def call(function: Callable[..., Any], *args: Any, returns: Sequence[str] | None
 
 
 def call_learner(function: Callable[..., Any], args: Sequence[Any], names: Sequence[str],
-                 kwargs: Mapping[str, Any] | None = None) -> Any:
+                 kwargs: Mapping[str, Any] | None = None, _guard: Callable[..., None] = _audit) -> Any:
     """Call the learner's function; turn a crash into a message that shows the inputs.
 
     ``NotImplementedError`` passes through unchanged: it means "not done yet",
     which is what an untouched stub should report.
+
+    While a notebook is graded, the call is bracketed by the grading guard: before
+    it, and again after it (whatever happened), the grading environment is
+    restored, and afterwards the result and the arguments (``args``, when it is a
+    list) are replaced by plain data that cannot lie when compared.  ``_guard``
+    is ``sys.audit``, bound when this module was imported (a default argument,
+    so that nothing the learner's function does can unbind it).
     """
     kwargs = dict(kwargs or {})
-    label = getattr(function, "__name__", "your function")
+    label = _label(function)
     if not callable(function):
         raise CheckFailure(f"{label} should be a function, but it is {describe(function)}")
     shown = describe_args([*names, *kwargs], [*args, *kwargs.values()])
+    box: list[Any] = [None]
+    _guard("mct.call.begin", label)
     try:
-        return function(*args, **kwargs)
+        box[0] = function(*args, **kwargs)
     except NotImplementedError:
         raise
     except CheckFailure:
@@ -444,3 +493,6 @@ def call_learner(function: Callable[..., Any], args: Sequence[Any], names: Seque
     except Exception as error:  # any crash in learner code becomes a readable failure
         raise CheckFailure(f"{label} raised {type(error).__name__}: {error}\n"
                            f"  when called with {shown}") from error
+    finally:
+        _guard("mct.call.end", label, box, args)
+    return box[0]

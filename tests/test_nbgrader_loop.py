@@ -1,171 +1,270 @@
-"""The whole nbgrader loop in a scratch course directory, for every landed part.
+"""The whole nbgrader loop, attacked: every adversarial submission of every landed part.
 
-generate_assignment (with a gradebook), then autograde, per part:
-(a) the reference, (b) the untouched stubs, (c) answers hard-coded for the
-visible tests, (d) for each k, a submission making the k-th catalogued mistake
-of every lesson that has one, (e) an endless loop in the part's first lesson;
-and for Part 1 also four mistakes written as a learner would write them.
-Then feedback.  Scores are read back from the gradebook, lesson by lesson.
+In a scratch course directory, tools/instructor.py releases every landed part,
+autogrades every submission of tests/adversarial.py in parallel (as ``make
+autograde JOBS=2`` does), writes the feedback and the grades CSV.  Then, lesson by
+lesson: the score each adversary must get, and what its feedback must say; the
+submissions that cannot be graded are listed for manual grading while all the
+others are graded; the feedback holds neither hidden tests nor the reference;
+nothing a cheat tried to write was written.  The table of kind, expected and
+actual scores goes to build/adversarial-report.md.
 """
 
+from __future__ import annotations
+
+import contextlib
+import hashlib
 import html
+import io
+import json
+import os
+import shutil
+import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import nbformat
 import pytest
-from nbgrader.api import Gradebook
+from nbgrader.api import Gradebook, MissingEntry
 
-from course import (built_parts, hard_coded_answer, make_course, make_submission, nbgrader,
-                    nbgrader_env, read, reference_code, replace_body, student_path, submit,
-                    visible_test_answers)
+import adversarial
+from course import ROOT, built_parts, read, student_path, submit
 from shared.lessons import lessons_of
-from shared.mistakes import mistakes_of
+
+sys.path.insert(0, str(ROOT / "tools"))
+import instructor  # noqa: E402
 
 pytestmark = pytest.mark.slow
 PARTS = built_parts()
 TIMEOUT = 6  # seconds per cell while autograding in this test (the course default is 30)
-
-HAND_WRITTEN_MISTAKES = {  # Part 1: function -> (body with the mistake, the name the feedback must give)
-    "mse_loss_and_grad": ("diff = Y_hat - Y\nreturn float(np.mean(diff ** 2)), 2.0 * diff",
-                          "MSE gradient summed instead of averaged"),
-    "linear_backward": ("return dZ @ W.T, dZ.T @ x, dZ.sum(axis=0)", "dW without the transpose"),
-    "relu_backward": ("return dA * (dA > 0)", "ReLU mask taken from the wrong array"),
-    "first_linear_backward": ("return X.T @ dZ1, dZ1", "bias gradient not summed over the batch"),
-}
+JOBS = 2
 
 
-def with_body(slug, function, body):
-    return replace_body(reference_code(slug, function), function, body)
+@dataclass
+class Suite:
+    course: Path
+    adversaries: list[adversarial.Adversary]
+    scores: dict[tuple[str, str], dict[str, float | None]]  # (student, slug) -> lesson code -> score
+    outputs: dict[tuple[str, str], dict[str, str]]  # (student, slug) -> lesson code -> test cell output text
+    autograde_log: str
+    feedback_status: int
+    seconds: float
+    before: dict[str, str]
 
 
-def catalogued_mistake(function: str, k: int) -> str:
-    """Solution code that behaves exactly like the lesson's k-th catalogued mistake."""
-    return (f"def {function}(*args, **kwargs):\n"
-            "    from shared.mistakes import mistakes_of\n"
-            f"    return mistakes_of({function!r})[{k}].compute(*args, **kwargs)\n")
+def fingerprints(*folders: Path) -> dict[str, str]:
+    """sha256 of every file under the folders (what a cheat could have tried to change)."""
+    found = {}
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
 
 
-def submissions_for(slug):
-    lessons = lessons_of(slug)
-    answers = visible_test_answers(slug)
-    first = lessons[0].function
-    subs = {
-        "reference": (make_submission(slug, default="reference"), {}),
-        "stubs": (make_submission(slug, default="stub"), {l.code: None for l in lessons}),
-        "hardcoded": (make_submission(slug, {f: hard_coded_answer(f, a) for f, a in answers.items()}),
-                      {l.code: None for l in lessons}),
-        "endless_loop": (make_submission(slug, {first: with_body(slug, first, "while True:\n    pass")},
-                                         default="reference"), {lessons[0].code: "Timeout"}),
-    }
-    most = max(len(mistakes_of(l.function)) for l in lessons)
-    for k in range(most):
-        wrong = {l.function: catalogued_mistake(l.function, k) for l in lessons if len(mistakes_of(l.function)) > k}
-        subs[f"mistakes_{k + 1}"] = (make_submission(slug, wrong, default="reference"),
-                                     {l.code: mistakes_of(l.function)[k].name
-                                      for l in lessons if l.function in wrong})
-    if slug == "01_mlp_core":
-        subs["hand_written_mistakes"] = (
-            make_submission(slug, {f: with_body(slug, f, body) for f, (body, _) in HAND_WRITTEN_MISTAKES.items()},
-                            default="reference"),
-            {l.code: HAND_WRITTEN_MISTAKES[l.function][1] for l in lessons if l.function in HAND_WRITTEN_MISTAKES})
-    return subs, answers
+@contextlib.contextmanager
+def environment(**values: str):
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def cell_texts(notebook_path: Path) -> dict[str, str]:
+    """lesson code -> everything the lesson's test cell printed or raised."""
+    if not notebook_path.is_file():
+        return {}
+    texts = {}
+    for cell in json.loads(notebook_path.read_text())["cells"]:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
+        if not grade_id.startswith("lesson_") or cell.get("cell_type") != "code":
+            continue
+        parts = []
+        for output in cell.get("outputs", []):
+            parts.append("".join(output.get("text", "")) if output.get("output_type") == "stream" else
+                         f"{output.get('ename', '')}: {output.get('evalue', '')}")
+        texts[grade_id.split("_")[1]] = "\n".join(parts)
+    return texts
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
+def suite(tmp_path_factory):
     course = tmp_path_factory.mktemp("course")
-    make_course(course, PARTS)
-    return course
-
-
-@pytest.fixture(scope="module", params=PARTS)
-def graded(request, course):
-    """Autograde every kind of submission for one part; {student: per-lesson scores, ...}."""
-    slug = request.param
-    env = nbgrader_env(course, MCT_CELL_TIMEOUT=str(TIMEOUT))
-    nbgrader(course, "generate_assignment", slug, "--force", env=env)
-    submissions, answers = submissions_for(slug)
-    for student, (notebook, _) in submissions.items():
-        submit(course, student, slug, notebook)
-    started = time.perf_counter()
-    run = nbgrader(course, "autograde", slug, env=env, check=False)
-    seconds = time.perf_counter() - started
-    nbgrader(course, "generate_feedback", slug, env=env)
+    # The reference the kernels grade with is a private copy: had a cheat got through, it would
+    # have spoilt only this copy (and the test below would say so).
+    solutions = course / "reference-solutions"
+    solutions.mkdir()
+    for path in (ROOT / "solutions").glob("*.py"):
+        shutil.copy(path, solutions / path.name)
+    adversaries = [a for i, slug in enumerate(PARTS) for a in adversarial.adversaries(slug, first_part=i == 0)]
+    before = fingerprints(ROOT / "solutions", ROOT / "shared", ROOT / "autograde" / "masters", solutions)
+    with environment(MCT_CELL_TIMEOUT=str(TIMEOUT), MCT_SOLUTIONS_DIR=str(solutions)):
+        assert instructor.release(course, PARTS) == 0
+        for adversary in adversaries:
+            submit(course, adversary.student, adversary.slug, adversary.notebook)
+            for name, target in (adversary.links or {}).items():
+                (course / "submitted" / adversary.student / adversary.slug / name).symlink_to(target)
+        started = time.perf_counter()
+        log = io.StringIO()
+        with contextlib.redirect_stdout(log):
+            assert instructor.autograde(course, PARTS, None, JOBS) == 0
+        seconds = time.perf_counter() - started
+        with contextlib.redirect_stdout(io.StringIO()):
+            feedback_status = instructor.feedback(course, PARTS, None, JOBS)
+            assert instructor.grades(course, PARTS, None) == 0
+    scores, outputs = {}, {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        scores = {student: {lesson.code: gradebook.find_grade(lesson.grade_id, slug, slug, student).score
-                            for lesson in lessons_of(slug)}
-                  for student in submissions}
-    possible = 5 * len(lessons_of(slug))
-    print(f"\n{slug}: autograde of {len(submissions)} submissions took {seconds:.1f} s "
-          f"({seconds / len(submissions):.1f} s each)")
-    for student, per_lesson in scores.items():
-        print(f"  {student:22s} {sum(per_lesson.values()):4.0f}/{possible}  "
-              + " ".join(f"{c}:{s:.0f}" for c, s in per_lesson.items()))
-    return {"slug": slug, "course": course, "run": run, "scores": scores, "submissions": submissions}
+        for adversary in adversaries:
+            key = (adversary.student, adversary.slug)
+            row = {}
+            for lesson in lessons_of(adversary.slug):
+                try:
+                    row[lesson.code] = gradebook.find_grade(lesson.grade_id, adversary.slug, adversary.slug,
+                                                            adversary.student).score
+                except MissingEntry:
+                    row[lesson.code] = None
+            scores[key] = row
+            outputs[key] = cell_texts(course / "autograded" / adversary.student / adversary.slug
+                                      / f"{adversary.slug}.ipynb")
+    result = Suite(course, adversaries, scores, outputs, log.getvalue(), feedback_status, seconds, before)
+    write_report(result)
+    return result
 
 
-def feedback_html(graded, student):
-    """The feedback page's text, HTML entities decoded (``&gt;`` -> ``>``)."""
-    slug = graded["slug"]
-    return html.unescape((graded["course"] / "feedback" / student / slug / f"{slug}.html").read_text())
+def write_report(suite: Suite) -> None:
+    lines = ["# Adversarial submissions graded through nbgrader", "",
+             f"{len(suite.adversaries)} submissions of {len(PARTS)} part(s), autograded in {suite.seconds:.0f} s "
+             f"with {JOBS} jobs (tests/test_nbgrader_loop.py; kinds in tests/adversarial.py). Scores are "
+             "listed lesson by lesson; `-` means not graded (the submission failed).", "",
+             "| part | kind | expected | actual | ok | what |", "| --- | --- | --- | --- | --- | --- |"]
+    for adversary in suite.adversaries:
+        actual = suite.scores[(adversary.student, adversary.slug)]
+        expected = {code: e.score for code, e in adversary.expected.items()}
+        shown_expected = " ".join(f"{expected[c]:g}" for c in expected)
+        shown_actual = " ".join("-" if actual[c] is None else f"{actual[c]:g}" for c in expected)
+        ok = all((actual[c] or 0) == expected[c] for c in expected)
+        lines.append(f"| {adversary.slug} | {adversary.kind} | {shown_expected} | {shown_actual} | "
+                     f"{'yes' if ok else '**NO**'} | {adversary.description} |")
+    lines += ["", "Cheats per lesson (cheats_a, cheats_b):", ""]
+    for adversary in suite.adversaries:
+        if adversary.kind.startswith("cheats_"):
+            lines.append(f"- {adversary.slug} {adversary.kind}: "
+                         + ", ".join(f"{c} {e.note}" for c, e in adversary.expected.items()))
+    (ROOT / "build").mkdir(exist_ok=True)
+    (ROOT / "build" / "adversarial-report.md").write_text("\n".join(lines) + "\n")
+    print("\n" + "\n".join(lines))
 
 
-def test_autograde_exits_cleanly(graded):
-    assert graded["run"].returncode == 0, graded["run"].stderr[-3000:]
+def by_kind(suite: Suite, *kinds: str):
+    return [a for a in suite.adversaries if a.kind in kinds or not kinds]
 
 
-def test_reference_gets_full_marks(graded):
-    assert all(score == 5 for score in graded["scores"]["reference"].values())
+# --------------------------------------------------------------------------
 
-
-def test_untouched_stubs_get_zero(graded):
-    assert all(score == 0 for score in graded["scores"]["stubs"].values())
-
-
-def test_hard_coded_answers_pass_the_visible_tests_but_lose_every_hidden_point(graded, tmp_path,
-                                                                               monkeypatch):
-    from nbgrader.validator import Validator
-    monkeypatch.setenv("MCT_PROGRESS_FILE", str(tmp_path / "progress.json"))
-    path = tmp_path / f"{graded['slug']}.ipynb"
-    nbformat.write(graded["submissions"]["hardcoded"][0], path)
-    # nbgrader validate runs the learner's copy: only the visible tests.
-    assert Validator().validate(str(path)) == {}, "the cheat should fool the visible tests"
-    assert all(score == 0 for score in graded["scores"]["hardcoded"].values())
-
-
-def test_each_named_mistake_loses_exactly_its_lesson_and_is_named_in_the_feedback(graded):
-    for student, (_, named) in graded["submissions"].items():
-        if "mistakes" not in student:
-            continue
-        scores = graded["scores"][student]
-        assert {code for code, score in scores.items() if score == 0} == set(named), student
-        html = feedback_html(graded, student)
-        for code, name in named.items():
-            assert f"common mistake: {name}" in html, (student, code, name)
-
-
-def test_an_endless_loop_times_out_and_the_rest_is_graded(graded):
-    scores = graded["scores"]["endless_loop"]
-    (looping,) = graded["submissions"]["endless_loop"][1]
-    assert scores[looping] == 0
-    assert all(score == 5 for code, score in scores.items() if code != looping)
-    html = feedback_html(graded, "endless_loop")
-    assert "CellTimeoutError" in html or "KeyboardInterrupt" in html
-
-
-def test_feedback_holds_neither_hidden_tests_nor_the_reference(graded):
-    slug = graded["slug"]
-    for student in graded["submissions"]:
-        folder = graded["course"] / "feedback" / student / slug
-        assert sorted(p.name for p in folder.iterdir()) == [f"{slug}.html"]
-        html = feedback_html(graded, student)
-        for secret in ("BEGIN HIDDEN TESTS", "check_matches_reference", "_ref.", "isolate_lesson"):
-            assert secret not in html, (student, secret)
-
-
-def test_release_holds_only_the_student_notebook(graded):
-    slug = graded["slug"]
-    release = graded["course"] / "release" / slug
+@pytest.mark.parametrize("slug", PARTS)
+def test_release_holds_only_the_student_notebook(suite, slug):
+    release = suite.course / "release" / slug
     assert sorted(p.name for p in release.iterdir()) == [f"{slug}.ipynb"]
     released, committed = read(release / f"{slug}.ipynb"), read(student_path(slug))
     assert [(c.source, c.metadata) for c in released.cells] == [(c.source, c.metadata) for c in committed.cells]
+
+
+def test_every_adversary_gets_exactly_its_expected_scores(suite):
+    wrong = []
+    for adversary in suite.adversaries:
+        actual = suite.scores[(adversary.student, adversary.slug)]
+        for code, expect in adversary.expected.items():
+            if (actual[code] or 0) != expect.score:
+                wrong.append(f"{adversary.slug} {adversary.kind} lesson {code} {expect.note}: "
+                             f"expected {expect.score}, got {actual[code]}\n"
+                             f"    {suite.outputs[(adversary.student, adversary.slug)].get(code, '')[-300:]}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_feedback_says_why_each_lesson_lost_its_points(suite):
+    missing = []
+    for adversary in suite.adversaries:
+        if adversary.fails:
+            continue
+        key = (adversary.student, adversary.slug)
+        page = html.unescape((suite.course / "feedback" / adversary.student / adversary.slug
+                              / f"{adversary.slug}.html").read_text())
+        for code, expect in adversary.expected.items():
+            text = suite.outputs[key].get(code, "")
+            for words in expect.says:
+                if words not in text:
+                    missing.append(f"{adversary.slug} {adversary.kind} lesson {code}: no {words!r} in {text[-300:]!r}")
+            first_error = next((line for line in text.splitlines() if ": " in line and "Error" in line), "")
+            if first_error and first_error.split(": ", 1)[1][:60] not in page:
+                missing.append(f"{adversary.slug} {adversary.kind} lesson {code}: feedback lacks {first_error!r}")
+    assert not missing, "\n".join(missing)
+
+
+def test_broken_submissions_are_listed_for_manual_grading_and_the_others_graded(suite):
+    listing = suite.autograde_log.split("needs manual grading:", 1)[1]
+    for adversary in by_kind(suite, "swallows_interrupt", "corrupt_notebook", "linked_secrets"):
+        assert f"{adversary.student} {adversary.slug}: autograding failed" in listing
+    graded = [a for a in suite.adversaries if not a.fails]
+    assert all((suite.course / "autograded" / a.student / a.slug / f"{a.slug}.ipynb").is_file() for a in graded)
+
+
+def test_feedback_holds_neither_hidden_tests_nor_the_reference(suite):
+    assert suite.feedback_status == 0
+    for adversary in suite.adversaries:
+        if adversary.fails:
+            continue
+        folder = suite.course / "feedback" / adversary.student / adversary.slug
+        assert instructor.feedback_problems(folder, adversary.slug) == [], adversary.kind
+
+
+def test_no_cheat_changed_the_course_the_reference_or_the_gradebook(suite):
+    after = fingerprints(ROOT / "solutions", ROOT / "shared", ROOT / "autograde" / "masters",
+                         suite.course / "reference-solutions")
+    changed = sorted(path for path in set(suite.before) | set(after) if suite.before.get(path) != after.get(path))
+    assert not changed
+    assert not list(suite.course.rglob("cheat-was-here"))
+    import sqlite3
+    with contextlib.closing(sqlite3.connect(suite.course / "gradebook.db")) as db:
+        assert db.execute("SELECT count(*) FROM grade WHERE manual_score IS NOT NULL").fetchone() == (0,)
+        assert db.execute("SELECT count(*) FROM grade WHERE extra_credit IS NOT NULL AND extra_credit != 0"
+                          ).fetchone() == (0,)
+
+
+def test_the_grades_csv_has_one_row_per_student_and_lesson_columns(suite):
+    import csv
+    with (suite.course / "grades.csv").open() as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    assert set(rows) == {a.student for a in suite.adversaries}
+    reference = rows["reference"]
+    assert float(reference["total"]) == sum(5 * len(lessons_of(slug)) for slug in PARTS)
+    assert reference["out_of"] == "200"
+
+
+def test_hard_coded_answers_pass_the_visible_tests(suite, tmp_path, monkeypatch):
+    """nbgrader validate runs the learner's copy, so only the visible tests: the cheat fools them."""
+    from nbgrader.validator import Validator
+    monkeypatch.setenv("MCT_PROGRESS_FILE", str(tmp_path / "progress.json"))
+    for adversary in by_kind(suite, "hardcoded"):
+        path = tmp_path / f"{adversary.slug}.ipynb"
+        nbformat.write(adversary.notebook, path)
+        assert Validator().validate(str(path)) == {}, adversary.slug
+
+
+def test_the_grading_guard_reads_no_global_name_at_run_time():
+    """The hook may use only what it bound when it was created: the notebook can rebind any
+    module global or builtin (shared.guard's docstring)."""
+    import dis
+    from shared import guard
+    for factory in (guard._make_hook, guard.make_sanitizer, guard._make_fingerprint):
+        used = {(code.co_name, instruction.argval)
+                for code in guard._code_tree(factory.__code__) if code is not factory.__code__
+                for instruction in dis.get_instructions(code)
+                if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+        assert used == set(), factory.__name__

@@ -119,10 +119,11 @@ for _seed in (11, 2024, 77, 31337, 5):
     check_matches_reference(make_synthetic_regression_batch, _ref.make_synthetic_regression_batch,
                             {"batch_size": _b, "in_features": _d, "out_features": _m, "seed": _seed},
                             lesson="001")
-for _bad in ({"batch_size": 0, "in_features": 3, "out_features": 2, "seed": 0},
-             {"batch_size": 4, "in_features": -1, "out_features": 2, "seed": 0}):
-    expect_error(make_synthetic_regression_batch, list(_bad.values()), list(_bad), ValueError,
-                 "a size is not positive")
+for _bad, _why in (({"batch_size": 0, "in_features": 3, "out_features": 2, "seed": 0}, "a size is 0"),
+                   ({"batch_size": 4, "in_features": -1, "out_features": 2, "seed": 0}, "a size is negative"),
+                   ({"batch_size": 4, "in_features": 3, "out_features": 2.5, "seed": 0},
+                    "a size is not a whole number")):
+    expect_error(make_synthetic_regression_batch, list(_bad.values()), list(_bad), ValueError, _why)
 ### END HIDDEN TESTS
 X, Y = call(make_synthetic_regression_batch, 2, 3, 2, seed=0, returns=("X", "Y"))
 check_shape(X, (2, 3), "X")
@@ -604,10 +605,12 @@ for _seed in (13, 130, 1300, 13000, 31):
                             {"Y_hat": _rng.standard_normal((_n, _m)), "Y": _rng.standard_normal((_n, _m))},
                             lesson="006")
 _rng = np.random.default_rng(32)
-check_matches_reference(mse_loss_and_grad, _ref.mse_loss_and_grad,
-                        {"Y_hat": _rng.standard_normal((6, 2)).astype(np.float32),
-                         "Y": _rng.standard_normal((6, 2)).astype(np.float32)},
-                        lesson="006", rtol=1e-5)
+_loss32, _ = check_matches_reference(mse_loss_and_grad, _ref.mse_loss_and_grad,
+                                     {"Y_hat": _rng.standard_normal((6, 2)).astype(np.float32),
+                                      "Y": _rng.standard_normal((6, 2)).astype(np.float32)},
+                                     lesson="006", rtol=1e-5)
+check(isinstance(_loss32, float), f"the loss should be a Python float, also for float32 inputs, but it is "
+                                  f"a {type(_loss32).__name__}: convert it with float(...)")
 ### END HIDDEN TESTS
 Y_hat = np.array([[1.0, 2.0], [3.0, 5.0]])
 Y = np.array([[1.0, 0.0], [2.0, 5.0]])

@@ -119,9 +119,12 @@ for _seed in (15, 150, 1500, 51, 515, 5):
     _L, _D = int(_rng.integers(2, 8)), int(_rng.integers(1, 6))
     _s = int(_rng.integers(1, _L + 2))
     _p = mlp.init_params([_D] * _L + [int(_rng.integers(1, 4))], seed=_seed)
+    _p = {_k: _v + 0.5 * _rng.standard_normal(_v.shape) if _k[0] == "b" else _v for _k, _v in _p.items()}
     check_matches_reference(mlp_forward_checkpointed, _ref.mlp_forward_checkpointed,
                             {"X": _rng.standard_normal((int(_rng.integers(1, 7)), _D)), "params": _p,
                              "segment_size": _s}, lesson="015", exact=True)
+expect_error(mlp_forward_checkpointed, [np.ones((2, 3)), mlp.init_params([3, 3, 1], seed=0), 0],
+             ["X", "params", "segment_size"], ValueError, "segment_size is 0")
 ### END HIDDEN TESTS
 rng = np.random.default_rng(0)
 params6 = mlp.init_params([4, 4, 4, 4, 4, 4, 2], seed=3)         # L = 6 layers of width 4
@@ -216,6 +219,7 @@ for _seed in (16, 160, 1600, 61, 616, 6):
     _rng = np.random.default_rng(_seed)
     _L, _D = int(_rng.integers(2, 8)), int(_rng.integers(1, 6))
     _p = mlp.init_params([_D] * _L + [int(_rng.integers(1, 4))], seed=_seed)
+    _p = {_k: _v + 0.5 * _rng.standard_normal(_v.shape) if _k[0] == "b" else _v for _k, _v in _p.items()}
     _, _c = mlp.forward(_rng.standard_normal((int(_rng.integers(1, 7)), _D)), _p)
     _start = int(_rng.integers(0, _L))
     _end = int(_rng.integers(_start + 1, _L + 1))
@@ -331,6 +335,7 @@ for _seed in (17, 170, 1700, 71, 717, 7):
     _L, _D, _m = int(_rng.integers(2, 8)), int(_rng.integers(1, 6)), int(_rng.integers(1, 4))
     _s = int(_rng.integers(1, _L + 2))
     _p = mlp.init_params([_D] * _L + [_m], seed=_seed)
+    _p = {_k: _v + 0.5 * _rng.standard_normal(_v.shape) if _k[0] == "b" else _v for _k, _v in _p.items()}
     _n = int(_rng.integers(1, 7))
     _, _ck = _ref.mlp_forward_checkpointed(_rng.standard_normal((_n, _D)), _p, _s)
     check_matches_reference(mlp_backward_checkpointed, _ref.mlp_backward_checkpointed,
@@ -453,8 +458,14 @@ for _seed in (18, 180, 1800, 81, 818, 8):
                             {"batch_size": int(_rng.integers(1, 5000)), "width": int(_rng.integers(1, 300)),
                              "num_layers": _L, "segment_size": int(_rng.integers(1, _L + 3)),
                              "bytes_per_element": int(_rng.choice([2, 4, 8]))}, lesson="018")
-expect_error(estimate_checkpointing_memory_savings, [10, 10, 4, 0], ["batch_size", "width", "num_layers",
-             "segment_size"], ValueError, "segment_size is 0")
+check_matches_reference(estimate_checkpointing_memory_savings, _ref.estimate_checkpointing_memory_savings,
+                        {"batch_size": 1, "width": 1, "num_layers": 1, "segment_size": 1, "bytes_per_element": 1},
+                        lesson="018")
+for _bad in range(5):
+    _args = [10, 10, 4, 2, 8]
+    _args[_bad] = 0
+    expect_error(estimate_checkpointing_memory_savings, _args, ["batch_size", "width", "num_layers",
+                 "segment_size", "bytes_per_element"], ValueError, "an argument is 0")
 ### END HIDDEN TESTS
 a = 4 * 3 * 8                                            # one (4, 3) float64 array: 96 bytes
 check_call(estimate_checkpointing_memory_savings,

@@ -1,0 +1,160 @@
+"""The instructor's workflow end to end: make release, autograde, feedback, grades.
+
+A scratch course directory (COURSE_DIR) holds three synthetic students for every
+landed part: one perfect, one who handed in the release untouched, one with a
+catalogued mistake in every other lesson.  The make targets run from another
+directory, with HOME pointing at a folder that would sabotage grading if anything
+read it (a bogus ``python3`` kernel, an IPython startup script that switches the
+checks off, an nbgrader configuration, a matplotlib configuration): the grades
+must come out exactly right anyway.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from course import ROOT, built_parts, make_submission, submit
+from shared.lessons import lessons_of
+from shared.mistakes import mistakes_of
+
+sys.path.insert(0, str(ROOT / "tools"))
+import instructor  # noqa: E402
+
+pytestmark = pytest.mark.slow
+PARTS = built_parts()
+
+
+def sabotaging_home(home):
+    """A home folder whose every Jupyter/IPython/matplotlib file would break or fool grading."""
+    marker = home / "sabotage-ran"
+    kernel = home / ".local" / "share" / "jupyter" / "kernels" / "python3"
+    kernel.mkdir(parents=True)
+    (kernel / "kernel.json").write_text(json.dumps({
+        "argv": ["/bin/sh", "-c", f"touch {marker}; exit 1"], "display_name": "bogus", "language": "python"}))
+    startup = home / ".ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-sabotage.py").write_text(
+        f"import pathlib; pathlib.Path({str(marker)!r}).touch()\n"
+        "import numpy, shared.checking, shared.grading\n"
+        "numpy.allclose = lambda *a, **k: True\n"
+        "shared.checking.difference = lambda *a, **k: None\n"
+        "shared.grading.check_matches_reference = lambda *a, **k: None\n")
+    jupyter = home / ".jupyter"
+    jupyter.mkdir()
+    (jupyter / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.Execute.timeout = 1\nc.CourseDirectory.root = '/nonexistent'\n"
+        f"import pathlib; pathlib.Path({str(marker)!r}).touch()\n")
+    matplotlib = home / ".config" / "matplotlib"
+    matplotlib.mkdir(parents=True)
+    (matplotlib / "matplotlibrc").write_text("backend: no_such_backend\n")
+    return marker
+
+
+def mistaken_lessons(slug):
+    """The lessons in which the 'mistakes' student makes the first catalogued mistake."""
+    return [lesson for i, lesson in enumerate(lessons_of(slug)) if i % 2 and mistakes_of(lesson.function)]
+
+
+def mistakes_submission(slug):
+    answers = {lesson.function: (f"def {lesson.function}(*args, **kwargs):\n"
+                                 f"    from shared.mistakes import mistakes_of\n"
+                                 f"    return mistakes_of({lesson.function!r})[0].compute(*args, **kwargs)\n")
+               for lesson in mistaken_lessons(slug)}
+    return make_submission(slug, answers, default="reference")
+
+
+@pytest.fixture(scope="module")
+def workflow(tmp_path_factory):
+    base = tmp_path_factory.mktemp("instructor")
+    course, home, elsewhere = base / "course", base / "home", base / "elsewhere"
+    home.mkdir()
+    elsewhere.mkdir()
+    marker = sabotaging_home(home)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MCT_", "JUPYTER", "IPYTHON", "MPL"))}
+    env.update(HOME=str(home), MCT_CELL_TIMEOUT="20")
+
+    def make(*args):
+        # (-o: the environment is installed already; never reinstall it in the middle of the test)
+        run = subprocess.run(["make", "-C", str(ROOT), "--no-print-directory", "-o", ".venv/.installed", *args,
+                              f"COURSE_DIR={course}", "JOBS=2"], cwd=elsewhere, env=env, capture_output=True,
+                             text=True)
+        assert run.returncode == 0, f"make {' '.join(args)}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+        return run.stdout
+
+    runs = {"release": make("release")}
+    for slug in PARTS:
+        submit(course, "perfect", slug, make_submission(slug, default="reference"))
+        submit(course, "empty", slug, make_submission(slug, default="stub"))
+        submit(course, "mistakes", slug, mistakes_submission(slug))
+    runs["autograde"] = make("autograde")
+    runs["feedback"] = make("feedback")
+    runs["grades"] = make("grades")
+    stamp = {s: (course / "autograded" / s / PARTS[0] / f"{PARTS[0]}.ipynb").stat().st_mtime_ns
+             for s in ("perfect", "empty", "mistakes")}
+    runs["selected"] = make("autograde", "STUDENTS=empty")
+    restamp = {s: (course / "autograded" / s / PARTS[0] / f"{PARTS[0]}.ipynb").stat().st_mtime_ns
+               for s in ("perfect", "empty", "mistakes")}
+    with (course / "grades.csv").open() as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    return {"course": course, "runs": runs, "rows": rows, "marker": marker, "elsewhere": elsewhere,
+            "regraded": {s for s in stamp if stamp[s] != restamp[s]}}
+
+
+def test_release_puts_every_landed_part_in_the_course_directory(workflow):
+    for slug in PARTS:
+        release = workflow["course"] / "release" / slug
+        assert sorted(p.name for p in release.iterdir()) == [f"{slug}.ipynb"]
+    assert not list(workflow["elsewhere"].iterdir()), "nothing may land in the caller's directory"
+
+
+def test_grades_csv_has_the_right_totals(workflow):
+    rows = workflow["rows"]
+    assert set(rows) == {"perfect", "empty", "mistakes"}
+    lessons = [lesson for slug in PARTS for lesson in lessons_of(slug)]
+    assert list(rows["perfect"])[:len(lessons) + 1] == ["student"] + [f"lesson_{l.code}" for l in lessons]
+    full = 5.0 * len(lessons)
+    assert float(rows["perfect"]["total"]) == full
+    assert float(rows["empty"]["total"]) == 0
+    lost = {lesson.code for slug in PARTS for lesson in mistaken_lessons(slug)}
+    assert lost, "the mistakes student must make some mistake"
+    for lesson in lessons:
+        assert float(rows["mistakes"][f"lesson_{lesson.code}"]) == (0 if lesson.code in lost else 5), lesson.code
+    assert float(rows["mistakes"]["total"]) == full - 5 * len(lost)
+    for slug in PARTS:
+        assert float(rows["perfect"][f"part_{slug}"]) == 5 * len(lessons_of(slug))
+    assert {row["out_of"] for row in rows.values()} == {"200"}
+
+
+def test_nothing_in_the_home_folder_took_part(workflow):
+    assert not workflow["marker"].exists(), "a kernel, startup script or configuration from HOME ran"
+
+
+def test_autograde_lists_what_needs_manual_grading(workflow):
+    assert "needs manual grading: nothing" in workflow["runs"]["autograde"]
+
+
+def test_autograde_can_grade_selected_students(workflow):
+    assert workflow["regraded"] == {"empty"}
+    assert "perfect" not in workflow["runs"]["selected"].split("scores:")[0]
+
+
+def test_feedback_for_every_student_without_hidden_tests_or_reference(workflow):
+    for student in ("perfect", "empty", "mistakes"):
+        for slug in PARTS:
+            folder = workflow["course"] / "feedback" / student / slug
+            assert instructor.feedback_problems(folder, slug) == [], (student, slug)
+    page = (workflow["course"] / "feedback" / "mistakes" / PARTS[0] / f"{PARTS[0]}.html").read_text()
+    first = mistaken_lessons(PARTS[0])[0]
+    assert "common mistake" in page and mistakes_of(first.function)[0].name in page
+
+
+def test_batches_split_students_evenly():
+    assert instructor.batches(["a", "b", "c", "d", "e"], 2) == [["a", "c", "e"], ["b", "d"]]
+    assert instructor.batches(["a"], 4) == [["a"]]
+    assert instructor.batches([], 2) == []

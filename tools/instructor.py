@@ -1,0 +1,492 @@
+"""The instructor's workflow: release, autograde, feedback, grades (``make release`` … ``make grades``).
+
+    python tools/instructor.py release   [--course-dir DIR]
+    python tools/instructor.py autograde [--course-dir DIR] [--students S ...] [--jobs N]
+    python tools/instructor.py feedback  [--course-dir DIR] [--students S ...] [--jobs N]
+    python tools/instructor.py grades    [--course-dir DIR] [--output FILE]
+
+The course directory is ``autograde/`` unless ``--course-dir`` (``COURSE_DIR=``
+in make) names another; the tool sets it up there (the parts' source notebooks
+and an ``nbgrader_config.py`` that loads the course's own configuration).
+Every landed part (a master in ``autograde/masters/``) is released and graded.
+
+Grading runs one ``nbgrader autograde PART --student S`` per submission, up to
+``--jobs`` at a time.  Students are added to the gradebook first, so the
+parallel runs only update their own rows (SQLite serialises those writes).  A
+broken submission (invalid notebook, a cell that never stops) fails alone; the
+tool carries on and lists at the end what needs manual grading.
+
+nbgrader here never depends on the caller's current directory or home folder:
+it runs in the course directory, reads no ``~/.jupyter`` configuration, and its
+kernels get the private environment set up by ``autograde/nbgrader_config.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from shared.lessons import TOTAL_POINTS, lessons_of  # noqa: E402
+
+DEFAULT_COURSE = ROOT / "autograde"
+MASTERS = ROOT / "autograde" / "masters"
+BIN = Path(sys.executable).parent
+# What feedback must never contain, besides the lines of the hidden tests themselves.
+SECRETS_IN_FEEDBACK = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "mct-grading-proof")
+
+
+def landed_parts() -> list[str]:
+    """Slugs of the parts with a master and a built source notebook."""
+    return [p.stem for p in sorted(MASTERS.glob("[0-9][0-9]_*.py"))
+            if (ROOT / "autograde" / "source" / p.stem / f"{p.stem}.ipynb").is_file()]
+
+
+# --------------------------------------------------------------------------
+# The course directory and the environment nbgrader runs in
+# --------------------------------------------------------------------------
+
+def prepare_course(course: Path, parts: list[str]) -> None:
+    """Make ``course`` an nbgrader course of the landed parts (nothing to do for autograde/)."""
+    course.mkdir(parents=True, exist_ok=True)
+    if course.resolve() == DEFAULT_COURSE.resolve():
+        return
+    for slug in parts:
+        source = ROOT / "autograde" / "source" / slug / f"{slug}.ipynb"
+        target = course / "source" / slug / f"{slug}.ipynb"
+        if not target.is_file() or target.read_bytes() != source.read_bytes():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, target)
+    config = (f"c = get_config()  # noqa: F821\n"
+              f"# Written by tools/instructor.py: this course is graded with the course's configuration.\n"
+              f"load_subconfig({str(ROOT / 'autograde' / 'nbgrader_config.py')!r})  # noqa: F821\n"
+              f"c.CourseDirectory.root = {str(course.resolve())!r}\n")
+    path = course / "nbgrader_config.py"
+    if not path.is_file() or path.read_text() != config:
+        path.write_text(config)
+
+
+_private: list[Path] = []
+_private_lock = threading.Lock()
+
+
+def private_config_dir() -> Path:
+    """An empty Jupyter configuration folder for this run (removed at exit)."""
+    with _private_lock:  # parallel grading threads ask for it at the same time
+        if not _private:
+            _private.append(Path(tempfile.mkdtemp(prefix="mct-instructor-")))
+            atexit.register(shutil.rmtree, _private[0], True)
+        return _private[0]
+
+
+def nbgrader_env(course: Path) -> dict[str, str]:
+    """The environment of every nbgrader run: the course's tools, no user configuration."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "IPYTHONDIR", "JUPYTER_CONFIG_DIR",
+                        "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR")}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"  # nbgrader runs `alembic` from PATH
+    env["MCT_COURSE_DIR"] = str(course.resolve())
+    env["JUPYTER_PATH"] = str(Path(sys.prefix) / "share" / "jupyter")
+    env["JUPYTER_CONFIG_DIR"] = str(private_config_dir())  # no ~/.jupyter/nbgrader_config.py
+    env["JUPYTER_DATA_DIR"] = str(private_config_dir() / "data")
+    env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    return env
+
+
+def run_nbgrader(course: Path, *args: str, log: Path | None = None) -> subprocess.CompletedProcess:
+    """One nbgrader command, run in the course directory; its output goes to ``log`` if given."""
+    run = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=nbgrader_env(course),
+                         capture_output=True, text=True)
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"$ nbgrader {' '.join(args)}\n(exit {run.returncode})\n{run.stdout}\n{run.stderr}")
+    return run
+
+
+def log_dir(course: Path) -> Path:
+    if course.resolve() == DEFAULT_COURSE.resolve():
+        return ROOT / "build" / "grading-logs"  # autograde/ is in git; build/ is not
+    return course / "logs"
+
+
+def students_of(course: Path, wanted: list[str] | None) -> list[str]:
+    submitted = course / "submitted"
+    found = sorted(p.name for p in submitted.iterdir() if p.is_dir()) if submitted.is_dir() else []
+    if wanted:
+        missing = [s for s in wanted if s not in found]
+        if missing:
+            print(f"no submissions for {', '.join(missing)} in {submitted}", file=sys.stderr)
+        return [s for s in wanted if s in found]
+    return found
+
+
+def gradebook(course: Path):
+    from nbgrader.api import Gradebook
+    return Gradebook(f"sqlite:///{(course / 'gradebook.db').resolve()}")
+
+
+# --------------------------------------------------------------------------
+# release
+# --------------------------------------------------------------------------
+
+def release(course: Path, parts: list[str]) -> int:
+    prepare_course(course, parts)
+    status = 0
+    for slug in parts:
+        run = run_nbgrader(course, "generate_assignment", slug, "--force",
+                           log=log_dir(course) / f"release-{slug}.log")
+        released = course / "release" / slug
+        extra = sorted(p.name for p in released.iterdir() if p.name != f"{slug}.ipynb") \
+            if released.is_dir() else []
+        if run.returncode != 0 or not (released / f"{slug}.ipynb").is_file():
+            print(f"release of {slug} FAILED:\n{run.stderr[-2000:]}", file=sys.stderr)
+            status = 1
+        elif extra:
+            print(f"release of {slug} holds more than the notebook: {extra}", file=sys.stderr)
+            status = 1
+        else:
+            print(f"released {slug}: {released / f'{slug}.ipynb'}")
+    return status
+
+
+# --------------------------------------------------------------------------
+# autograde
+# --------------------------------------------------------------------------
+
+@dataclass
+class Task:
+    """One nbgrader autograde run: a part, for a batch of students."""
+    slug: str
+    students: list[str]
+    returncode: int | None = None
+    seconds: float = 0.0
+    log: Path | None = None
+    problems: dict[str, str] = field(default_factory=dict)  # student -> why autograding failed
+    flags: dict[str, list[str]] = field(default_factory=dict)  # student -> the grading guard's messages
+
+
+def _problem(text: str, student: str | None = None, slug: str | None = None) -> str:
+    """The most telling line of a failed nbgrader run (for ``student`` when the run graded several)."""
+    lines = text.splitlines()
+    if student is not None:
+        marker = f"processing assignment '{slug}' for student '{student}'"
+        ends = [i for i, line in enumerate(lines) if marker in line and "error" in line.lower()]
+        if ends:
+            lines = lines[max(0, ends[0] - 300):ends[0]]
+    for needle in ("NotJSONError", "CellTimeoutError", "DeadKernelError", "Kernel died", "timed out",
+                   "UnresponsiveKernelError", "ValidationError", "RuntimeError", "Error"):
+        for line in reversed(lines):
+            if needle in line and "Traceback" not in line and "There was an error" not in line:
+                return line.strip()[:200]
+    return (text.strip().splitlines() or ["unknown error"])[-1][:200]
+
+
+def _guard_flags(notebook: Path) -> list[str]:
+    """Messages of the grading guard in an autograded notebook (refusals, missing proofs)."""
+    try:
+        cells = json.loads(notebook.read_text()).get("cells", [])
+    except (OSError, ValueError):
+        return []
+    flags = []
+    for cell in cells:
+        for output in cell.get("outputs", []):
+            text = output.get("evalue", "") if output.get("output_type") == "error" else ""
+            if output.get("ename") == "GradingError" or "Grading guard:" in text:
+                grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "a cell")
+                flags.append(f"{grade_id}: {text.splitlines()[0][:160] if text else output.get('ename')}")
+    return flags
+
+
+def batches(students: list[str], jobs: int) -> list[list[str]]:
+    """Split students into at most ``jobs`` batches of near-equal size (one nbgrader run each)."""
+    count = max(1, min(jobs, len(students)))
+    return [students[i::count] for i in range(count) if students[i::count]]
+
+
+def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: int) -> int:
+    prepare_course(course, parts)
+    if not (course / "gradebook.db").is_file():
+        print("no gradebook: run `make release` first", file=sys.stderr)
+        return 1
+    students = students_of(course, wanted)
+    everyone = students_of(course, None)
+    tasks, refused = [], []
+    for slug in parts:
+        present = [s for s in students if (course / "submitted" / s / slug).is_dir()]
+        for student in list(present):
+            # nbgrader copies every file of a submission with shutil.copy, which follows links:
+            # a link to the reference or to the course's sources would hand the kernel their text.
+            links = [p for p in (course / "submitted" / student / slug).rglob("*")
+                     if p.is_symlink() or not (p.is_file() or p.is_dir())]
+            if links:
+                present.remove(student)
+                shutil.rmtree(course / "autograded" / student / slug, ignore_errors=True)
+                refused.append(Task(slug, [student], problems={
+                    student: f"not graded: the submission holds links or special files "
+                             f"({', '.join(p.name for p in links[:3])})"}))
+        tasks += [Task(slug, batch) for batch in batches(present, jobs)]
+    if not tasks and not refused:
+        print(f"nothing to grade in {course / 'submitted'}")
+        return 0
+    # Students first, one writer at a time; the parallel runs then only touch their own rows.
+    with gradebook(course) as gb:
+        for student in students:
+            gb.update_or_create_student(student)
+    logs = log_dir(course)
+
+    def grade(task: Task) -> Task:
+        started = time.perf_counter()
+        for student in task.students:  # so that a failed run cannot leave an old result behind
+            shutil.rmtree(course / "autograded" / student / task.slug, ignore_errors=True)
+        if len(task.students) == 1:
+            selection = ["--student", task.students[0]]
+            task.log = logs / f"autograde-{task.slug}-{task.students[0]}.log"
+        else:
+            others = [s for s in everyone if s not in task.students]
+            selection = [f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else []
+            task.log = logs / f"autograde-{task.slug}-batch-{task.students[0]}.log"
+        run = run_nbgrader(course, "autograde", task.slug, *selection, "--force", log=task.log)
+        task.returncode, task.seconds = run.returncode, time.perf_counter() - started
+        for student in task.students:
+            graded = course / "autograded" / student / task.slug / f"{task.slug}.ipynb"
+            if not graded.is_file():
+                task.problems[student] = _problem(run.stdout + "\n" + run.stderr, student, task.slug)
+            else:
+                task.flags[student] = _guard_flags(graded)
+            status = "FAILED" if student in task.problems else "graded"
+            print(f"  {status:6s} {student} {task.slug}"
+                  + (f": {task.problems[student]}" if student in task.problems else ""), flush=True)
+        return task
+
+    started = time.perf_counter()
+    print(f"autograding {sum(len(t.students) for t in tasks)} submission(s) of {len(students)} student(s) "
+          f"in {len(tasks)} nbgrader run(s), {jobs} at a time")
+    for task in refused:
+        for student, problem in task.problems.items():
+            print(f"  FAILED {student} {task.slug}: {problem}", flush=True)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        done = refused + list(pool.map(grade, tasks))
+    print(f"done in {time.perf_counter() - started:.1f} s")
+    print_scores(course, parts, students)
+    print_manual_grading(course, parts, students, done)
+    return 0
+
+
+def print_scores(course: Path, parts: list[str], students: list[str]) -> None:
+    table = score_table(course, parts, students)
+    print("\nscores:")
+    for student, row in table.items():
+        print(f"  {student:24s} " + "  ".join(f"{slug}: {row[f'part_{slug}']:g}" for slug in parts)
+              + f"  total {row['total']:g}/{TOTAL_POINTS}")
+
+
+def print_manual_grading(course: Path, parts: list[str], students: list[str], tasks: list[Task]) -> None:
+    lines = []
+    failed = set()
+    for task in tasks:
+        for student, problem in task.problems.items():
+            failed.add((student, task.slug))
+            lines.append(f"  {student} {task.slug}: autograding failed ({problem})"
+                         + (f"; log: {task.log}" if task.log else ""))
+    needs = set()
+    with gradebook(course) as gb:
+        for student in students:
+            for slug in parts:
+                try:
+                    submission = gb.find_submission(slug, student)
+                except Exception:
+                    continue
+                if any(g.needs_manual_grade for nb in submission.notebooks for g in nb.grades):
+                    needs.add((student, slug))
+    for student, slug in sorted(needs - failed):
+        lines.append(f"  {student} {slug}: nbgrader marked grades for manual review")
+    for task in tasks:
+        for student, flags in task.flags.items():
+            for flag in flags[:3]:
+                lines.append(f"  {student} {task.slug}: grading guard: {flag}")
+            if len(flags) > 3:
+                lines.append(f"  {student} {task.slug}: grading guard: … and {len(flags) - 3} more")
+    print("\nneeds manual grading:" if lines else "\nneeds manual grading: nothing")
+    if lines:
+        print("\n".join(lines))
+
+
+# --------------------------------------------------------------------------
+# feedback
+# --------------------------------------------------------------------------
+
+def feedback(course: Path, parts: list[str], wanted: list[str] | None, jobs: int) -> int:
+    prepare_course(course, parts)
+    autograded = course / "autograded"
+    students = students_of(course, wanted)
+    everyone = sorted(set(students_of(course, None))
+                      | ({p.name for p in autograded.iterdir() if p.is_dir()} if autograded.is_dir() else set()))
+    tasks = []
+    for slug in parts:
+        ready = [s for s in students if (autograded / s / slug / f"{slug}.ipynb").is_file()]
+        tasks += [(slug, batch) for batch in batches(ready, jobs)]
+    logs = log_dir(course)
+
+    def generate(task):
+        slug, batch = task
+        others = [s for s in everyone if s not in batch]
+        selection = ["--student", batch[0]] if len(batch) == 1 else \
+            ([f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else [])
+        run = run_nbgrader(course, "generate_feedback", slug, *selection, "--force",
+                           log=logs / f"feedback-{slug}-{batch[0]}{'-batch' if len(batch) > 1 else ''}.log")
+        return slug, batch, run
+
+    status = 0
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for slug, batch, run in pool.map(generate, tasks):
+            for student in batch:
+                folder = course / "feedback" / student / slug
+                problems = feedback_problems(folder, slug)
+                if problems:
+                    status = 1
+                    print(f"  feedback for {student} {slug} FAILED: {problems}"
+                          + (f" ({_problem(run.stderr, student, slug)})" if run.returncode else ""),
+                          file=sys.stderr)
+                    if folder.is_dir() and any("contains" in p or "unexpected" in p for p in problems):
+                        shutil.rmtree(folder)  # never hand out a page that leaks
+                else:
+                    print(f"  feedback {folder / f'{slug}.html'}")
+    for slug in parts:
+        for student in students:
+            if (course / "submitted" / student / slug).is_dir() \
+                    and not (autograded / student / slug / f"{slug}.ipynb").is_file():
+                print(f"  no feedback for {student} {slug}: it was not autograded (see `make autograde`)")
+    return status
+
+
+def hidden_lines(slug: str) -> set[str]:
+    """Lines of the part's hidden tests that appear nowhere in the learner's copy (to spot a leak)."""
+    source = json.loads((ROOT / "autograde" / "source" / slug / f"{slug}.ipynb").read_text())
+    release = (ROOT / "notebooks" / f"{slug}.ipynb").read_text()
+    found = set()
+    for cell in source["cells"]:
+        text = "".join(cell.get("source", ""))
+        if "### BEGIN HIDDEN TESTS" not in text:
+            continue
+        hidden = text.split("### BEGIN HIDDEN TESTS", 1)[1].split("### END HIDDEN TESTS", 1)[0]
+        found.update(line.strip() for line in hidden.splitlines()
+                     if len(line.strip()) > 25 and json.dumps(line.strip())[1:-1] not in release)
+    return found
+
+
+def feedback_problems(folder: Path, slug: str) -> list[str]:
+    """What is wrong with a feedback folder: files other than the page (the reference module
+    would be one), or hidden-test lines or proof lines in the page."""
+    if not folder.is_dir():
+        return ["no feedback folder"]
+    problems = [f"unexpected file {p.name}" for p in folder.iterdir() if p.name != f"{slug}.html"]
+    page = folder / f"{slug}.html"
+    if not page.is_file():
+        return problems + ["no feedback page"]
+    import html
+    text = html.unescape(page.read_text())
+    problems += [f"the page contains {secret!r}" for secret in SECRETS_IN_FEEDBACK if secret in text]
+    problems += [f"the page contains the hidden test line {line!r}" for line in sorted(hidden_lines(slug))
+                 if line in text]
+    return problems
+
+
+# --------------------------------------------------------------------------
+# grades
+# --------------------------------------------------------------------------
+
+def score_table(course: Path, parts: list[str], students: list[str]) -> dict[str, dict[str, float]]:
+    """{student: {"lesson_001": points, ..., "part_01_mlp_core": points, ..., "total": points}}."""
+    from nbgrader.api import MissingEntry
+    table: dict[str, dict[str, float]] = {}
+    with gradebook(course) as gb:
+        for student in students:
+            row: dict[str, float] = {}
+            for slug in parts:
+                part_points = 0.0
+                for lesson in lessons_of(slug):
+                    try:
+                        score = gb.find_grade(lesson.grade_id, slug, slug, student).score
+                    except MissingEntry:
+                        score = None
+                    row[f"lesson_{lesson.code}"] = float(score or 0)
+                    part_points += float(score or 0)
+                row[f"part_{slug}"] = part_points
+            row["total"] = sum(row[f"part_{slug}"] for slug in parts)
+            table[student] = row
+    return table
+
+
+def grades(course: Path, parts: list[str], output: Path | None) -> int:
+    prepare_course(course, parts)
+    if not (course / "gradebook.db").is_file():
+        print("no gradebook: run `make release` and `make autograde` first", file=sys.stderr)
+        return 1
+    with gradebook(course) as gb:
+        in_db = {s.id for s in gb.students}
+    students = sorted(in_db | set(students_of(course, None)))
+    table = score_table(course, parts, students)
+    lesson_columns = [f"lesson_{lesson.code}" for slug in parts for lesson in lessons_of(slug)]
+    columns = ["student", *lesson_columns, *(f"part_{slug}" for slug in parts), "total", "out_of"]
+    output = output or course / "grades.csv"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with output.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(columns)
+        for student, row in table.items():
+            writer.writerow([student, *(f"{row[c]:g}" for c in columns[1:-1]), TOTAL_POINTS])
+    print(f"wrote {output}: {len(table)} student(s), {len(lesson_columns)} lesson(s), "
+          f"total out of {TOTAL_POINTS}")
+    return 0
+
+
+# --------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--course-dir", type=Path, default=None,
+                        help="the nbgrader course directory (default: autograde/)")
+    parser.add_argument("--parts", nargs="*", help="part slugs (default: every landed part)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("release", help="nbgrader generate_assignment of every part")
+    for name, text in (("autograde", "grade every submission (or --students)"),
+                       ("feedback", "HTML feedback per student")):
+        command = commands.add_parser(name, help=text)
+        command.add_argument("--students", nargs="*", help="student ids (default: every submission)")
+        command.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                             help="submissions processed at once (default: the number of CPUs)")
+    command = commands.add_parser("grades", help="a CSV of points per lesson, part and total")
+    command.add_argument("--output", type=Path, default=None, help="CSV file (default: COURSE/grades.csv)")
+    args = parser.parse_args(argv)
+
+    course = (args.course_dir or Path(os.environ.get("COURSE_DIR") or DEFAULT_COURSE)).resolve()
+    parts = args.parts or landed_parts()
+    unknown = [p for p in parts if p not in landed_parts()]
+    if unknown:
+        parser.error(f"unknown or unbuilt part(s): {unknown}; landed: {landed_parts()}")
+    students = [s for item in (getattr(args, "students", None) or []) for s in item.split()] or None
+    if args.command == "release":
+        return release(course, parts)
+    if args.command == "autograde":
+        return autograde(course, parts, students, args.jobs)
+    if args.command == "feedback":
+        return feedback(course, parts, students, args.jobs)
+    return grades(course, parts, args.output)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
