@@ -341,13 +341,6 @@ def check_dtype(value: Any, dtype: Any, name: str) -> None:
         raise CheckFailure(f"{name} has dtype {value.dtype}, expected {np.dtype(dtype)}")
 
 
-def check_finite(value: np.ndarray, name: str) -> None:
-    with _errstate(invalid="ignore"):
-        if isinstance(value, _ndarray) and not _isfinite(value).all():
-            raise CheckFailure(f"{name} contains {int((~_isfinite(value)).sum())} NaN or infinite "
-                               f"value(s) out of {value.size}")
-
-
 # --------------------------------------------------------------------------
 # Calling the learner's function safely
 # --------------------------------------------------------------------------

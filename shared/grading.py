@@ -18,11 +18,10 @@ load the reference nor call the reference function of the lesson under test.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -119,22 +118,6 @@ def _swap_in(namespace: MutableMapping[str, Any], module: ModuleType,
             else:
                 namespace[name] = value
     return restore
-
-
-@contextlib.contextmanager
-def reference_helpers(namespace: MutableMapping[str, Any], reference_module: ModuleType,
-                      *names: str) -> Iterator[None]:
-    """Temporarily put reference versions of earlier lessons' functions into ``namespace``.
-
-    This grades a lesson on its own: a learner's ``mlp_forward`` that calls their
-    own ``linear_forward`` is tested with the reference ``linear_forward``, so a
-    bug in lesson 003 costs lesson 003's points and not lesson 005's too.
-    """
-    restore = _swap_in(namespace, reference_module, names)
-    try:
-        yield
-    finally:
-        restore()
 
 
 def isolate_lesson(namespace: MutableMapping[str, Any], part_key: int | str, *names: str) -> None:
