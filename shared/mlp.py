@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .answers import answers
+
 Params = dict[str, np.ndarray]
 
 
@@ -22,6 +24,7 @@ def num_layers(params: Params) -> int:
     return layers
 
 
+@answers("002")
 def init_params(layer_sizes: list[int], seed: int, dtype=np.float64) -> Params:
     """He-initialised parameters for layer sizes ``[in, h1, ..., out]``.
 
@@ -39,6 +42,7 @@ def init_params(layer_sizes: list[int], seed: int, dtype=np.float64) -> Params:
     return params
 
 
+@answers("005")
 def forward(X: np.ndarray, params: Params) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Forward pass; returns ``(out, cache)``.
 
@@ -56,6 +60,7 @@ def forward(X: np.ndarray, params: Params) -> tuple[np.ndarray, dict[str, np.nda
     return out, cache
 
 
+@answers("010", "017")
 def backward(d_out: np.ndarray, params: Params, cache: dict[str, np.ndarray]) -> Params:
     """Gradients of the loss w.r.t. every parameter, given d(loss)/d(out) (batch, out)."""
     layers = num_layers(params)
@@ -70,6 +75,7 @@ def backward(d_out: np.ndarray, params: Params, cache: dict[str, np.ndarray]) ->
     return {key: grads[key] for key in params}
 
 
+@answers("006")
 def mse_loss_and_grad(Y_hat: np.ndarray, Y: np.ndarray) -> tuple[float, np.ndarray]:
     """Mean squared error over all entries, and its gradient w.r.t. ``Y_hat``."""
     diff = Y_hat - Y

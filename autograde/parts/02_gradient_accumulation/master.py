@@ -32,7 +32,7 @@ import matplotlib.pyplot as plt
 
 from shared import mlp
 from shared.checking import CheckFailure, call, check, check_call, check_equal, check_shape
-from shared.grading import expect_error
+from shared.checking import expect_error
 from shared.memory import (accumulation_activation_bytes, format_bytes, format_measured, format_ratio,
                            measure_peak_memory)
 from shared.mistakes import mistakes_of
@@ -107,25 +107,6 @@ def split_into_micro_batches(X, Y, num_micro_batches):
 # ### Tests
 
 # %% tags=["tests"]
-### BEGIN HIDDEN TESTS
-# Graded first: fresh random cases compared with the reference solution.
-from shared.grading import check_matches_reference, reference
-_ref = reference("02_gradient_accumulation")
-for _seed in (111, 1111, 11, 1, 110, 101):
-    _rng = np.random.default_rng(_seed)
-    _k = int(_rng.integers(1, 7))
-    _B = _k + int(_rng.integers(0, 12)) if _seed != 1 else _k  # seed 1: exactly one example each
-    check_matches_reference(split_into_micro_batches, _ref.split_into_micro_batches,
-                            {"X": _rng.standard_normal((_B, 3)), "Y": _rng.standard_normal((_B, 2)),
-                             "num_micro_batches": _k}, lesson="011")
-for _B, _k, _why in ((3, 4, "the batch (3 examples) is smaller than the number of micro-batches (4)"),
-                     (3, 0, "num_micro_batches is 0"), (3, -2, "num_micro_batches is negative"),
-                     (6, 2.5, "num_micro_batches is 2.5, not a whole number")):
-    expect_error(split_into_micro_batches, [np.zeros((_B, 2)), np.zeros((_B, 1)), _k],
-                 ["X", "Y", "num_micro_batches"], ValueError, _why)
-expect_error(split_into_micro_batches, [np.zeros((5, 2)), np.zeros((4, 1)), 2],
-             ["X", "Y", "num_micro_batches"], ValueError, "X and Y have different lengths")
-### END HIDDEN TESTS
 X = np.arange(20.0).reshape(10, 2)          # 10 examples, 2 features
 Y = np.arange(10.0).reshape(10, 1)
 pieces = call(split_into_micro_batches, X, Y, 4)
@@ -212,29 +193,6 @@ def accumulate_gradients(accumulated, micro_grads, micro_batch_size):
 # ### Tests
 
 # %% tags=["tests"]
-### BEGIN HIDDEN TESTS
-# Graded first: fresh random cases compared with the reference solution.
-from shared.grading import check_matches_reference, reference
-_ref = reference("02_gradient_accumulation")
-_aliasing = mistakes_of("accumulate_gradients")[0]
-for _seed in (12, 120, 1200, 21, 212):
-    _rng = np.random.default_rng(_seed)
-    _shapes = {"W1": (3, 4), "b1": (4,), "W2": (4, 2), "b2": (2,)}
-    _g = {k: _rng.standard_normal(s) for k, s in _shapes.items()}
-    _acc = None if _seed == 12 else {k: _rng.standard_normal(s) for k, s in _shapes.items()}
-    _n = int(_rng.integers(1, 9))
-    _out = check_matches_reference(accumulate_gradients, _ref.accumulate_gradients,
-                                   {"accumulated": _acc, "micro_grads": _g, "micro_batch_size": _n},
-                                   lesson="012")
-    _acc_run = None if _acc is None else {k: v.copy() for k, v in _acc.items()}
-    _g_run = {k: v.copy() for k, v in _g.items()}
-    _out = call(accumulate_gradients, _acc_run, _g_run, _n)
-    for _key in _out:
-        for _name, _d in (("accumulated", _acc_run), ("micro_grads", _g_run)):
-            check(_d is None or not np.shares_memory(_out[_key], _d[_key]),
-                  f"the returned {_key!r} shares memory with `{_name}`: this is a common mistake: "
-                  f"{_aliasing.name}. {_aliasing.hint}")
-### END HIDDEN TESTS
 g1 = {"W": np.array([[1.0, 2.0]]), "b": np.array([0.5])}
 g2 = {"W": np.array([[0.0, -1.0]]), "b": np.array([1.0])}
 first = check_call(accumulate_gradients, {"accumulated": None, "micro_grads": g1, "micro_batch_size": 3},
@@ -317,23 +275,6 @@ def scale_accumulated_gradients(accumulated, micro_batch_sizes):
 # ### Tests
 
 # %% tags=["tests"]
-### BEGIN HIDDEN TESTS
-# Graded first: fresh random cases compared with the reference solution.
-from shared.grading import check_matches_reference, reference
-_ref = reference("02_gradient_accumulation")
-for _seed in (13, 130, 1300, 31, 313):
-    _rng = np.random.default_rng(_seed)
-    _sizes = [int(n) for n in _rng.integers(1, 9, size=int(_rng.integers(2, 6)))]
-    if len(set(_sizes)) == 1:
-        _sizes[-1] += 1  # unequal sizes tell the correct division from the mean of means
-    check_matches_reference(scale_accumulated_gradients, _ref.scale_accumulated_gradients,
-                            {"accumulated": {"W1": _rng.standard_normal((3, 2)), "b1": _rng.standard_normal(2)},
-                             "micro_batch_sizes": _sizes}, lesson="013")
-for _sizes, _why in (([], "micro_batch_sizes is empty"), ([2, 0], "a micro-batch size is 0"),
-                     ([3, -1, 2], "a micro-batch size is negative")):
-    expect_error(scale_accumulated_gradients, [{"W": np.ones(2)}, _sizes], ["accumulated", "micro_batch_sizes"],
-                 ValueError, _why)
-### END HIDDEN TESTS
 acc = {"W": np.array([[6.0, -3.0]]), "b": np.array([12.0])}
 check_call(scale_accumulated_gradients, {"accumulated": acc, "micro_batch_sizes": [3, 1]},
            {"W": np.array([[1.5, -0.75]]), "b": np.array([3.0])},
@@ -426,25 +367,6 @@ def grad_accumulation_step(params, X, Y, num_micro_batches, learning_rate):
 # ### Tests
 
 # %% tags=["tests"]
-### BEGIN HIDDEN TESTS
-# Graded first: fresh random cases compared with the reference solution.
-from shared.grading import check_matches_reference, isolate_lesson, reference
-_ref = reference("02_gradient_accumulation")
-isolate_lesson(globals(), "02_gradient_accumulation", "split_into_micro_batches", "accumulate_gradients",
-               "scale_accumulated_gradients")
-for _seed in (14, 140, 1400, 41, 414, 4):
-    _rng = np.random.default_rng(_seed)
-    _k = int(_rng.integers(2, 6))
-    _B = _k * int(_rng.integers(1, 4)) + int(_rng.integers(1, _k))  # never a multiple of k
-    _sizes = [int(_rng.integers(1, 6)) for _ in range(int(_rng.integers(2, 4)))]
-    _p = mlp.init_params([3] + _sizes + [2], seed=_seed)
-    check_matches_reference(grad_accumulation_step, _ref.grad_accumulation_step,
-                            {"params": _p, "X": _rng.standard_normal((_B, 3)), "Y": _rng.standard_normal((_B, 2)),
-                             "num_micro_batches": _k, "learning_rate": 0.05}, lesson="014", rtol=1e-12, atol=1e-14)
-expect_error(grad_accumulation_step, [mlp.init_params([2, 3, 1], 0), np.zeros((2, 2)), np.zeros((2, 1)), 3, 0.1],
-             ["params", "X", "Y", "num_micro_batches", "learning_rate"], ValueError,
-             "the batch (2 examples) is smaller than the number of micro-batches (3)")
-### END HIDDEN TESTS
 rng = np.random.default_rng(0)
 p0 = mlp.init_params([3, 5, 2], seed=1)
 X10, Y10 = rng.standard_normal((10, 3)), rng.standard_normal((10, 2))

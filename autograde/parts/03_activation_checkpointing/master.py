@@ -36,7 +36,7 @@ import matplotlib.pyplot as plt
 
 from shared import mlp
 from shared.checking import CheckFailure, call, check, check_call, check_equal, check_shape
-from shared.grading import expect_error
+from shared.checking import expect_error
 from shared.memory import format_bytes, format_measured, format_ratio, measure_peak_memory
 from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
@@ -110,22 +110,6 @@ def mlp_forward_checkpointed(X, params, segment_size):
 # ### Tests
 
 # %% tags=["tests"]
-### BEGIN HIDDEN TESTS
-# Graded first: fresh random cases compared with the reference solution.
-from shared.grading import check_matches_reference, reference
-_ref = reference("03_activation_checkpointing")
-for _seed in (15, 150, 1500, 51, 515, 5):
-    _rng = np.random.default_rng(_seed)
-    _L, _D = int(_rng.integers(2, 8)), int(_rng.integers(1, 6))
-    _s = int(_rng.integers(1, _L + 2))
-    _p = mlp.init_params([_D] * _L + [int(_rng.integers(1, 4))], seed=_seed)
-    _p = {_k: _v + 0.5 * _rng.standard_normal(_v.shape) if _k[0] == "b" else _v for _k, _v in _p.items()}
-    check_matches_reference(mlp_forward_checkpointed, _ref.mlp_forward_checkpointed,
-                            {"X": _rng.standard_normal((int(_rng.integers(1, 7)), _D)), "params": _p,
-                             "segment_size": _s}, lesson="015", exact=True)
-expect_error(mlp_forward_checkpointed, [np.ones((2, 3)), mlp.init_params([3, 3, 1], seed=0), 0],
-             ["X", "params", "segment_size"], ValueError, "segment_size is 0")
-### END HIDDEN TESTS
 rng = np.random.default_rng(0)
 params6 = mlp.init_params([4, 4, 4, 4, 4, 4, 2], seed=3)         # L = 6 layers of width 4
 X6 = rng.standard_normal((5, 4))
@@ -211,22 +195,6 @@ def recompute_block_activations(checkpoint, params, start_layer, end_layer):
 # ### Tests
 
 # %% tags=["tests"]
-### BEGIN HIDDEN TESTS
-# Graded first: fresh random cases compared with the reference solution.
-from shared.grading import check_matches_reference, reference
-_ref = reference("03_activation_checkpointing")
-for _seed in (16, 160, 1600, 61, 616, 6):
-    _rng = np.random.default_rng(_seed)
-    _L, _D = int(_rng.integers(2, 8)), int(_rng.integers(1, 6))
-    _p = mlp.init_params([_D] * _L + [int(_rng.integers(1, 4))], seed=_seed)
-    _p = {_k: _v + 0.5 * _rng.standard_normal(_v.shape) if _k[0] == "b" else _v for _k, _v in _p.items()}
-    _, _c = mlp.forward(_rng.standard_normal((int(_rng.integers(1, 7)), _D)), _p)
-    _start = int(_rng.integers(0, _L))
-    _end = int(_rng.integers(_start + 1, _L + 1))
-    check_matches_reference(recompute_block_activations, _ref.recompute_block_activations,
-                            {"checkpoint": _c[f"A{_start}"], "params": _p, "start_layer": _start,
-                             "end_layer": _end}, lesson="016", exact=True)
-### END HIDDEN TESTS
 rng = np.random.default_rng(1)
 params5 = mlp.init_params([3, 3, 3, 3, 3, 2], seed=4)           # L = 5
 _, cache5 = mlp.forward(rng.standard_normal((4, 3)), params5)
@@ -324,24 +292,6 @@ def mlp_backward_checkpointed(d_out, params, checkpoints, segment_size):
 # ### Tests
 
 # %% tags=["tests"]
-### BEGIN HIDDEN TESTS
-# Graded first: fresh random cases compared with the reference solution.
-from shared.grading import check_matches_reference, isolate_lesson, reference
-_ref = reference("03_activation_checkpointing")
-isolate_lesson(globals(), "03_activation_checkpointing", "mlp_forward_checkpointed",
-               "recompute_block_activations")
-for _seed in (17, 170, 1700, 71, 717, 7):
-    _rng = np.random.default_rng(_seed)
-    _L, _D, _m = int(_rng.integers(2, 8)), int(_rng.integers(1, 6)), int(_rng.integers(1, 4))
-    _s = int(_rng.integers(1, _L + 2))
-    _p = mlp.init_params([_D] * _L + [_m], seed=_seed)
-    _p = {_k: _v + 0.5 * _rng.standard_normal(_v.shape) if _k[0] == "b" else _v for _k, _v in _p.items()}
-    _n = int(_rng.integers(1, 7))
-    _, _ck = _ref.mlp_forward_checkpointed(_rng.standard_normal((_n, _D)), _p, _s)
-    check_matches_reference(mlp_backward_checkpointed, _ref.mlp_backward_checkpointed,
-                            {"d_out": _rng.standard_normal((_n, _m)), "params": _p, "checkpoints": _ck,
-                             "segment_size": _s}, lesson="017", rtol=1e-12, atol=1e-14)
-### END HIDDEN TESTS
 rng = np.random.default_rng(2)
 params7 = mlp.init_params([5, 5, 5, 5, 5, 5, 5, 3], seed=5)       # L = 7 layers
 X7, Y7 = rng.standard_normal((6, 5)), rng.standard_normal((6, 3))
@@ -447,26 +397,6 @@ def estimate_checkpointing_memory_savings(batch_size, width, num_layers, segment
 # ### Tests
 
 # %% tags=["tests"]
-### BEGIN HIDDEN TESTS
-# Graded first: fresh random cases compared with the reference solution.
-from shared.grading import check_matches_reference, reference
-_ref = reference("03_activation_checkpointing")
-for _seed in (18, 180, 1800, 81, 818, 8):
-    _rng = np.random.default_rng(_seed)
-    _L = int(_rng.integers(2, 40))
-    check_matches_reference(estimate_checkpointing_memory_savings, _ref.estimate_checkpointing_memory_savings,
-                            {"batch_size": int(_rng.integers(1, 5000)), "width": int(_rng.integers(1, 300)),
-                             "num_layers": _L, "segment_size": int(_rng.integers(1, _L + 3)),
-                             "bytes_per_element": int(_rng.choice([2, 4, 8]))}, lesson="018")
-check_matches_reference(estimate_checkpointing_memory_savings, _ref.estimate_checkpointing_memory_savings,
-                        {"batch_size": 1, "width": 1, "num_layers": 1, "segment_size": 1, "bytes_per_element": 1},
-                        lesson="018")
-for _bad in range(5):
-    _args = [10, 10, 4, 2, 8]
-    _args[_bad] = 0
-    expect_error(estimate_checkpointing_memory_savings, _args, ["batch_size", "width", "num_layers",
-                 "segment_size", "bytes_per_element"], ValueError, "an argument is 0")
-### END HIDDEN TESTS
 a = 4 * 3 * 8                                            # one (4, 3) float64 array: 96 bytes
 check_call(estimate_checkpointing_memory_savings,
            {"batch_size": 4, "width": 3, "num_layers": 16, "segment_size": 4},

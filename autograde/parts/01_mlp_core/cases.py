@@ -1,0 +1,178 @@
+"""Hidden cases of Part 1 (lessons 001-010), declared once.
+
+Each lesson's ``cases(rng)`` draws fresh inputs from the grader's generator;
+the judge compares the learner's answers with the reference solutions on
+exactly these inputs.  The cases span each contract: every dtype a docstring
+admits, the degenerate sizes (1, square matrices), and every class of bad input.
+"""
+
+import numpy as np
+
+from grading.spec import Case, LessonSpec, Raises
+
+F32 = {"rtol": 1e-5, "atol": 1e-6}  # float32 answers: summation order may differ in the last bits
+
+
+def _sizes(rng, count, low=1, high=10):
+    return [int(n) for n in rng.integers(low, high, size=count)]
+
+
+def _normal(rng, shape, dtype=np.float64):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _params(rng, d, h, m, dtype=np.float64):
+    return {"W1": _normal(rng, (d, h), dtype), "b1": _normal(rng, h, dtype),
+            "W2": _normal(rng, (h, m), dtype), "b2": _normal(rng, m, dtype)}
+
+
+# 001 make_synthetic_regression_batch ---------------------------------------
+
+def batch_cases(rng):
+    cases = [Case({"batch_size": b, "in_features": d, "out_features": m, "seed": int(rng.integers(0, 2**31))})
+             for b, d, m in [_sizes(rng, 3, 1, 12) for _ in range(4)]]
+    cases.append(Case({"batch_size": 1, "in_features": 1, "out_features": 1, "seed": 0}, "all sizes 1"))
+    cases.append(Case({"batch_size": 5, "in_features": 4, "out_features": 4, "seed": 7}, "in_features = out_features"))
+    good = {"batch_size": 4, "in_features": 3, "out_features": 2, "seed": 0}
+    for name in ("batch_size", "in_features", "out_features"):
+        cases.append(Raises({**good, name: 0}, ValueError, f"{name} is 0"))
+    cases.append(Raises({**good, "in_features": -1}, ValueError, "in_features is negative"))
+    cases.append(Raises({**good, "out_features": 2.5}, ValueError, "out_features is 2.5, not a whole number"))
+    return cases
+
+
+# 002 init_mlp_params --------------------------------------------------------
+
+def init_cases(rng):
+    cases = [Case({"in_features": d, "hidden": h, "out_features": m, "seed": int(rng.integers(0, 2**31))})
+             for d, h, m in [_sizes(rng, 3, 1, 16) for _ in range(4)]]
+    # fan-ins that tell He (2/fan_in) from LeCun (1/fan_in), Xavier and the wrong fan
+    cases.append(Case({"in_features": 9, "hidden": 3, "out_features": 5, "seed": 11}, "unequal widths"))
+    cases.append(Case({"in_features": 1, "hidden": 1, "out_features": 1, "seed": 2}, "all widths 1"))
+    return cases
+
+
+# 003 linear_forward ---------------------------------------------------------
+
+def linear_forward_cases(rng):
+    cases = []
+    for dtype in (np.float64, np.float64, np.float64, np.float32):
+        n, i, o = _sizes(rng, 3)
+        tol = F32 if dtype == np.float32 else {}
+        cases.append(Case({"x": _normal(rng, (n, i), dtype), "W": _normal(rng, (i, o), dtype),
+                           "b": _normal(rng, o, dtype)}, f"{np.dtype(dtype).name}", **tol))
+    n = int(rng.integers(2, 6))
+    cases.append(Case({"x": _normal(rng, (n, n)), "W": _normal(rng, (n, n)), "b": _normal(rng, n)},
+                      "square x and W"))
+    cases.append(Case({"x": _normal(rng, (1, 1)), "W": _normal(rng, (1, 1)), "b": _normal(rng, 1)}, "1x1"))
+    return cases
+
+
+# 004 relu_forward -----------------------------------------------------------
+
+def relu_forward_cases(rng):
+    cases = []
+    for ndim in (1, 2, 3, 2):
+        shape = tuple(_sizes(rng, ndim, 1, 8))
+        z = _normal(rng, shape)
+        z[rng.random(shape) < 0.2] = 0.0
+        cases.append(Case({"z": z}, f"{ndim}-d input with exact zeros"))
+    cases.append(Case({"z": _normal(rng, (4, 3), np.float32)}, "float32"))
+    cases.append(Case({"z": -np.abs(_normal(rng, (3, 2)))}, "all negative"))
+    return cases
+
+
+# 005 mlp_forward -------------------------------------------------------------
+
+def mlp_forward_cases(rng):
+    cases = []
+    for _ in range(4):
+        n, d, h, m = _sizes(rng, 4, 1, 9)
+        cases.append(Case({"X": _normal(rng, (n, d)), "params": _params(rng, d, h, m)}))
+    cases.append(Case({"X": _normal(rng, (3, 4)), "params": _params(rng, 4, 4, 4)}, "square layers"))
+    return cases
+
+
+# 006 mse_loss_and_grad -------------------------------------------------------
+
+def mse_cases(rng):
+    cases = []
+    for _ in range(4):
+        n, m = _sizes(rng, 2)
+        cases.append(Case({"Y_hat": _normal(rng, (n, m)), "Y": _normal(rng, (n, m))}))
+    cases.append(Case({"Y_hat": _normal(rng, (6, 2), np.float32), "Y": _normal(rng, (6, 2), np.float32)},
+                      "float32 (the loss is still a Python float)", **F32))
+    cases.append(Case({"Y_hat": _normal(rng, (1, 1)), "Y": _normal(rng, (1, 1))}, "a single entry"))
+    return cases
+
+
+# 007 linear_backward ---------------------------------------------------------
+
+def linear_backward_cases(rng):
+    cases = []
+    for dtype in (np.float64, np.float64, np.float64, np.float32):
+        n, i, o = _sizes(rng, 3)
+        tol = F32 if dtype == np.float32 else {}
+        cases.append(Case({"dZ": _normal(rng, (n, o), dtype), "x": _normal(rng, (n, i), dtype),
+                           "W": _normal(rng, (i, o), dtype)}, np.dtype(dtype).name, **tol))
+    n = int(rng.integers(2, 6))
+    cases.append(Case({"dZ": _normal(rng, (n, n)), "x": _normal(rng, (n, n)), "W": _normal(rng, (n, n))},
+                      "square W (a missing transpose keeps the shape)"))
+    return cases
+
+
+# 008 relu_backward -----------------------------------------------------------
+
+def relu_backward_cases(rng):
+    cases = []
+    for _ in range(4):
+        shape = tuple(_sizes(rng, 2, 1, 8))
+        Z = _normal(rng, shape)
+        Z[rng.random(shape) < 0.25] = 0.0
+        cases.append(Case({"dA": _normal(rng, shape), "Z": Z}, "Z with exact zeros"))
+    shape = (3, 4)
+    cases.append(Case({"dA": -np.abs(_normal(rng, shape)), "Z": _normal(rng, shape)},
+                      "negative upstream gradients (a mask from dA goes wrong)"))
+    cases.append(Case({"dA": _normal(rng, shape, np.float32), "Z": _normal(rng, shape, np.float32)}, "float32"))
+    return cases
+
+
+# 009 first_linear_backward ---------------------------------------------------
+
+def first_linear_backward_cases(rng):
+    cases = []
+    for _ in range(4):
+        n, d, h = _sizes(rng, 3)
+        cases.append(Case({"dZ1": _normal(rng, (n, h)), "X": _normal(rng, (n, d)), "W1": _normal(rng, (d, h))}))
+    n = int(rng.integers(2, 6))
+    cases.append(Case({"dZ1": _normal(rng, (n, n)), "X": _normal(rng, (n, n)), "W1": _normal(rng, (n, n))},
+                      "square matrices"))
+    return cases
+
+
+# 010 mlp_backward -------------------------------------------------------------
+
+def mlp_backward_cases(rng):
+    from shared import lesson_blocks  # the helper's forward pass makes a valid cache
+    cases = []
+    for n, d, h, m in [_sizes(rng, 4, 1, 9) for _ in range(4)] + [[4, 3, 3, 3]]:
+        params = _params(rng, d, h, m)
+        _, cache = lesson_blocks.mlp_forward(_normal(rng, (n, d)), params)
+        cases.append(Case({"dY_hat": _normal(rng, (n, m)), "params": params, "cache": cache}))
+    return cases
+
+
+LESSONS = (
+    LessonSpec("001", batch_cases, atol=1e-12),
+    LessonSpec("002", init_cases),
+    LessonSpec("003", linear_forward_cases),
+    LessonSpec("004", relu_forward_cases),
+    LessonSpec("005", mlp_forward_cases, isolate=("linear_forward", "relu_forward"), fresh_result=False),
+    LessonSpec("006", mse_cases),
+    LessonSpec("007", linear_backward_cases),
+    LessonSpec("008", relu_backward_cases),
+    LessonSpec("009", first_linear_backward_cases),
+    LessonSpec("010", mlp_backward_cases, isolate=("linear_forward", "relu_forward", "mse_loss_and_grad",
+                                                   "mlp_forward", "linear_backward", "relu_backward",
+                                                   "first_linear_backward")),
+)

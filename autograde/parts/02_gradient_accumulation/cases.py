@@ -1,0 +1,140 @@
+"""Hidden cases of Part 2 (lessons 011-014), declared once.
+
+Each lesson's ``cases(rng)`` draws fresh inputs from the grader's generator;
+the judge compares the learner's answers with the reference solutions on
+exactly these inputs.  The cases span each contract: batches that k divides
+and batches it does not, the extremes k = 1 and k = B, a first micro-batch
+(``accumulated`` None) and a later one, float32 as well as float64, and every
+class of bad input.
+"""
+
+import numpy as np
+
+from grading.spec import Case, LessonSpec, Raises
+from shared import mlp
+
+F32 = {"rtol": 1e-5, "atol": 1e-6}  # float32 answers: the order of operations may differ in the last bits
+SHAPES = {"W1": (3, 4), "b1": (4,), "W2": (4, 2), "b2": (2,)}
+
+
+def _normal(rng, shape, dtype=np.float64):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _grads(rng, dtype=np.float64):
+    return {key: _normal(rng, shape, dtype) for key, shape in SHAPES.items()}
+
+
+def _seed(rng):
+    return int(rng.integers(0, 2**31))
+
+
+# 011 split_into_micro_batches --------------------------------------------------
+
+def split_cases(rng):
+    def case(B, k, about, dtype=np.float64):
+        return Case({"X": _normal(rng, (B, 3), dtype), "Y": _normal(rng, (B, 2), dtype),
+                     "num_micro_batches": k}, about)
+
+    cases = []
+    for _ in range(3):
+        k = int(rng.integers(2, 7))
+        B = k * int(rng.integers(1, 4)) + int(rng.integers(1, k))
+        # B % k != 0: the remainder rows go one each to the first micro-batches (not dropped, not piled last)
+        cases.append(case(B, k, f"B = {B} is not a multiple of k = {k}"))
+    k = int(rng.integers(2, 5))
+    cases.append(case(k * int(rng.integers(2, 4)), k, "B a multiple of k"))
+    B = int(rng.integers(2, 9))
+    cases.append(case(B, B, "k = B: one example per micro-batch"))
+    cases.append(case(int(rng.integers(1, 9)), 1, "k = 1: the whole batch"))
+    cases.append(case(1, 1, "a batch of one example"))
+    cases.append(case(7, 3, "float32 inputs (keep their dtype)", np.float32))
+    # Not declared: k = 3.0.  The reference accepts an integer-valued float, but the docstring asks for an int.
+    bad = [(3, 4, "the batch (3 examples) is smaller than the number of micro-batches (4)"),
+           (3, 0, "num_micro_batches is 0"), (3, -2, "num_micro_batches is negative"),
+           (6, 2.5, "num_micro_batches is 2.5, not a whole number")]
+    cases += [Raises({"X": _normal(rng, (B, 2)), "Y": _normal(rng, (B, 1)), "num_micro_batches": k},
+                     ValueError, why) for B, k, why in bad]
+    cases.append(Raises({"X": _normal(rng, (5, 2)), "Y": _normal(rng, (4, 1)), "num_micro_batches": 2},
+                        ValueError, "X and Y have different lengths"))
+    return cases
+
+
+# 012 accumulate_gradients ------------------------------------------------------
+
+def accumulate_cases(rng):
+    cases = [Case({"accumulated": None, "micro_grads": _grads(rng), "micro_batch_size": int(rng.integers(2, 9))},
+                  "the first micro-batch (accumulated is None)")]
+    for _ in range(3):
+        cases.append(Case({"accumulated": _grads(rng), "micro_grads": _grads(rng),
+                           "micro_batch_size": int(rng.integers(2, 9))}, "a later micro-batch"))
+    # n = 1: returning micro_grads itself, or adding in place, gives the right numbers but shares memory
+    cases.append(Case({"accumulated": None, "micro_grads": _grads(rng), "micro_batch_size": 1},
+                      "the first micro-batch, of size 1 (the result must be new arrays)"))
+    cases.append(Case({"accumulated": _grads(rng), "micro_grads": _grads(rng), "micro_batch_size": 1},
+                      "a later micro-batch of size 1 (accumulated must not change)"))
+    cases.append(Case({"accumulated": None, "micro_grads": _grads(rng, np.float32), "micro_batch_size": 3},
+                      "float32 gradients, first micro-batch", **F32))
+    cases.append(Case({"accumulated": _grads(rng, np.float32), "micro_grads": _grads(rng, np.float32),
+                       "micro_batch_size": int(rng.integers(2, 9))}, "float32 gradients", **F32))
+    return cases
+
+
+# 013 scale_accumulated_gradients -----------------------------------------------
+
+def scale_cases(rng):
+    def accumulated():
+        return {"W1": _normal(rng, (3, 2)), "b1": _normal(rng, 2)}
+
+    cases = []
+    for _ in range(3):
+        sizes = [int(n) for n in rng.integers(1, 9, size=int(rng.integers(2, 6)))]
+        if len(set(sizes)) == 1:
+            sizes[-1] += 1  # unequal sizes tell the division by sum(sizes) from the one by len(sizes)
+        cases.append(Case({"accumulated": accumulated(), "micro_batch_sizes": sizes}, "unequal sizes"))
+    cases.append(Case({"accumulated": accumulated(), "micro_batch_sizes": [3, 3, 3]}, "equal sizes"))
+    # a single size: dividing by len(sizes) = 1 leaves the sum undivided
+    cases.append(Case({"accumulated": accumulated(), "micro_batch_sizes": [int(rng.integers(2, 9))]},
+                      "a single micro-batch"))
+    cases.append(Case({"accumulated": accumulated(), "micro_batch_sizes": (4, 1)}, "the sizes as a tuple"))
+    for sizes, why in (([], "micro_batch_sizes is empty"), ([2, 0], "a micro-batch size is 0"),
+                       ([3, -1, 2], "a micro-batch size is negative")):
+        cases.append(Raises({"accumulated": {"W": _normal(rng, 2)}, "micro_batch_sizes": sizes}, ValueError, why))
+    return cases
+
+
+# 014 grad_accumulation_step ----------------------------------------------------
+
+def step_cases(rng):
+    def case(B, k, hidden, about):
+        return Case({"params": mlp.init_params([3] + hidden + [2], seed=_seed(rng)),
+                     "X": _normal(rng, (B, 3)), "Y": _normal(rng, (B, 2)),
+                     "num_micro_batches": k, "learning_rate": 0.05}, about)
+
+    def hidden(low=1, high=4):
+        return [int(n) for n in rng.integers(1, 6, size=int(rng.integers(low, high)))]
+
+    cases = []
+    for _ in range(3):
+        k = int(rng.integers(2, 6))
+        B = k * int(rng.integers(1, 4)) + int(rng.integers(1, k))
+        # unequal micro-batches tell size-weighting from a mean of the k micro-batch means
+        cases.append(case(B, k, hidden(), f"B = {B} is not a multiple of k = {k}"))
+    cases.append(case(8, 4, hidden(), "equal micro-batches"))
+    cases.append(case(int(rng.integers(2, 10)), 1, hidden(), "k = 1: the plain full-batch step"))
+    B = int(rng.integers(2, 8))
+    cases.append(case(B, B, hidden(), "k = B: one example per micro-batch"))
+    cases.append(case(int(rng.integers(5, 12)), 3, hidden(4, 6), "a deeper MLP (4-5 hidden layers)"))
+    cases.append(Raises({"params": mlp.init_params([2, 3, 1], 0), "X": _normal(rng, (2, 2)),
+                         "Y": _normal(rng, (2, 1)), "num_micro_batches": 3, "learning_rate": 0.1},
+                        ValueError, "the batch (2 examples) is smaller than the number of micro-batches (3)"))
+    return cases
+
+
+LESSONS = (
+    LessonSpec("011", split_cases, fresh_result=False),  # the micro-batches may be views of X and Y
+    LessonSpec("012", accumulate_cases),
+    LessonSpec("013", scale_cases),
+    LessonSpec("014", step_cases, rtol=1e-12, atol=1e-14,
+               isolate=("split_into_micro_batches", "accumulate_gradients", "scale_accumulated_gradients")),
+)

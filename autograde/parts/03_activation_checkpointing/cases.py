@@ -1,0 +1,147 @@
+"""Hidden cases of Part 3 (lessons 015-018), declared once.
+
+Each lesson's ``cases(rng)`` draws fresh inputs from the grader's generator;
+the judge compares the learner's answers with the reference solutions on
+exactly these inputs.  The cases span each contract: segment sizes 1, between
+1 and L, equal to L and beyond it; segments that start at the input and in the
+middle, that end inside the network and at its output; and every class of bad
+input.  Biases are perturbed so that every layer's ReLU mask has both signs.
+"""
+
+import numpy as np
+
+from grading.spec import Case, LessonSpec, Raises
+from shared import mlp
+
+CLOSE = {"rtol": 1e-12, "atol": 1e-14}  # accepts einsum/np.dot answers, which may differ in the last bits
+
+
+def _normal(rng, shape):
+    return rng.standard_normal(shape)
+
+
+def _params(rng, widths):
+    """The helper MLP with layer widths ``widths``, biases made nonzero so ReLU masks vary."""
+    params = mlp.init_params(widths, seed=int(rng.integers(0, 2**31)))
+    return {key: value + 0.5 * _normal(rng, value.shape) if key[0] == "b" else value
+            for key, value in params.items()}
+
+
+def _network(rng, L, widths=None):
+    """(X, params) for an L-layer MLP of equal width D (or the given widths) and a few outputs."""
+    widths = widths or [int(rng.integers(1, 6))] * L + [int(rng.integers(1, 4))]
+    return _normal(rng, (int(rng.integers(1, 7)), widths[0])), _params(rng, widths)
+
+
+def _depth(rng, low=2, high=8):
+    return int(rng.integers(low, high))
+
+
+def _segment_sizes(rng):
+    """(L, s, about) for s = 1, 1 < s < L, s = L, s > L and two random pairs."""
+    L = [_depth(rng), _depth(rng, 3), _depth(rng), _depth(rng), _depth(rng), _depth(rng)]
+    s = [1, int(rng.integers(2, L[1])), L[2], L[3] + int(rng.integers(1, 4)),
+         int(rng.integers(1, L[4] + 2)), int(rng.integers(1, L[5] + 2))]
+    about = ["s = 1: every layer's input is a checkpoint",
+             "1 < s < L (a shorter last segment when s does not divide L)",
+             "s = L: one segment", "s > L: one segment", "random L and s", "random L and s"]
+    return zip(L, s, about)
+
+
+# 015 mlp_forward_checkpointed --------------------------------------------------
+
+def forward_cases(rng):
+    cases = []
+    for L, s, about in _segment_sizes(rng):
+        X, params = _network(rng, L)
+        cases.append(Case({"X": X, "params": params, "segment_size": s}, f"L = {L}, {about}"))
+    X, params = _network(rng, 1)
+    cases.append(Case({"X": X, "params": params, "segment_size": 1}, "a single layer: only X is kept"))
+    # unequal widths: checkpointing Z or the wrong A shows in the shapes too
+    X, params = _network(rng, 4, [3, 5, 2, 4, 2])
+    cases.append(Case({"X": X, "params": params, "segment_size": 2}, "unequal layer widths"))
+    X, params = _network(rng, 3)
+    cases.append(Raises({"X": X, "params": params, "segment_size": 0}, ValueError, "segment_size is 0"))
+    cases.append(Raises({"X": X, "params": params, "segment_size": -int(rng.integers(1, 4))},
+                        ValueError, "segment_size is negative"))
+    return cases
+
+
+# 016 recompute_block_activations -----------------------------------------------
+
+def recompute_cases(rng):
+    def case(L, start, end, about):
+        X, params = _network(rng, L)
+        _, cache = mlp.forward(X, params)
+        return Case({"checkpoint": cache[f"A{start}"], "params": params, "start_layer": start,
+                     "end_layer": end}, f"L = {L}, layers {start + 1}..{end}: {about}")
+
+    cases = []
+    L = _depth(rng, 3)
+    cases.append(case(L, 0, int(rng.integers(1, L)), "from the input to a hidden layer"))
+    L = _depth(rng)
+    cases.append(case(L, 0, L, "the whole network (the output layer is not recomputed)"))
+    L = _depth(rng, 4)
+    start = int(rng.integers(1, L - 2))
+    # an interior start: layer i uses W_i, so an off-by-one in the weights' index shows here
+    cases.append(case(L, start, int(rng.integers(start + 1, L)), "an interior segment"))
+    L = _depth(rng)
+    cases.append(case(L, int(rng.integers(1, L)), L, "an interior start to the output"))
+    L = _depth(rng)
+    cases.append(case(L, L - 1, L, "only the output layer: nothing to recompute but the checkpoint"))
+    for _ in range(2):
+        L = _depth(rng)
+        start = int(rng.integers(0, L))
+        cases.append(case(L, start, int(rng.integers(start + 1, L + 1)), "random segment"))
+    return cases
+
+
+# 017 mlp_backward_checkpointed -------------------------------------------------
+
+def backward_cases(rng):
+    from shared import lesson_blocks  # the helper's checkpointed forward makes valid checkpoints
+    cases = []
+    for L, s, about in list(_segment_sizes(rng)) + [(1, 1, "a single layer")]:
+        X, params = _network(rng, L)
+        _, checkpoints = lesson_blocks.mlp_forward_checkpointed(X, params, s)
+        d_out = _normal(rng, (len(X), params[f"b{L}"].shape[0]))
+        # s < L puts segment boundaries inside the network, where the ReLU mask is easily skipped
+        cases.append(Case({"d_out": d_out, "params": params, "checkpoints": checkpoints, "segment_size": s},
+                          f"L = {L}, {about}"))
+    return cases
+
+
+# 018 estimate_checkpointing_memory_savings -------------------------------------
+
+NAMES = ("batch_size", "width", "num_layers", "segment_size", "bytes_per_element")
+
+
+def estimate_cases(rng):
+    def case(B, D, L, s, b, about=""):
+        return Case(dict(zip(NAMES, (B, D, L, s, b))), about)
+
+    cases = []
+    for _ in range(4):
+        L = _depth(rng, 2, 40)
+        cases.append(case(int(rng.integers(1, 5000)), int(rng.integers(1, 300)), L,
+                          int(rng.integers(1, L + 3)), int(rng.choice([2, 4, 8])), "random sizes"))
+    L = _depth(rng, 3, 40)
+    # s does not divide L: a last, shorter segment still needs its checkpoint (ceil, not floor)
+    cases.append(case(int(rng.integers(1, 5000)), int(rng.integers(1, 300)), L, L - 1, 4, "s = L - 1"))
+    L = _depth(rng, 2, 40)
+    cases.append(case(int(rng.integers(1, 5000)), int(rng.integers(1, 300)), L, L, 8, "s = L: no checkpointing"))
+    cases.append(case(1, 1, 1, 1, 1, "all ones"))
+    for i, name in enumerate(NAMES):
+        for bad in (0, -int(rng.integers(1, 10))):
+            args = [10, 10, 4, 2, 8]
+            args[i] = bad
+            cases.append(Raises(dict(zip(NAMES, args)), ValueError, f"{name} is {'0' if bad == 0 else 'negative'}"))
+    return cases
+
+
+LESSONS = (
+    LessonSpec("015", forward_cases, **CLOSE, fresh_result=False),  # the checkpoints hold X itself
+    LessonSpec("016", recompute_cases, **CLOSE, fresh_result=False),  # the result holds the checkpoint itself
+    LessonSpec("017", backward_cases, **CLOSE, isolate=("mlp_forward_checkpointed", "recompute_block_activations")),
+    LessonSpec("018", estimate_cases),
+)

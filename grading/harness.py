@@ -1,0 +1,245 @@
+"""The kernel's side of grading: call the learner's function, send back plain data.
+
+While a notebook is graded, the hidden region of each lesson's test cell is
+two lines written by the build::
+
+    from grading.harness import answer_hidden_cases
+    answer_hidden_cases("003", globals())
+
+This module decides nothing.  It reads the lesson's inputs from the file the
+grader put into the sandbox (``$MCT_CASES_FILE``), calls the learner's function
+on each of them in a forked child process, and displays one message of MIME
+type :data:`MIME` with the results, the inputs as they were after each call,
+and which results share memory with an input.  The judge, in nbgrader's own
+process, compares them with the reference and gives the points.
+
+The child process is what makes one lesson's fate its own: a crash, an
+endless loop, ``os._exit``, ``SystemExit``, a memory bomb or a flood of output
+in the learner's function ends that child, the lesson is reported as such, and
+the kernel goes on with the next cell.  The child's output is captured and
+capped, and it runs under the lesson's time limit and a memory limit.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import resource
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+import numpy as np
+
+from . import wire
+
+MIME = "application/vnd.mct.answers+json"
+CASES_FILE_ENV = "MCT_CASES_FILE"
+OUTPUT_CAP = 4000            # characters of the learner's printed output kept per lesson
+CHILD_MEMORY = 3 * 2**30     # bytes of address space a lesson's child may add to the kernel's
+
+
+class _CappedText(io.TextIOBase):
+    """A stdout/stderr stand-in that keeps the first OUTPUT_CAP characters and counts the rest."""
+
+    def __init__(self) -> None:
+        self.kept: list[str] = []
+        self.size = 0
+        self.dropped = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: Any) -> int:
+        text = str(text)
+        room = OUTPUT_CAP - self.size
+        self.kept.append(text[:max(room, 0)])
+        self.size += min(len(text), max(room, 0))
+        self.dropped += max(len(text) - max(room, 0), 0)
+        return len(text)
+
+    def text(self) -> str:
+        tail = f"\n[... {self.dropped} more characters of output dropped]" if self.dropped else ""
+        return "".join(self.kept) + tail
+
+
+def _load_lesson(code: str) -> dict[str, Any] | None:
+    path = os.environ.get(CASES_FILE_ENV)
+    if not path or not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)["lessons"].get(code)
+
+
+def _arrays(value: Any, where: str) -> list[tuple[str, np.ndarray]]:
+    """Every array inside ``value`` with a description of where it is."""
+    if type(value) is np.ndarray:
+        return [(where, value)]
+    if type(value) in (tuple, list):
+        return [item for i, v in enumerate(value) for item in _arrays(v, f"{where}[{i}]")]
+    if type(value) is dict:
+        return [item for k, v in value.items() for item in _arrays(v, f"{where}[{k!r}]")]
+    return []
+
+
+def _aliases(result: Any, args: dict[str, Any], earlier: list[tuple[str, np.ndarray]]) -> list[str]:
+    """Which arrays of the result share memory with an input or with an earlier call's result."""
+    found = []
+    inputs = [item for name, value in args.items() for item in _arrays(value, f"`{name}`")]
+    for where, array in _arrays(result, "the result"):
+        for source, other in inputs + earlier:
+            if array.size and other.size and np.shares_memory(array, other):
+                found.append(f"{where} shares memory with {source}")
+                break
+    return found
+
+
+def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
+                earlier: list[tuple[str, np.ndarray]]) -> dict[str, Any]:
+    args = wire.from_plain(case["args"])
+    started = time.perf_counter()
+    try:
+        result = function(*args.values())
+    except BaseException as error:  # SystemExit and KeyboardInterrupt too: they end this case only
+        frames = traceback.extract_tb(error.__traceback__)[1:]  # drop this harness's own frame
+        return {"kind": "raised", "error": type(error).__name__, "message": str(error)[:2000],
+                "traceback": "".join(traceback.format_list(frames[-5:]))[:4000],
+                "seconds": time.perf_counter() - started}
+    seconds = time.perf_counter() - started
+    answer: dict[str, Any] = {"kind": "returned", "seconds": seconds,
+                              "aliases": _aliases(result, args, earlier)}
+    try:
+        answer["result"] = wire.to_plain(result, "the result")
+    except wire.WireError as error:
+        return {"kind": "unsendable", "message": str(error), "seconds": seconds}
+    try:
+        answer["args_after"] = wire.to_plain(args, "the inputs")
+    except wire.WireError as error:
+        answer["args_after"] = None
+        answer["args_note"] = f"the inputs after the call cannot be compared: {error}"
+    earlier.extend((f"the result of case {index + 1}", a) for _, a in _arrays(result, "r"))
+    return answer
+
+
+def _use_helper_versions(namespace: MutableMapping[str, Any], names: list[str]) -> None:
+    """Isolation: earlier lessons' functions are the helper package's while this lesson is graded."""
+    from shared import lesson_blocks
+    for name in names:
+        namespace[name] = getattr(lesson_blocks, name)
+
+
+def _run_child(code: str, lesson: dict[str, Any], namespace: MutableMapping[str, Any], out_path: str) -> None:
+    """In the forked child: answer every case, write the JSON answers to ``out_path``."""
+    captured = _CappedText()
+    sys.stdout = sys.stderr = captured
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    try:
+        with open("/proc/self/statm") as statm:
+            in_use = int(statm.read().split()[0]) * resource.getpagesize()
+        wanted = in_use + CHILD_MEMORY
+        if hard == resource.RLIM_INFINITY or wanted < hard:
+            resource.setrlimit(resource.RLIMIT_AS, (wanted, hard))
+    except (OSError, ValueError):
+        pass
+    from shared import answers
+    answers.lock(code)
+    _use_helper_versions(namespace, lesson.get("isolate", []))
+    function = namespace[lesson["function"]]
+    earlier: list[tuple[str, np.ndarray]] = []
+    results = [_answer_one(function, case, i, earlier) for i, case in enumerate(lesson["cases"])]
+    text = json.dumps({"lesson": code, "status": "answered", "answers": results,
+                       "output": captured.text()}, allow_nan=False)
+    with open(out_path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _wait(pid: int, deadline: float) -> tuple[str, int | None]:
+    """Wait for the child until ``deadline``; kill it (and anything it started) after that."""
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                if os.WIFSIGNALED(status):
+                    return "killed", os.WTERMSIG(status)
+                return "exited", os.WEXITSTATUS(status)
+            if time.monotonic() > deadline:
+                return "timeout", None
+            time.sleep(0.005)
+    finally:
+        for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+            try:
+                target()
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def collect_answers(code: str, namespace: MutableMapping[str, Any]) -> dict[str, Any]:
+    """The learner's answers to lesson ``code``'s hidden cases, as plain data."""
+    lesson = _load_lesson(code)
+    if lesson is None:
+        return {"lesson": code, "status": "no_cases",
+                "message": "the hidden tests run only while a notebook is graded (`make grade`)"}
+    function = namespace.get(lesson["function"])
+    if function is None:
+        return {"lesson": code, "status": "not_defined",
+                "message": f"`{lesson['function']}` is not defined: run its Implementation cell "
+                           f"(or restore it if it was deleted)"}
+    if not callable(function):
+        return {"lesson": code, "status": "not_defined",
+                "message": f"`{lesson['function']}` is not a function"}
+    fd, out_path = tempfile.mkstemp(prefix=f"mct-{code}-", suffix=".json")
+    os.close(fd)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: whatever happens, it ends here
+        try:
+            os.setpgid(0, 0)
+            _run_child(code, lesson, namespace, out_path)
+            os._exit(0)
+        except BaseException:
+            os._exit(70)
+    try:
+        how, value = _wait(pid, time.monotonic() + float(lesson.get("time_limit", 20)))
+        with open(out_path, encoding="utf-8") as handle:
+            text = handle.read()
+    finally:
+        os.unlink(out_path)
+    if how == "timeout":
+        return {"lesson": code, "status": "timeout",
+                "message": f"{lesson['function']} did not finish its hidden cases within "
+                           f"{lesson.get('time_limit', 20):g} s (an endless loop?)"}
+    if how == "exited" and value == 0 and text:
+        return json.loads(text)
+    if how == "killed":
+        what = {signal.SIGKILL: "killed (out of memory?)", signal.SIGSEGV: "a segmentation fault"}
+        detail = what.get(value, f"signal {value}")
+    elif value == 70:
+        detail = "an error outside the function's calls (its result could not be collected)"
+    else:
+        detail = f"the process ended with exit status {value} (os._exit?)"
+    return {"lesson": code, "status": "crashed",
+            "message": f"{lesson['function']} ended the grading process: {detail}"}
+
+
+def answer_hidden_cases(code: str, namespace: MutableMapping[str, Any]) -> None:
+    """Display the answers of lesson ``code`` for the judge (see the module docstring)."""
+    payload = collect_answers(code, namespace)
+    try:
+        from IPython.display import display
+    except ImportError:  # outside a kernel there is no judge to read it
+        return
+    display({MIME: payload, "text/plain": f"[answers to lesson {code}'s hidden cases, sent for grading]"},
+            raw=True)

@@ -1,0 +1,220 @@
+"""The judge: nbgrader's side of grading, where every point is decided.
+
+For each lesson of a submitted notebook the judge
+
+1. draws the lesson's cases itself, from the lesson's declaration
+   (``autograde/parts/NN_slug/cases.py``) and a seed of this grading run;
+2. sends their inputs into the grading kernel (a file the sandbox can read);
+3. after the kernel has run the notebook, reads the learner's answers (plain
+   data displayed by :mod:`grading.harness`) and compares each with the
+   reference solution's answer on the judge's own copy of the inputs, checks
+   that no input was changed in place and no result aliases an input, and
+   names the lesson's common mistakes;
+4. replaces the test cell's outputs by one verdict: a line that passes, or an
+   error with the reason.  Nothing the notebook printed or displayed in a test
+   cell can carry points.
+
+The reference solutions are loaded here, in nbgrader's process, and never
+enter the kernel.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from shared.checking import Mistake, describe_args, difference, recognise_mistake, recognise_mutating_mistake
+from shared.lessons import Lesson, lesson as find_lesson, lessons_of
+from shared.mistakes import mistakes_of
+
+from . import wire
+from .spec import Case, LessonSpec, Raises, draw_cases
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTS_DIR = ROOT / "autograde" / "parts"
+SOLUTIONS_DIR = ROOT / "solutions"
+
+
+# --------------------------------------------------------------------------
+# Declarations and reference solutions, loaded by path
+# --------------------------------------------------------------------------
+
+_modules: dict[Path, ModuleType] = {}
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    if path not in _modules:
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing (run `make build`?)")
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _modules[path] = module
+    return _modules[path]
+
+
+def lesson_specs(slug: str) -> dict[str, LessonSpec]:
+    """The declared hidden tests of a part, by lesson code."""
+    module = _load(PARTS_DIR / slug / "cases.py", f"_mct_cases_{slug}")
+    specs = {spec.code: spec for spec in module.LESSONS}
+    expected = {lesson.code for lesson in lessons_of(slug)}
+    if set(specs) != expected:
+        raise ValueError(f"{slug}/cases.py declares lessons {sorted(specs)}, expected {sorted(expected)}")
+    return specs
+
+
+def lesson_spec(code: str) -> LessonSpec:
+    return lesson_specs(find_lesson(code).part.slug)[code]
+
+
+def reference_function(lesson: Lesson) -> Any:
+    module = _load(SOLUTIONS_DIR / f"{lesson.part.slug}.py", f"_mct_reference_{lesson.part.slug}")
+    return getattr(module, lesson.function)
+
+
+# --------------------------------------------------------------------------
+# Drawing a run's cases, and what the kernel is told
+# --------------------------------------------------------------------------
+
+def case_seed(run_seed: int, code: str) -> int:
+    digest = hashlib.sha256(f"{run_seed}:{code}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def draw_part(slug: str, run_seed: int) -> dict[str, list[Case | Raises]]:
+    """Every lesson's cases of one part for this grading run."""
+    return {code: draw_cases(spec, case_seed(run_seed, code)) for code, spec in lesson_specs(slug).items()}
+
+
+def kernel_input(slug: str, drawn: dict[str, list[Case | Raises]]) -> dict[str, Any]:
+    """What the grading kernel needs to answer the cases: functions, inputs, limits (no answers)."""
+    specs = lesson_specs(slug)
+    return {"lessons": {
+        code: {"function": find_lesson(code).function, "isolate": list(specs[code].isolate),
+               "time_limit": specs[code].time_limit,
+               "cases": [{"args": wire.to_plain(case.args, "a case")} for case in cases]}
+        for code, cases in drawn.items()}}
+
+
+# --------------------------------------------------------------------------
+# Judging one lesson
+# --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Verdict:
+    code: str
+    passed: bool
+    message: str
+
+    @property
+    def points(self) -> int:
+        return find_lesson(self.code).points if self.passed else 0
+
+
+def _with_mistake(message: str, mistake: Mistake | None) -> str:
+    return message if mistake is None else f"{message}\n  This is a common mistake: {mistake.name}. {mistake.hint}"
+
+
+def _case_label(index: int, total: int, case: Case | Raises) -> str:
+    about = f": {case.about}" if case.about else ""
+    return f"(hidden case {index + 1} of {total}{about}; called with {describe_args(list(case.args), list(case.args.values()))})"
+
+
+def judge_case(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: dict[str, Any],
+               mistakes: Sequence[Mistake]) -> str | None:
+    """Why the learner's answer to one case is wrong, or None when it is right."""
+    name = lesson.function
+    values = list(case.args.values())
+    kind = answer.get("kind")
+    if isinstance(case, Raises):
+        wanted = case.error.__name__
+        if kind == "raised" and answer.get("error") == wanted:
+            return None
+        if kind == "raised":
+            return (f"{name} should raise {wanted} when {case.about}, but it raised "
+                    f"{answer.get('error')}: {answer.get('message')}")
+        return f"{name} should raise {wanted} when {case.about}, but it returned normally"
+    if kind == "unsendable":
+        return f"{name} returned a value that cannot be graded: {answer.get('message')}"
+    if kind == "raised":
+        error_name, text = answer.get("error"), answer.get("message", "")
+        message = f"{name} raised {error_name}: {text}"
+        crash = _crashing_mistake(error_name, text, mistakes, values)
+        where = answer.get("traceback", "").strip()
+        return _with_mistake(message + (f"\n  where:\n{where}" if where else ""), crash)
+    if kind != "returned":
+        return f"the answer to this case is malformed ({kind!r})"
+    result = wire.from_plain(answer["result"])
+    after = answer.get("args_after")
+    if after is not None:
+        after_values = list(wire.from_plain(after).values())
+        for arg_name, old, new in zip(case.args, values, after_values):
+            if difference(new, old, arg_name, exact=True) is not None:
+                mistake = recognise_mutating_mistake(after_values, mistakes, tuple(copy.deepcopy(values)))
+                return _with_mistake(
+                    f"{name} changed its input `{arg_name}` in place. Functions in this course must not "
+                    f"mutate their inputs: work on a copy (e.g. x = x + y instead of x += y).", mistake)
+    expected = reference_function(lesson)(*copy.deepcopy(values))
+    tolerances = spec.tolerances(case)
+    message = difference(result, expected, f"the result of {name}", **tolerances)
+    if message is not None:
+        mistake = recognise_mistake(result, mistakes, tuple(copy.deepcopy(values)), expected=expected,
+                                    **tolerances)
+        return _with_mistake(message, mistake)
+    if spec.fresh_result and answer.get("aliases"):
+        return (f"{answer['aliases'][0]}: return new arrays (e.g. x + 0 or x.copy()), so that changing "
+                f"the result can never change the caller's data")
+    return None
+
+
+def _crashing_mistake(error_name: str, text: str, mistakes: Sequence[Mistake], values: list) -> Mistake | None:
+    for mistake in mistakes:  # the mistake that crashes the same way on the same inputs
+        try:
+            with np.errstate(all="ignore"):
+                mistake.compute(*copy.deepcopy(values))
+        except Exception as other:
+            if type(other).__name__ == error_name and str(other)[:2000] == text:
+                return mistake
+    return None
+
+
+_STATUS_MESSAGES = {
+    "no_cases": "the hidden tests found no cases to answer",
+}
+
+
+def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, Any] | None) -> Verdict:
+    """The verdict of one lesson from the kernel's answers (``payload``; None when none came)."""
+    lesson = find_lesson(code)
+    spec = lesson_spec(code)
+    if payload is None:
+        return Verdict(code, False, "no answers reached the grader: the test cell did not get to its hidden "
+                                    "tests (did an earlier line of the cell, or the notebook, stop it?)")
+    status = payload.get("status")
+    if status != "answered":
+        text = payload.get("message") or _STATUS_MESSAGES.get(status, f"grading failed ({status})")
+        return Verdict(code, False, str(text))
+    answers = payload.get("answers")
+    if not isinstance(answers, list) or len(answers) != len(cases):
+        return Verdict(code, False, "the answers that reached the grader are malformed; no points")
+    if all(a.get("kind") == "raised" and a.get("error") == "NotImplementedError" for a in answers):
+        return Verdict(code, False, f"not started: {lesson.function} still raises NotImplementedError "
+                                    f"(replace that line with your code)")
+    mistakes = mistakes_of(lesson.function)
+    for index, (case, answer) in enumerate(zip(cases, answers)):
+        try:
+            problem = judge_case(lesson, spec, case, answer, mistakes)
+        except wire.WireError as error:
+            problem = f"the answer could not be read: {error}"
+        if problem is not None:
+            return Verdict(code, False, f"{problem}\n  {_case_label(index, len(cases), case)}")
+    return Verdict(code, True, f"{len(cases)} hidden cases right")
+

@@ -1,0 +1,126 @@
+"""The judge inside nbgrader: two preprocessors around nbgrader's ``Execute``.
+
+``PrepareCases`` (before execution) draws the cases of every lesson of the
+notebook's part and writes their inputs where the grading kernel will find
+them.  ``JudgeLessons`` (after execution) reads the kernel's answers out of
+each test cell, judges them (:mod:`grading.judge`), and replaces the cell's
+outputs with the verdict; it also drops answer messages from every other cell
+and caps each cell's output, so a flood of printing cannot make a huge page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from nbformat import NotebookNode
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Integer
+
+from shared.lessons import lesson as find_lesson
+
+from . import judge
+from .harness import MIME
+
+CASES_FILE_HOST_ENV = "MCT_CASES_FILE_HOST"  # read by grading.sandbox when it starts a kernel
+RUN_SEED = int(os.environ.get("MCT_RUN_SEED") or secrets.randbits(48))  # one per nbgrader process
+
+_drawn: dict[str, dict[str, list]] = {}  # part slug -> this notebook's cases (judge side only)
+
+
+def _slug(resources: dict[str, Any]) -> str:
+    return str(resources.get("nbgrader", {}).get("assignment", ""))
+
+
+class PrepareCases(NbGraderPreprocessor):
+    """Draw this run's cases and put their inputs where the sandboxed kernel can read them."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]):
+        slug = _slug(resources)
+        drawn = judge.draw_part(slug, RUN_SEED)
+        _drawn[slug] = drawn
+        folder = Path(tempfile.mkdtemp(prefix="mct-cases-"))
+        path = folder / "cases.json"
+        path.write_text(json.dumps(judge.kernel_input(slug, drawn), allow_nan=False))
+        folder.chmod(0o755)
+        path.chmod(0o644)
+        os.environ[CASES_FILE_HOST_ENV] = str(path)
+        resources.setdefault("mct", {})["cases_file"] = str(path)
+        self.log.info("grading %s with run seed %d", slug, RUN_SEED)
+        return nb, resources
+
+
+def _answers_in(cell: NotebookNode) -> tuple[list[dict[str, Any]], list[NotebookNode]]:
+    """The answer messages of a cell, and its other outputs."""
+    found, others = [], []
+    for output in cell.get("outputs", []):
+        data = output.get("data", {}) if output.get("output_type") in ("display_data", "execute_result") else {}
+        if MIME in data:  # plain JSON again (nbformat hands out its own dict subclass)
+            found.append(json.loads(json.dumps(data[MIME])))
+        else:
+            others.append(output)
+    return found, others
+
+
+def _cap(outputs: list[NotebookNode], limit: int) -> list[NotebookNode]:
+    """Keep outputs until ``limit`` characters are used; say how much was cut."""
+    kept, used = [], 0
+    for output in outputs:
+        size = len(json.dumps(output))
+        if used + size > limit:
+            kept.append(NotebookNode(output_type="stream", name="stdout",
+                                     text=f"[output cut by the grader: more than {limit} characters]\n"))
+            break
+        kept.append(output)
+        used += size
+    return kept
+
+
+def verdict_output(verdict: judge.Verdict) -> NotebookNode:
+    lesson = find_lesson(verdict.code)
+    if verdict.passed:
+        return NotebookNode(output_type="stream", name="stdout",
+                            text=f"✓ Lesson {lesson.code} · {lesson.title}: graded {lesson.points}/"
+                                 f"{lesson.points} ({verdict.message})\n")
+    return NotebookNode(output_type="error", ename="GradedFailure", evalue=verdict.message,
+                        traceback=[f"Lesson {lesson.code} · {lesson.title}: 0/{lesson.points}",
+                                   f"GradedFailure: {verdict.message}"])
+
+
+class JudgeLessons(NbGraderPreprocessor):
+    """Decide every lesson's test cell on this side; nothing the notebook output counts."""
+
+    max_output_chars = Integer(20000, help="output characters kept per cell").tag(config=True)
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]):
+        slug = _slug(resources)
+        drawn = _drawn.pop(slug)
+        cases_file = resources.get("mct", {}).pop("cases_file", None)
+        if cases_file:
+            Path(cases_file).unlink(missing_ok=True)
+            Path(cases_file).parent.rmdir()
+        verdicts = []
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            found, others = _answers_in(cell)
+            meta = cell.metadata.get("nbgrader", {})
+            grade_id = str(meta.get("grade_id", ""))
+            if meta.get("grade") and grade_id.startswith("lesson_"):
+                code = grade_id.split("_")[1]
+                mine = [a for a in found if isinstance(a, dict) and a.get("lesson") == code]
+                if len(mine) > 1:
+                    verdict = judge.Verdict(code, False, "the test cell sent more than one set of answers; "
+                                                         "no points (this notebook needs a human look)")
+                else:
+                    verdict = judge.judge_lesson(code, drawn.get(code, []), mine[0] if mine else None)
+                cell.outputs = [verdict_output(verdict)]
+                verdicts.append(verdict)
+            else:
+                cell.outputs = _cap(others, self.max_output_chars)
+        resources.setdefault("mct", {})["verdicts"] = verdicts
+        return nb, resources

@@ -1,0 +1,185 @@
+"""Start a grading kernel in a sandbox (the kernelspec ``mct-grading`` runs this module).
+
+    python -m grading.sandbox -f {connection_file}
+
+The kernel runs under Debian's ``bubblewrap`` as an unprivileged user:
+
+- the whole file system is read-only, and these are not there at all (empty
+  folders): the reference solutions (``solutions/``), the course sources and
+  the gradebook (``autograde/`` and the course directory), the grader's
+  private folders (but for the kernel's own socket folder), ``/tmp``, ``/home``
+  and ``/root`` apart from what Python itself needs;
+- no network, no other process visible (own PID namespace), no environment
+  from the grader (only what a kernel needs);
+- the only writable place is a private ``/tmp`` that vanishes with the kernel;
+  the notebook runs in an empty folder there, so nothing submitted beside it
+  (a ``shared/`` package, a ``.py`` file) can shadow the course's modules;
+- limits: address space, processes, file size, CPU time, and wall-clock time
+  for the whole notebook (the kernel is killed after it).
+
+``MCT_SANDBOX=off`` runs the kernel without bubblewrap (a learner grading
+their own notebooks, or an instructor who trusts the class); every report of
+such a run says so.  Without bubblewrap and without that opt-out, the kernel
+refuses to start.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SANDBOX_ENV = "MCT_SANDBOX"
+NOBODY = 65534
+INSIDE_CASES = "/tmp/mct/cases.json"
+
+LIMITS = {  # resource -> (soft, hard); generous for a course notebook, tight for a bomb
+    resource.RLIMIT_AS: int(os.environ.get("MCT_KERNEL_MEMORY", 6 * 2**30)),
+    resource.RLIMIT_NPROC: 256,
+    resource.RLIMIT_FSIZE: 200 * 2**20,
+    resource.RLIMIT_CPU: int(os.environ.get("MCT_NOTEBOOK_SECONDS", 600)) * 2,
+    resource.RLIMIT_CORE: 0,
+}
+PASSED_ENV = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYDEVD_DISABLE_FILE_VALIDATION")
+
+
+def sandbox_wanted() -> bool:
+    return os.environ.get(SANDBOX_ENV, "on").lower() not in ("off", "0", "no", "false")
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+def missing_sandbox_message() -> str:
+    return ("grading needs Debian's bubblewrap to sandbox the notebooks: `sudo apt-get install bubblewrap` "
+            "(or, for a trusted class only, MCT_SANDBOX=off)")
+
+
+def kernel_env(cases_file: str | None, home: str) -> dict[str, str]:
+    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    env.update({
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": home, "IPYTHONDIR": f"{home}/.ipython", "MPLCONFIGDIR": f"{home}/.matplotlib",
+        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+        "JUPYTER_RUNTIME_DIR": os.environ.get("JUPYTER_RUNTIME_DIR", f"{home}/runtime"),
+        "MCT_GRADING": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+        "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
+    })
+    if cases_file:
+        env["MCT_CASES_FILE"] = cases_file
+    return env
+
+
+TOP_HIDDEN = ("/home", "/root", "/tmp", "/var/tmp", "/run")
+
+
+def _under(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def kept_folders() -> list[Path]:
+    """What the kernel needs: the course and the Python it runs on (perhaps inside a hidden folder)."""
+    return sorted({ROOT, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}, key=lambda p: len(str(p)))
+
+
+def inner_hidden_folders() -> list[Path]:
+    """Folders the kernel must not see even where the course is visible."""
+    folders = [ROOT / "solutions", ROOT / "autograde", ROOT / ".git", ROOT / "tests", ROOT / "tools",
+               ROOT / "notebooks", ROOT / "build"]
+    folders += [Path(os.environ[name]) for name in ("MCT_COURSE_DIR", "MCT_PRIVATE_DIR") if os.environ.get(name)]
+    return [f.resolve() for f in folders if f.exists()]
+
+
+def bwrap_command(kernel: list[str], connection_file: str, cases_file: str | None) -> list[str]:
+    """The bwrap command line (see the module docstring for what it hides and allows).
+
+    Run by root, bwrap itself stays root so that it can put back what the kernel needs from
+    folders nobody may enter (a Python under /root), and hands the kernel to ``nobody`` with
+    ``setpriv`` (no capabilities left).  Run by anyone else, bwrap creates a user namespace and
+    the kernel keeps that (unprivileged) user.
+    """
+    as_root = os.getuid() == 0
+    runtime = Path(connection_file).resolve().parent
+    namespaces = (["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+                  if as_root else ["--unshare-all"])
+    command = [bwrap_path(), *namespaces, "--die-with-parent", "--new-session",
+               "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    tops = [Path(top) for top in TOP_HIDDEN if Path(top).exists()]
+    for top in tops:
+        command += ["--perms", "1777", "--size", str(256 * 2**20), "--tmpfs", str(top)]
+    kept = kept_folders()
+    for folder in kept:  # put back what the kernel needs from inside a hidden top folder
+        if any(_under(folder, top) for top in tops):
+            command += ["--ro-bind", str(folder), str(folder)]
+    for folder in inner_hidden_folders():
+        if not any(_under(folder, top) for top in tops) or any(_under(folder, k) for k in kept):
+            command += ["--tmpfs", str(folder)]
+    for top in tops:  # the runtime folder keeps its path (the connection file names it): make its parents
+        if _under(runtime, top):
+            for parent in reversed([p for p in runtime.parents if _under(p, top) and p != top]):
+                command += ["--perms", "0755", "--dir", str(parent)]
+    command += ["--bind", str(runtime), str(runtime), "--perms", "1777", "--dir", "/tmp/work"]
+    if cases_file:
+        command += ["--perms", "0755", "--dir", str(Path(INSIDE_CASES).parent), "--ro-bind", cases_file, INSIDE_CASES]
+    command += ["--clearenv"]
+    for name, value in kernel_env(INSIDE_CASES if cases_file else None, "/tmp").items():
+        command += ["--setenv", name, value]
+    command += ["--chdir", "/tmp/work"]
+    if as_root:
+        command += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
+                    shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                    "--clear-groups", "--bounding-set=-all", "--inh-caps=-all"]
+    else:
+        command += ["--"]
+    return command + kernel
+
+
+def _apply_limits() -> None:
+    for limit, value in LIMITS.items():
+        soft, hard = resource.getrlimit(limit)
+        cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(limit, (cap, cap))
+
+
+def _hand_to_nobody(connection_file: str) -> None:
+    """As root, the kernel runs as nobody: it needs its connection file and socket folder,
+    which must be the grader's private runtime folder (never a shared one such as /tmp)."""
+    runtime = Path(connection_file).resolve().parent
+    private = Path(os.environ.get("MCT_PRIVATE_DIR", "/nonexistent")).resolve()
+    if runtime != private / "runtime":
+        raise SystemExit(f"grading.sandbox: the connection file must be in {private / 'runtime'}, "
+                         f"not {runtime}")
+    os.chown(connection_file, NOBODY, NOBODY)
+    os.chown(runtime, NOBODY, NOBODY)
+
+
+def main(argv: list[str]) -> None:
+    if "-f" not in argv:
+        raise SystemExit("usage: python -m grading.sandbox -f CONNECTION_FILE")
+    connection_file = argv[argv.index("-f") + 1]
+    kernel = [sys.executable, "-m", "ipykernel_launcher", *argv]
+    cases_file = os.environ.get("MCT_CASES_FILE_HOST")
+    seconds = os.environ.get("MCT_NOTEBOOK_SECONDS", "600")
+    if not sandbox_wanted():
+        home = os.environ.get("MCT_PRIVATE_DIR") or "/tmp"
+        os.execve(sys.executable, kernel, {**kernel_env(cases_file, home),
+                                           "JUPYTER_RUNTIME_DIR": str(Path(connection_file).parent)})
+    if bwrap_path() is None:
+        print(missing_sandbox_message(), file=sys.stderr)
+        raise SystemExit(3)
+    if os.getuid() == 0:
+        _hand_to_nobody(connection_file)
+    command = bwrap_command(kernel, connection_file, cases_file)
+    _apply_limits()
+    timeout = shutil.which("timeout")
+    if timeout:  # outside the sandbox, so the notebook cannot kill it
+        command = [timeout, "--signal=KILL", seconds, *command]
+    os.execv(command[0], command)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

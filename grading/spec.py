@@ -1,0 +1,87 @@
+"""How a lesson's hidden tests are declared: data, not code in the notebook.
+
+Each part has one declarations module (``autograde/parts/NN_slug/cases.py``)
+with one :class:`LessonSpec` per lesson.  Everything that needs a lesson's
+cases reads them from there: the build (which writes the test cell's hidden
+region), the judge (which regenerates the cases itself at grading time), the
+mistake tests, the mutation tool and the adversarial suite.
+
+A spec's ``cases(rng)`` draws the lesson's cases from a NumPy generator that
+the grader seeds; it must use nothing but ``rng``, NumPy and the helper
+package, so that the same seed always gives the same cases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shared.checking import DEFAULT_ATOL, DEFAULT_RTOL
+
+
+@dataclass(frozen=True)
+class Case:
+    """Call the function with ``args`` (argument name -> value); the answer must equal the reference's.
+
+    ``about`` says what the case is for ("a square W"), shown when it fails;
+    ``rtol``, ``atol``, ``exact`` override the lesson's tolerances for this case.
+    """
+
+    args: dict[str, Any]
+    about: str = ""
+    rtol: float | None = None
+    atol: float | None = None
+    exact: bool | None = None
+
+
+@dataclass(frozen=True)
+class Raises:
+    """Call the function with ``args``; it must raise ``error`` (the contract's bad input)."""
+
+    args: dict[str, Any]
+    error: type[BaseException]
+    about: str  # e.g. "a size is 0"
+
+
+@dataclass(frozen=True)
+class LessonSpec:
+    """A lesson's hidden tests, declared once.
+
+    code:       the lesson number, ``"003"``.
+    cases:      ``rng -> [Case | Raises, ...]``, drawn fresh for every grading run.
+    rtol, atol, exact: how close an answer must be to the reference's.
+    isolate:    earlier lessons' functions that the graded function calls; while
+                this lesson is graded they are replaced by the helper package's
+                versions, so a bug in an earlier lesson costs that lesson only.
+    fresh_result: the result must share no memory with the inputs.
+    time_limit: seconds for all of the lesson's cases in the grading kernel.
+    equivalent_mutants: mutants of the reference that compute the same function
+                (``tools/mutation.py``), each ``(line fragment, why)``.
+    """
+
+    code: str
+    cases: Callable[[np.random.Generator], Sequence[Case | Raises]]
+    rtol: float = DEFAULT_RTOL
+    atol: float = DEFAULT_ATOL
+    exact: bool = False
+    isolate: tuple[str, ...] = ()
+    fresh_result: bool = True
+    time_limit: float = 20.0
+    equivalent_mutants: tuple[tuple[str, str], ...] = field(default=())
+
+    def tolerances(self, case: Case) -> dict[str, Any]:
+        return {"rtol": self.rtol if case.rtol is None else case.rtol,
+                "atol": self.atol if case.atol is None else case.atol,
+                "exact": self.exact if case.exact is None else case.exact}
+
+
+def draw_cases(spec: LessonSpec, seed: int) -> list[Case | Raises]:
+    """The lesson's cases for one grading run (``seed`` comes from the grader)."""
+    cases = list(spec.cases(np.random.default_rng(seed)))
+    for case in cases:
+        if not isinstance(case, (Case, Raises)):
+            raise TypeError(f"lesson {spec.code}: cases() must give Case or Raises, got {case!r}")
+    return cases
