@@ -97,6 +97,7 @@ def draw_part(slug: str, run_seed: int) -> dict[str, list[Case | Raises]]:
 def kernel_input(slug: str, drawn: dict[str, list[Case | Raises]]) -> dict[str, Any]:
     """What the grading kernel needs to answer the cases: functions, inputs, limits (no answers)."""
     specs = lesson_specs(slug)
+    drawn = {code: drawn[code] for code in sorted(drawn)}
     return {"lessons": {
         code: {"function": find_lesson(code).function, "isolate": list(specs[code].isolate),
                "time_limit": specs[code].time_limit,
@@ -218,3 +219,32 @@ def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, A
             return Verdict(code, False, f"{problem}\n  {_case_label(index, len(cases), case)}")
     return Verdict(code, True, f"{len(cases)} hidden cases right")
 
+
+
+def grade_in_process(code: str, namespace: dict[str, Any], run_seed: int = 0) -> Verdict:
+    """Grade lesson ``code`` with the functions in ``namespace``, without nbgrader or a sandbox.
+
+    The same cases, harness and judge as a real grading run; the learner's side runs in a
+    forked child of this process.  For tests, the mutation tool and ``make grade`` checks.
+    """
+    import json
+    import os
+    import tempfile
+
+    from . import harness
+
+    lesson = find_lesson(code)
+    cases = draw_cases(lesson_spec(code), case_seed(run_seed, code))
+    with tempfile.TemporaryDirectory(prefix="mct-inprocess-") as folder:
+        path = Path(folder) / "cases.json"
+        path.write_text(json.dumps(kernel_input(lesson.part.slug, {code: cases})))
+        saved = os.environ.get(harness.CASES_FILE_ENV)
+        os.environ[harness.CASES_FILE_ENV] = str(path)
+        try:
+            payload = harness.collect_answers(code, namespace)
+        finally:
+            if saved is None:
+                os.environ.pop(harness.CASES_FILE_ENV, None)
+            else:
+                os.environ[harness.CASES_FILE_ENV] = saved
+    return judge_lesson(code, cases, json.loads(json.dumps(payload)))

@@ -11,6 +11,7 @@ and caps each cell's output, so a flood of printing cannot make a huge page.
 from __future__ import annotations
 
 import json
+import re
 import os
 import secrets
 import tempfile
@@ -123,4 +124,31 @@ class JudgeLessons(NbGraderPreprocessor):
             else:
                 cell.outputs = _cap(others, self.max_output_chars)
         resources.setdefault("mct", {})["verdicts"] = verdicts
+        return nb, resources
+
+
+ACTIVE_MIME = ("text/html", "application/javascript", "image/svg+xml", "text/markdown", "text/latex")
+
+
+class SanitizeFeedback(NbGraderPreprocessor):
+    """Nothing from a notebook runs in the browser of whoever opens its feedback page.
+
+    Raw HTML in markdown cells is shown as text (``<`` escaped, ``javascript:`` links
+    disarmed), and outputs keep only their plain-text and image forms (HTML, JavaScript, SVG
+    and markdown outputs are dropped where a plain-text form exists, else replaced by a note).
+    """
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]):
+        for cell in nb.cells:
+            if cell.cell_type in ("markdown", "raw"):
+                cell.source = re.sub(r"(?i)javascript:", "javascript&#58;", cell.source.replace("<", "&lt;"))
+                cell.pop("attachments", None)
+            for output in cell.get("outputs", []):
+                data = output.get("data")
+                if not data:
+                    continue
+                for mime in [m for m in data if m in ACTIVE_MIME or "javascript" in m or "+json" in m]:
+                    del data[mime]
+                if not data:
+                    data["text/plain"] = "[rich output not shown in feedback]"
         return nb, resources

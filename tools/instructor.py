@@ -8,13 +8,18 @@
 The course directory is ``autograde/`` unless ``--course-dir`` (``COURSE_DIR=``
 in make) names another; the tool sets it up there (the parts' source notebooks
 and an ``nbgrader_config.py`` that loads the course's own configuration).
-Every landed part (a master in ``autograde/masters/``) is released and graded.
+Every landed part (a folder in ``autograde/parts/`` with a built source notebook) is
+released and graded.
 
-Grading runs one ``nbgrader autograde PART --student S`` per submission, up to
-``--jobs`` at a time.  Students are added to the gradebook first, so the
-parallel runs only update their own rows (SQLite serialises those writes).  A
-broken submission (invalid notebook, a cell that never stops) fails alone; the
-tool carries on and lists at the end what needs manual grading.
+Grading runs one ``nbgrader autograde PART`` per batch of students (many
+students per nbgrader process), up to ``--jobs`` batches at a time.  Students
+are added to the gradebook first, so the parallel runs only update their own
+rows (SQLite serialises those writes).  Every notebook runs in a sandboxed
+kernel (``grading/sandbox.py``) and every point is decided by the judge in
+nbgrader's process (``grading/judge.py``).  A broken submission (invalid
+notebook, a kernel killed by its limits) fails alone; the tool carries on and
+lists at the end what needs manual grading, with notebooks whose code looks
+unusual (the tripwire: it flags, it never changes a grade).
 
 nbgrader here never depends on the caller's current directory or home folder:
 it runs in the course directory, reads no ``~/.jupyter`` configuration, and its
@@ -28,6 +33,7 @@ import atexit
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,22 +44,27 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grading.harness import MIME
+from grading.sandbox import bwrap_path, missing_sandbox_message, sandbox_wanted
+from shared.lessons import TOTAL_POINTS, lessons_of
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from shared.lessons import TOTAL_POINTS, lessons_of  # noqa: E402
-
 DEFAULT_COURSE = ROOT / "autograde"
-MASTERS = ROOT / "autograde" / "masters"
+PARTS = ROOT / "autograde" / "parts"
 BIN = Path(sys.executable).parent
 # What feedback must never contain, besides the lines of the hidden tests themselves.
-SECRETS_IN_FEEDBACK = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "mct-grading-proof")
+SECRETS_IN_FEEDBACK = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "answer_hidden_cases", MIME)
+# The tripwire: code that a course notebook never needs.  It only lists a notebook for a human look.
+UNUSUAL_CODE = ("__array_interface__", "ctypes", "displayhook", "os._exit", "/proc/", "sys.modules",
+                "gc.get_", "__builtins__", "shared.answers", "subprocess", "socket", "os.fork", "setrlimit",
+                "sys.settrace", "sys._getframe", "inspect.", "importlib", "__import__", "<script")
+NO_SANDBOX_NOTE = "graded WITHOUT a sandbox (MCT_SANDBOX=off): the notebooks ran with the grader's rights"
 
 
 def landed_parts() -> list[str]:
     """Slugs of the parts with a master and a built source notebook."""
-    return [p.stem for p in sorted(MASTERS.glob("[0-9][0-9]_*.py"))
-            if (ROOT / "autograde" / "source" / p.stem / f"{p.stem}.ipynb").is_file()]
+    return [p.parent.name for p in sorted(PARTS.glob("[0-9][0-9]_*/master.py"))
+            if (ROOT / "autograde" / "source" / p.parent.name / f"{p.parent.name}.ipynb").is_file()]
 
 
 # --------------------------------------------------------------------------
@@ -176,7 +187,7 @@ class Task:
     seconds: float = 0.0
     log: Path | None = None
     problems: dict[str, str] = field(default_factory=dict)  # student -> why autograding failed
-    flags: dict[str, list[str]] = field(default_factory=dict)  # student -> the grading guard's messages
+    flags: dict[str, list[str]] = field(default_factory=dict)  # student -> why a human should look
 
 
 def _problem(text: str, student: str | None = None, slug: str | None = None) -> str:
@@ -195,19 +206,26 @@ def _problem(text: str, student: str | None = None, slug: str | None = None) -> 
     return (text.strip().splitlines() or ["unknown error"])[-1][:200]
 
 
-def _guard_flags(notebook: Path) -> list[str]:
-    """Messages of the grading guard in an autograded notebook (refusals, missing proofs)."""
-    try:
-        cells = json.loads(notebook.read_text()).get("cells", [])
-    except (OSError, ValueError):
-        return []
+def _flags(submitted: Path, graded: Path) -> list[str]:
+    """Why a human should look at a notebook: the judge's refusals, and the tripwire's finds."""
     flags = []
+    try:
+        cells = json.loads(graded.read_text()).get("cells", [])
+    except (OSError, ValueError):
+        cells = []
     for cell in cells:
         for output in cell.get("outputs", []):
-            text = output.get("evalue", "") if output.get("output_type") == "error" else ""
-            if output.get("ename") == "GradingError" or "Grading guard:" in text:
+            if output.get("output_type") == "error" and "human look" in output.get("evalue", ""):
                 grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "a cell")
-                flags.append(f"{grade_id}: {text.splitlines()[0][:160] if text else output.get('ename')}")
+                flags.append(f"{grade_id}: {output['evalue'].splitlines()[0][:160]}")
+    try:
+        code = "\n".join("".join(c.get("source", "")) for c in json.loads(submitted.read_text())["cells"]
+                         if c.get("cell_type") == "code")
+    except (OSError, ValueError, KeyError, TypeError):
+        code = ""
+    found = [token for token in UNUSUAL_CODE if token in code]
+    if found:
+        flags.append(f"unusual code (a tripwire, not a grade): {', '.join(found[:6])}")
     return flags
 
 
@@ -218,6 +236,11 @@ def batches(students: list[str], jobs: int) -> list[list[str]]:
 
 
 def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: int) -> int:
+    if sandbox_wanted() and bwrap_path() is None:
+        print(missing_sandbox_message(), file=sys.stderr)
+        return 2
+    if not sandbox_wanted():
+        print(f"NOTE: {NO_SANDBOX_NOTE}")
     prepare_course(course, parts)
     if not (course / "gradebook.db").is_file():
         print("no gradebook: run `make release` first", file=sys.stderr)
@@ -266,7 +289,8 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
             if not graded.is_file():
                 task.problems[student] = _problem(run.stdout + "\n" + run.stderr, student, task.slug)
             else:
-                task.flags[student] = _guard_flags(graded)
+                submitted = course / "submitted" / student / task.slug / f"{task.slug}.ipynb"
+                task.flags[student] = _flags(submitted, graded)
             status = "FAILED" if student in task.problems else "graded"
             print(f"  {status:6s} {student} {task.slug}"
                   + (f": {task.problems[student]}" if student in task.problems else ""), flush=True)
@@ -283,6 +307,8 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
     print(f"done in {time.perf_counter() - started:.1f} s")
     print_scores(course, parts, students)
     print_manual_grading(course, parts, students, done)
+    if not sandbox_wanted():
+        print(f"\nNOTE: {NO_SANDBOX_NOTE}")
     return 0
 
 
@@ -317,9 +343,9 @@ def print_manual_grading(course: Path, parts: list[str], students: list[str], ta
     for task in tasks:
         for student, flags in task.flags.items():
             for flag in flags[:3]:
-                lines.append(f"  {student} {task.slug}: grading guard: {flag}")
+                lines.append(f"  {student} {task.slug}: {flag}")
             if len(flags) > 3:
-                lines.append(f"  {student} {task.slug}: grading guard: … and {len(flags) - 3} more")
+                lines.append(f"  {student} {task.slug}: … and {len(flags) - 3} more")
     print("\nneeds manual grading:" if lines else "\nneeds manual grading: nothing")
     if lines:
         print("\n".join(lines))
@@ -390,7 +416,7 @@ def hidden_lines(slug: str) -> set[str]:
 
 def feedback_problems(folder: Path, slug: str) -> list[str]:
     """What is wrong with a feedback folder: files other than the page (the reference module
-    would be one), or hidden-test lines or proof lines in the page."""
+    would be one), hidden-test lines or answer messages in the page, or active HTML."""
     if not folder.is_dir():
         return ["no feedback folder"]
     problems = [f"unexpected file {p.name}" for p in folder.iterdir() if p.name != f"{slug}.html"]
@@ -402,6 +428,10 @@ def feedback_problems(folder: Path, slug: str) -> list[str]:
     problems += [f"the page contains {secret!r}" for secret in SECRETS_IN_FEEDBACK if secret in text]
     problems += [f"the page contains the hidden test line {line!r}" for line in sorted(hidden_lines(slug))
                  if line in text]
+    raw = page.read_text().lower()
+    body = raw.split("<body", 1)[-1]  # nbconvert's own scripts (MathJax, require) sit in <head>
+    active = re.findall(r"<(?:script|iframe|object|embed)\b|<[a-z][^<>]*\son[a-z]+\s*=|=\s*[\"']?javascript:", body)
+    problems += [f"the page contains active HTML {tag[:40]!r}" for tag in sorted(set(active))]
     return problems
 
 
