@@ -4,12 +4,14 @@
 #   make test-browser  every notebook run in JupyterLab in headless Chromium (math, figures)
 #   make build         regenerate every generated file from the masters
 #   make progress      your lessons passed and XP out of 200
+#   make grade         grade your own notebooks with the real hidden tests (PART=02 for one part)
 # For instructors (COURSE_DIR=dir for another course directory, JOBS=n, STUDENTS="alice bob"):
 #   make release       nbgrader generate_assignment of every landed part
 #   make autograde     grade every submission in parallel; lists what needs manual grading
 #   make feedback      HTML feedback per student (no hidden tests, no reference)
 #   make grades        COURSE_DIR/grades.csv: points per lesson, per part, total out of 200
 #   make mutation      how many small bugs in the reference solutions the hidden tests catch
+#   make bench-grading seconds per notebook: the course's grading beside plain nbgrader (N=6 students)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -28,7 +30,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # nbgrader's instructor panels and its menu, hidden from the learner's JupyterLab.
 NBGRADER_PANELS := create-assignment formgrader course-list assignment-list menu
 
-.PHONY: help lab test test-browser build progress venv clean release autograde feedback grades mutation
+.PHONY: help lab test test-browser build progress grade venv clean release autograde feedback grades mutation bench-grading
 
 help:
 	@sed -n '2,/^$$/p' Makefile
@@ -74,7 +76,11 @@ build: $(STAMP)
 	$(PY) tools/build.py
 
 progress: $(STAMP)
-	@$(PY) -m shared.progress
+	@$(BIN)/mct-progress
+
+PART ?=
+grade: $(STAMP)
+	@$(PY) tools/grade.py $(if $(PART),--part $(PART))
 
 # The instructor's workflow (tools/instructor.py): autograde/ is the course directory unless
 # COURSE_DIR names another (it is set up there); grading never depends on the current directory.
@@ -97,6 +103,10 @@ grades: $(STAMP)
 
 mutation: $(STAMP)
 	$(PY) tools/mutation.py
+
+N ?= 6
+bench-grading: $(STAMP)
+	$(PY) tools/bench_grading.py --students $(N)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

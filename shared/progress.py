@@ -32,23 +32,46 @@ def grading() -> bool:
     return os.environ.get("MCT_GRADING") == "1"
 
 
-def passed_lessons() -> set[str]:
-    """Codes ("003") of the lessons recorded as passed; an unreadable file counts as none."""
-    path = progress_file()
+def _load() -> dict:
     try:
-        data = json.loads(path.read_text())
-        return {str(code) for code in data.get("passed", []) if isinstance(code, str)}
-    except (OSError, ValueError, AttributeError):
-        return set()
+        data = json.loads(progress_file().read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
 
 
-def _write(passed: set[str]) -> None:
+def _store(data: dict) -> None:
     path = progress_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     # Write-then-rename so that a crash never leaves half a file behind.
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
-        json.dump({"passed": sorted(passed)}, handle, indent=1)
+        json.dump(data, handle, indent=1)
     os.replace(handle.name, path)
+
+
+def passed_lessons() -> set[str]:
+    """Codes ("003") of the lessons whose visible tests passed; an unreadable file counts as none."""
+    passed = _load().get("passed", [])
+    return {code for code in passed if isinstance(code, str)} if isinstance(passed, list) else set()
+
+
+def graded_results() -> dict[str, bool]:
+    """The latest result of ``make grade`` per lesson code (True: the lesson earned its points)."""
+    graded = _load().get("graded", {})
+    return {str(k): v for k, v in graded.items() if isinstance(v, bool)} if isinstance(graded, dict) else {}
+
+
+def record_graded(results: dict[str, bool]) -> None:
+    """Keep the results of ``make grade`` (the hidden tests, judged outside the notebook)."""
+    data = _load()
+    data["graded"] = {**graded_results(), **results}
+    _store(data)
+
+
+def _write(passed: set[str]) -> None:
+    data = _load()
+    data["passed"] = sorted(passed)
+    _store(data)
 
 
 def xp(codes: set[str] | None = None) -> int:
@@ -96,13 +119,19 @@ class ProgressPanel:
 
     def _repr_html_(self) -> str:
         earned, possible = self._part_xp()
+        graded = {k: v for k, v in graded_results().items() if k in {i.code for i in lessons_of(self.part.number)}}
+        grade_cell = (lambda i: f"<td>{'graded ✓' if graded.get(i.code) else ('graded ✗' if i.code in graded else '')}"
+                                f"</td>") if graded else (lambda i: "")
         cells = "".join(
             f"<tr><td>{'✅' if ok else '⬜'}</td><td>{i.code}</td>"
-            f"<td><code>{html.escape(i.function)}</code></td><td>{i.points if ok else 0}/{i.points}</td></tr>"
+            f"<td><code>{html.escape(i.function)}</code></td><td>{i.points if ok else 0}/{i.points}</td>"
+            f"{grade_cell(i)}</tr>"
             for i, ok in self._rows())
+        graded_head = "<th>make grade</th>" if graded else ""
         return (f"<div class='mct-progress'><b>Part {self.part.number} · {html.escape(self.part.title)}"
                 f"</b>: {earned}/{possible} XP &nbsp;·&nbsp; course: {xp(self.passed)}/{TOTAL_POINTS} XP"
-                f"<table><tr><th></th><th>lesson</th><th>function</th><th>XP</th></tr>{cells}</table></div>")
+                f"<table><tr><th></th><th>lesson</th><th>function</th><th>XP</th>{graded_head}</tr>{cells}"
+                f"</table></div>")
 
 
 def show_progress(part_key: int | str) -> ProgressPanel:
@@ -113,13 +142,19 @@ def show_progress(part_key: int | str) -> ProgressPanel:
 def report() -> str:
     """The whole course's progress as text, one line per lesson."""
     passed = passed_lessons()
-    lines = []
+    graded = graded_results()
+    lines = ["lesson  visible tests  graded (make grade)  function"]
     for p in PARTS:
         lines.append(f"Part {p.number} · {p.title}")
         for item in lessons_of(p.number):
             mark = "passed" if item.code in passed else "  -   "
-            lines.append(f"  {item.code} {mark}  {item.function}")
-    lines.append(f"XP: {xp(passed)}/{TOTAL_POINTS}  ({len(passed & {i.code for i in LESSONS})}/{len(LESSONS)} lessons)")
+            grade = {True: "earned ", False: "0 pts  "}.get(graded.get(item.code), "   -   ")
+            lines.append(f"  {item.code}  {mark}         {grade}              {item.function}")
+    earned = {code for code, ok in graded.items() if ok}
+    lines.append(f"XP from the visible tests: {xp(passed)}/{TOTAL_POINTS}  "
+                 f"({len(passed & {i.code for i in LESSONS})}/{len(LESSONS)} lessons)")
+    lines.append(f"graded XP (make grade):    {xp(earned)}/{TOTAL_POINTS}"
+                 + ("" if graded else "  (not graded yet: run `make grade`)"))
     return "\n".join(lines)
 
 

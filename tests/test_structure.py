@@ -91,8 +91,8 @@ def test_test_cell_has_visible_and_hidden_tests_of_its_own_function(slug, lesson
     assert hidden, "no hidden-test region"
     visible = HIDDEN.sub("", test.source)
     assert re.search(rf"\b{lesson.function}\b", visible), "the visible tests never call the function"
-    assert f"check_matches_reference({lesson.function}," in hidden
-    assert f'lesson="{lesson.code}"' in hidden
+    assert f'answer_hidden_cases("{lesson.code}", globals())' in hidden
+    assert test.source.startswith("### BEGIN HIDDEN TESTS"), "the hidden cases are answered first"
     assert "assert True" not in test.source and "except" not in visible
     assert test.source.rstrip().endswith(f'lesson_passed("{lesson.code}")')
 
@@ -118,7 +118,7 @@ def test_student_copy_has_stubs_and_no_solutions_or_hidden_tests(slug):
     assert [nbgrader(c).get("grade_id") for c in student.cells] == [nbgrader(c).get("grade_id") for c in source.cells]
     for cell in student.cells:
         assert "BEGIN HIDDEN TESTS" not in cell.source and "BEGIN SOLUTION" not in cell.source
-        assert "reference(" not in cell.source and "check_matches_reference" not in cell.source
+        assert "reference(" not in cell.source and "answer_hidden_cases" not in cell.source
         if cell.cell_type == "code":
             assert not cell.outputs and cell.execution_count is None
         if nbgrader(cell).get("solution"):
@@ -154,3 +154,16 @@ def test_markdown_math_delimiters_are_balanced(slug):
 
 def test_catalogue_total_is_two_hundred():
     assert TOTAL_POINTS == 200
+
+
+@pytest.mark.parametrize("slug, lesson", LESSONS)
+def test_every_lesson_declares_hidden_cases_of_every_kind_its_contract_has(slug, lesson):
+    """Each lesson's declaration draws cases, the same for the same seed, and at least 5 of them."""
+    from grading.judge import lesson_spec
+    from grading.spec import draw_cases
+    spec = lesson_spec(lesson.code)
+    first, again = draw_cases(spec, 7), draw_cases(spec, 7)
+    assert len(first) >= 5
+    assert [sorted(c.args) for c in first] == [sorted(c.args) for c in again]
+    other = draw_cases(spec, 8)
+    assert len(other) == len(first), "the number of cases must not depend on the seed"

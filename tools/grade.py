@@ -1,0 +1,139 @@
+"""``make grade``: the real hidden tests on your own notebooks, as the instructor would grade them.
+
+    python tools/grade.py [--part 02] [--notebooks DIR]
+
+Your notebooks in ``notebooks/`` are copied (never changed) into a private
+nbgrader course under ``build/grade/``, graded there by the same pipeline as
+the instructor's ``make autograde`` (the notebook runs in a sandboxed kernel
+when bubblewrap is installed, otherwise in an ordinary one, and says so; the
+judge compares your answers with the reference solutions on fresh random
+cases), and then:
+
+- each lesson's result and message is printed;
+- the HTML feedback page goes to ``build/grade/feedback/me/NN_slug/NN_slug.html``;
+- the graded XP is recorded, so the progress panel and ``make progress`` show
+  it beside the XP of the visible tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+from grading.sandbox import bwrap_path
+from shared.lessons import lesson as find_lesson, lessons_of
+from shared.progress import record_graded
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+STUDENT = "me"
+
+
+def landed_parts() -> list[str]:
+    return [p.parent.name for p in sorted((ROOT / "autograde" / "parts").glob("[0-9][0-9]_*/master.py"))]
+
+
+def nbgrader(course: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=env, capture_output=True, text=True)
+
+
+def prepare(course: Path, parts: list[str]) -> None:
+    if course.exists():
+        shutil.rmtree(course)
+    for slug in parts:
+        target = course / "source" / slug
+        target.mkdir(parents=True)
+        shutil.copy(ROOT / "autograde" / "source" / slug / f"{slug}.ipynb", target)
+    (course / "nbgrader_config.py").write_text(
+        "c = get_config()  # noqa: F821\n"
+        f"load_subconfig({str(ROOT / 'autograde' / 'nbgrader_config.py')!r})  # noqa: F821\n"
+        f"c.CourseDirectory.root = {str(course)!r}\n")
+
+
+def verdicts(graded: Path) -> list[tuple[str, bool, str]]:
+    """(lesson code, passed, message) of every test cell of an autograded notebook."""
+    results = []
+    for cell in nbformat.read(graded, as_version=4).cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
+        if not grade_id.startswith("lesson_"):
+            continue
+        outputs = cell.get("outputs", [])
+        error = next((o for o in outputs if o.get("output_type") == "error"), None)
+        if error is None:
+            text = "".join(o.get("text", "") for o in outputs).strip()
+            results.append((grade_id.split("_")[1], True, text))
+        else:
+            results.append((grade_id.split("_")[1], False, error.get("evalue", "")))
+    return results
+
+
+def grade_part(course: Path, slug: str, notebook: Path, env: dict[str, str]) -> dict[str, bool]:
+    submitted = course / "submitted" / STUDENT / slug
+    submitted.mkdir(parents=True)
+    shutil.copy(notebook, submitted / f"{slug}.ipynb")
+    run = nbgrader(course, "autograde", slug, "--student", STUDENT, "--force", env=env)
+    graded = course / "autograded" / STUDENT / slug / f"{slug}.ipynb"
+    (course / f"autograde-{slug}.log").write_text(run.stdout + run.stderr)
+    if not graded.is_file():
+        reason = next((line for line in reversed((run.stdout + run.stderr).splitlines())
+                       if "Error" in line and "Traceback" not in line), "see the log")
+        print(f"Part {slug}: could not be graded ({reason.strip()[:200]}); "
+              f"log: {course / f'autograde-{slug}.log'}")
+        return {}
+    nbgrader(course, "generate_feedback", slug, "--student", STUDENT, "--force", env=env)
+    results = {}
+    print(f"\nPart {slug}")
+    for code, passed, message in verdicts(graded):
+        lesson = find_lesson(code)
+        head = f"  {'✓' if passed else '✗'} {code} · {lesson.title}: {lesson.points if passed else 0}/{lesson.points}"
+        print(head if passed else head + "\n      " + message.replace("\n", "\n      "))
+        results[code] = passed
+    page = course / "feedback" / STUDENT / slug / f"{slug}.html"
+    if page.is_file():
+        print(f"  feedback page: {page.relative_to(ROOT) if page.is_relative_to(ROOT) else page}")
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", default=os.environ.get("PART", ""), help="a part number or slug (default: all)")
+    parser.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
+    parser.add_argument("--course", type=Path, default=ROOT / "build" / "grade")
+    args = parser.parse_args(argv)
+    parts = [s for s in landed_parts() if not args.part or s.startswith(str(args.part).zfill(2)) or s == args.part]
+    if not parts:
+        parser.error(f"no landed part matches {args.part!r}; parts: {landed_parts()}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON", "PYTHONPATH"))}
+    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", MCT_COURSE_DIR=str(args.course.resolve()))
+    if bwrap_path() is None:
+        env["MCT_SANDBOX"] = "off"
+        print("grading without a sandbox (bubblewrap is not installed): fine for your own notebooks")
+    course = args.course.resolve()
+    prepare(course, parts)
+    for slug in parts:
+        made = nbgrader(course, "generate_assignment", slug, "--force", env=env)
+        if made.returncode != 0:
+            print(made.stderr[-2000:], file=sys.stderr)
+            return 1
+    results: dict[str, bool] = {}
+    for slug in parts:
+        notebook = args.notebooks / f"{slug}.ipynb"
+        if not notebook.is_file():
+            print(f"\nPart {slug}: no notebook at {notebook}")
+            continue
+        results.update(grade_part(course, slug, notebook, env))
+    record_graded(results)
+    earned = sum(find_lesson(code).points for code, ok in results.items() if ok)
+    possible = sum(lesson.points for slug in parts for lesson in lessons_of(slug))
+    print(f"\ngraded: {earned}/{possible} XP in {len(parts)} part(s); `make progress` shows every lesson")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
