@@ -55,7 +55,7 @@ def course_grading(base: Path, parts: list[str], students: list[str], jobs: int)
     course = base / f"course-jobs{jobs}"
     submit_all(course, parts, students)
     env = environment(course)
-    args = ["--course-dir", str(course), "--parts", *parts]
+    args = ["--course-dir", str(course), "--parts", ",".join(parts)]
     subprocess.run([*INSTRUCTOR, *args, "release"], env=env, check=True, capture_output=True)
     started = time.perf_counter()
     run = subprocess.run([*INSTRUCTOR, *args, "autograde", "--jobs", str(jobs)], env=env,

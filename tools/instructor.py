@@ -490,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--course-dir", type=Path, default=None,
                         help="the nbgrader course directory (default: autograde/)")
-    parser.add_argument("--parts", nargs="*", help="part slugs (default: every landed part)")
+    parser.add_argument("--parts", default="", help="part slugs, comma-separated (default: every landed part)")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("release", help="nbgrader generate_assignment of every part")
     for name, text in (("autograde", "grade every submission (or --students)"),
@@ -504,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     course = (args.course_dir or Path(os.environ.get("COURSE_DIR") or DEFAULT_COURSE)).resolve()
-    parts = args.parts or landed_parts()
+    parts = [p for p in args.parts.replace(",", " ").split() if p] or landed_parts()
     unknown = [p for p in parts if p not in landed_parts()]
     if unknown:
         parser.error(f"unknown or unbuilt part(s): {unknown}; landed: {landed_parts()}")
