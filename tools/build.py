@@ -9,6 +9,8 @@ From them this script writes, deterministically (a second build is byte-identica
 - ``notebooks/NN_slug.ipynb``                the learner's copy (nbgrader generate_assignment, no outputs)
 - ``solutions/NN_slug.py``                   the reference module hidden tests compare against
 - ``solutions/NN_slug.ipynb``                the solved notebook with outputs (hidden tests removed)
+- ``shared/lesson_blocks.py``                 the solutions of the functions that composite lessons
+                                             are graded with (see grading/spec.py ``isolate``)
 
 Cells in a master are marked with tags on their ``# %%`` line; the build turns
 them into nbgrader metadata, so the master stays readable:
@@ -209,8 +211,44 @@ def build_part(master: Path, workdir: Path) -> dict[Path, str]:
     }
 
 
+LESSON_BLOCKS_HEADER = '''"""The lesson functions that later lessons build on, as the helper package's own versions.
+
+{note}
+
+A composite lesson (``mlp_backward``, ``grad_accumulation_step``, ...) calls
+functions of earlier lessons.  While it is graded, those names in the notebook
+are bound to the versions below (each lesson's ``LessonSpec.isolate`` says
+which), so a bug in ``linear_backward`` costs lesson 007 and not lesson 010 as
+well.  They are the reference solutions' code, copied by the build because the
+grading kernel may not see ``solutions/``; each one answers its own lesson and
+is locked while that lesson is graded (see :mod:`shared.answers`).
+"""
+
+import numpy as np
+
+from . import mlp
+from .answers import answers
+'''
+
+
+def lesson_blocks_module() -> str:
+    """``shared/lesson_blocks.py``: the solution cells of every function some lesson isolates."""
+    from grading.spec import LessonSpec  # noqa: F401  (the declarations below are LessonSpecs)
+    sources = {master.parent.name: source_notebook(master)
+               for master in sorted(PARTS.glob("[0-9][0-9]_*/master.py"))}
+    names = {name for slug in sources for spec in lesson_specs(slug).values() for name in spec.isolate}
+    parts = [LESSON_BLOCKS_HEADER.format(note=GENERATED_NOTE.format(slug="*").replace(
+        "autograde/parts/*/master.py", "the masters' solution cells"))]
+    for lesson in sorted((find_lesson(name) for name in names), key=lambda item: item.number):
+        cell = next(c for c in sources[lesson.part.slug].cells
+                    if c.metadata.get("nbgrader", {}).get("grade_id") == f"solution_{lesson.code}_{lesson.function}")
+        code = SOLUTION_MARKERS.sub("", cell.source).strip()
+        parts.append(f"\n\n@answers(\"{lesson.code}\")\n{code}\n")
+    return "".join(parts)
+
+
 def build_all(only: list[str] | None = None) -> dict[Path, str]:
-    outputs: dict[Path, str] = {}
+    outputs: dict[Path, str] = {Path("shared") / "lesson_blocks.py": lesson_blocks_module()}
     for master in sorted(PARTS.glob("[0-9][0-9]_*/master.py")):
         if only and master.parent.name not in only:
             continue
