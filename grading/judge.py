@@ -221,11 +221,13 @@ def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, A
 
 
 
-def grade_in_process(code: str, namespace: dict[str, Any], run_seed: int = 0) -> Verdict:
+def grade_in_process(code: str, namespace: dict[str, Any], run_seed: int = 0,
+                     time_limit: float | None = None) -> Verdict:
     """Grade lesson ``code`` with the functions in ``namespace``, without nbgrader or a sandbox.
 
     The same cases, harness and judge as a real grading run; the learner's side runs in a
-    forked child of this process.  For tests, the mutation tool and ``make grade`` checks.
+    forked child of this process.  For tests and the mutation tool; ``time_limit`` replaces
+    the lesson's own (seconds for all its cases).
     """
     import json
     import os
@@ -237,7 +239,10 @@ def grade_in_process(code: str, namespace: dict[str, Any], run_seed: int = 0) ->
     cases = draw_cases(lesson_spec(code), case_seed(run_seed, code))
     with tempfile.TemporaryDirectory(prefix="mct-inprocess-") as folder:
         path = Path(folder) / "cases.json"
-        path.write_text(json.dumps(kernel_input(lesson.part.slug, {code: cases})))
+        plan = kernel_input(lesson.part.slug, {code: cases})
+        if time_limit is not None:
+            plan["lessons"][code]["time_limit"] = time_limit
+        path.write_text(json.dumps(plan))
         saved = os.environ.get(harness.CASES_FILE_ENV)
         os.environ[harness.CASES_FILE_ENV] = str(path)
         try:

@@ -59,7 +59,7 @@ class LessonSpec:
     fresh_result: the result must share no memory with the inputs.
     time_limit: seconds for all of the lesson's cases in the grading kernel.
     equivalent_mutants: mutants of the reference that compute the same function
-                (``tools/mutation.py``), each ``(line fragment, why)``.
+                (``tools/mutation.py``), each ``("MUTATION | LINE FRAGMENT", why)``.
     """
 
     code: str

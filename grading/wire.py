@@ -5,12 +5,12 @@ a lesson's inputs) is encoded here.  Only these values cross, each with its
 exact type, so that the judge sees what the learner's function returned:
 
 - ``None``, ``bool``, ``int``, ``float`` (NaN and infinities too), ``str``;
-- NumPy arrays of bool, integer and floating dtypes (any shape), and NumPy
-  scalars of those dtypes (``np.float32(1.5)`` stays a float32 scalar);
+- NumPy arrays of bool, integer and float16/32/64 dtypes (any shape), and
+  NumPy scalars of those dtypes (``np.float32(1.5)`` stays a float32 scalar);
 - ``tuple``, ``list`` and ``dict`` with ``str`` or ``int`` keys, nested in any way.
 
 Anything else (an object of the learner's own class, an array subclass, a
-generator, a dict with int keys) is refused with a :class:`WireError` that
+generator, a dict with a tuple key, a long double) is refused with a :class:`WireError` that
 names what was found and where, and decoding builds only the values above,
 so a message from a kernel can carry data but never code.
 """
@@ -39,7 +39,8 @@ def _float(x: float) -> Any:
 
 
 def _dtype_ok(dtype: np.dtype) -> bool:
-    return dtype.kind in _KINDS and dtype.byteorder in "=|<" and not dtype.fields
+    """Plain numbers only: no structured, object, complex or long-double dtypes (byte order is free)."""
+    return dtype.kind in _KINDS and not dtype.fields and (dtype.kind != "f" or dtype.itemsize in (2, 4, 8))
 
 
 def to_plain(value: Any, where: str = "the value", depth: int = 0) -> Any:
@@ -55,8 +56,8 @@ def to_plain(value: Any, where: str = "the value", depth: int = 0) -> Any:
         return _float(value)
     if kind is np.ndarray:
         if not _dtype_ok(value.dtype):
-            raise WireError(f"{where} is an array of dtype {value.dtype}; only bool, int and float arrays "
-                            f"can be graded")
+            raise WireError(f"{where} is an array of dtype {value.dtype}; only bool, int and "
+                            f"float16/32/64 arrays can be graded")
         data = np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<"), copy=False)
         return {"$array": base64.b64encode(data.tobytes()).decode("ascii"),
                 "dtype": value.dtype.str.replace(">", "<"), "shape": list(value.shape)}

@@ -193,6 +193,11 @@ def difference(actual: Any, expected: Any, name: str, **tolerances: Any) -> str 
             return f"{name} should be True or False, but it is {describe(actual)}"
         return None if bool(actual) == bool(expected) else f"{name} is {actual}, expected {expected}"
     if isinstance(expected, (int, float, np.number)):
+        if type(expected) is float and isinstance(actual, (np.generic, _ndarray)) and not isinstance(actual, float):
+            return (f"{name} should be a Python float, but it is {describe(actual)}: "
+                    f"convert it with float(...)")
+        if type(expected) is int and isinstance(actual, (np.generic, _ndarray)):
+            return f"{name} should be a Python int, but it is {describe(actual)}: convert it with int(...)"
         scalar_tol = {k: v for k, v in tolerances.items() if k in ("rtol", "atol")}
         return scalar_difference(actual, float(expected), name, **scalar_tol)
     if _is_unverifiable(actual):

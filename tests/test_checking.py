@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from course import ROOT  # noqa: F401
 from shared.checking import (CheckFailure, Mistake, check_call, check_equal, difference,
                              recognise_mistake)
 

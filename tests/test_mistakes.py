@@ -1,96 +1,91 @@
-"""Every catalogued mistake is a real mistake, and the hidden checks name it.
+"""Every catalogued mistake costs the lesson's points, and the grader names it.
 
-For each lesson of each landed part: at least two named mistakes; each one
-differs from the reference on random inputs (so it costs points); and when a
-"learner" makes exactly that mistake, the hidden-test check fails with the
-mistake's name in its message.
+For each lesson of each landed part and each mistake of ``mistakes_of(function)``,
+a "learner" whose function is exactly that mistake (every other function is the
+reference's) is graded as a submission would be: :func:`grading.judge.grade_in_process`
+draws the lesson's declared cases for a run seed, answers them in a forked child
+through the grading harness, and judges the answers against the reference.  The
+verdict must fail and its message must name the mistake, for several run seeds;
+the reference itself must pass.
+
+A mistake that gives exactly the same answer as another, earlier catalogued
+mistake on the first case it fails cannot be told from that one (the judge names
+the first match).  Such a case is not silently accepted: it must be listed in
+``AMBIGUOUS`` with the reason, and it is then reported as an expected failure.
 """
+
+from __future__ import annotations
+
+import copy
+import re
 
 import numpy as np
 import pytest
 
 from course import built_lessons, tagged
-from shared.checking import CheckFailure, difference
-from shared.grading import check_matches_reference, reference
+from grading.judge import case_seed, grade_in_process, lesson_spec, reference_function
+from grading.spec import Case, draw_cases
+from shared.checking import difference
 from shared.mistakes import mistakes_of
 
+RUN_SEEDS = (0, 1, 2)
 
-def part1_args(function: str, rng: np.random.Generator) -> dict:
-    """Random arguments for a Part 1 function, shaped so that every mistake can show."""
-    n, d, h, m = 5, 4, 3, 2  # distinct sizes: a transpose always changes the shape
-    params = {"W1": rng.standard_normal((d, h)), "b1": rng.standard_normal(h),
-              "W2": rng.standard_normal((h, m)), "b2": rng.standard_normal(m)}
-    Z = rng.standard_normal((n, h))
-    Z[0, 0] = 0.0
-    if function == "make_synthetic_regression_batch":
-        return {"batch_size": n, "in_features": d, "out_features": m, "seed": 3}
-    if function == "init_mlp_params":
-        return {"in_features": d, "hidden": h, "out_features": m, "seed": 3}
-    if function == "linear_forward":
-        return {"x": rng.standard_normal((n, d)), "W": rng.standard_normal((d, d)), "b": rng.standard_normal(d)}
-    if function == "relu_forward":
-        return {"z": Z}
-    if function == "mlp_forward":
-        params["b2"] = params["b2"] - 3.0  # negative outputs make a stray ReLU visible
-        return {"X": rng.standard_normal((n, d)), "params": params}
-    if function == "mse_loss_and_grad":
-        return {"Y_hat": rng.standard_normal((n, m)), "Y": rng.standard_normal((n, m))}
-    if function == "linear_backward":
-        return {"dZ": rng.standard_normal((n, d)), "x": rng.standard_normal((n, d)),
-                "W": rng.standard_normal((d, d))}
-    if function == "relu_backward":
-        return {"dA": rng.standard_normal((n, h)), "Z": Z}
-    if function == "first_linear_backward":
-        return {"dZ1": rng.standard_normal((n, h)), "X": rng.standard_normal((n, d)),
-                "W1": rng.standard_normal((d, h))}
-    if function == "mlp_backward":
-        X = rng.standard_normal((n, d))
-        _, cache = reference("01_mlp_core").mlp_forward(X, params)
-        return {"dY_hat": rng.standard_normal((n, m)), "params": params, "cache": cache}
-    raise KeyError(function)
+#: (lesson code, mistake name) -> why the grader cannot always name it on the first case it fails.
+#: Each entry is a known weakness of the lesson's cases, to be fixed there, not here.
+AMBIGUOUS: dict[tuple[str, str], str] = {}
 
 
-def part2_args(function: str, rng: np.random.Generator) -> dict:
-    """Part 2: a batch that does not divide evenly, so mean-of-means mistakes show."""
-    from shared import mlp
-    shapes = {"W1": (3, 4), "b1": (4,), "W2": (4, 2), "b2": (2,)}
-    grads = {k: rng.standard_normal(s) for k, s in shapes.items()}
-    if function == "split_into_micro_batches":
-        return {"X": rng.standard_normal((10, 3)), "Y": rng.standard_normal((10, 2)), "num_micro_batches": 4}
-    if function == "accumulate_gradients":
-        return {"accumulated": {k: rng.standard_normal(s) for k, s in shapes.items()},
-                "micro_grads": grads, "micro_batch_size": 3}
-    if function == "scale_accumulated_gradients":
-        return {"accumulated": grads, "micro_batch_sizes": [3, 3, 2, 2]}
-    if function == "grad_accumulation_step":
-        return {"params": mlp.init_params([3, 4, 2], seed=1), "X": rng.standard_normal((10, 3)),
-                "Y": rng.standard_normal((10, 2)), "num_micro_batches": 4, "learning_rate": 0.1}
-    raise KeyError(function)
+def namespace_with(lesson, function) -> dict:
+    """The reference module's namespace with the lesson's function replaced by ``function``."""
+    namespace = dict(reference_function(lesson).__globals__)
+    namespace[lesson.function] = function
+    return namespace
 
 
-def part3_args(function: str, rng: np.random.Generator) -> dict:
-    """Part 3: 7 layers of width 4 in segments of 3 (the last segment is shorter)."""
-    from shared import mlp
-    params = mlp.init_params([4] * 7 + [2], seed=2)
-    X = rng.standard_normal((5, 4))
-    if function == "mlp_forward_checkpointed":
-        return {"X": X, "params": params, "segment_size": 3}
-    if function == "recompute_block_activations":
-        _, cache = mlp.forward(X, params)
-        return {"checkpoint": cache["A3"], "params": params, "start_layer": 3, "end_layer": 7}
-    if function == "mlp_backward_checkpointed":
-        _, checkpoints = reference("03_activation_checkpointing").mlp_forward_checkpointed(X, params, 3)
-        return {"d_out": rng.standard_normal((5, 2)), "params": params, "checkpoints": checkpoints,
-                "segment_size": 3}
-    if function == "estimate_checkpointing_memory_savings":
-        return {"batch_size": 32, "width": 16, "num_layers": 10, "segment_size": 3}
-    raise KeyError(function)
+def _answer(function, case):
+    with np.errstate(all="ignore"):
+        return function(*copy.deepcopy(list(case.args.values())))
 
 
-ARGS = {1: part1_args, 2: part2_args, 3: part3_args}
-CASES = [tagged(lesson, lesson, mistake) for lesson in built_lessons()
-         for mistake in mistakes_of(lesson.function)]
+def ambiguity(lesson, mistake, run_seed: int, message: str) -> str | None:
+    """When the first failing case cannot tell ``mistake`` from another, earlier catalogued one
+    that the message names: a description of that case; else None."""
+    found = re.search(r"hidden case (\d+) of", message)
+    if not found:
+        return None
+    case = draw_cases(lesson_spec(lesson.code), case_seed(run_seed, lesson.code))[int(found.group(1)) - 1]
+    if not isinstance(case, Case):
+        return None
+    tolerances = lesson_spec(lesson.code).tolerances(case)
+    try:
+        mine = _answer(mistake.compute, case)
+    except Exception:
+        return None
+    for other in mistakes_of(lesson.function):
+        if other is mistake:
+            return None  # only a mistake listed before this one is named in its place
+        if f"common mistake: {other.name}." not in message:
+            continue
+        try:
+            theirs = _answer(other.compute, case)
+        except Exception:
+            continue
+        if difference(mine, theirs, "x", **tolerances) is None:
+            return (f"on the first failing case (run seed {run_seed}, {case.about or 'no description'}) "
+                    f"'{mistake.name}' gives the same answer as '{other.name}', which is named")
+    return None
+
+
+def _param(lesson, mistake, seed):
+    """A parameter with the lesson's markers (``-m lesson_013``) and an id that names the mistake."""
+    name = re.sub(r"[^a-z0-9]+", "_", mistake.name.lower()).strip("_")
+    return pytest.param(lesson, mistake, seed, id=f"{lesson.grade_id}-{name}-seed{seed}",
+                        marks=tagged(lesson).marks)
+
+
 LESSONS = [tagged(lesson) for lesson in built_lessons()]
+MISTAKES = [_param(lesson, mistake, seed) for lesson in built_lessons()
+            for mistake in mistakes_of(lesson.function) for seed in RUN_SEEDS]
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
@@ -98,26 +93,30 @@ def test_every_lesson_has_at_least_two_named_mistakes(lesson):
     assert len(mistakes_of(lesson.function)) >= 2
 
 
-@pytest.mark.parametrize("lesson, mistake", CASES)
-def test_mistake_is_wrong_and_named_by_the_hidden_check(lesson, mistake):
-    ref = reference(lesson.part.slug)
-    args = ARGS[lesson.part.number](lesson.function, np.random.default_rng(lesson.number))
-    wrong = mistake.compute(*args.values())
-    right = getattr(ref, lesson.function)(*args.values())
-    assert difference(wrong, right, "x") is not None, f"'{mistake.name}' gives the right answer"
-
-    def learner(*call_args):
-        return mistake.compute(*call_args)
-    learner.__name__ = lesson.function
-
-    with pytest.raises(CheckFailure) as info:
-        check_matches_reference(learner, getattr(ref, lesson.function), args, lesson=lesson.code)
-    assert f"common mistake: {mistake.name}" in str(info.value)
-
-
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_reference_passes_its_own_hidden_check(lesson):
-    ref = reference(lesson.part.slug)
-    args = ARGS[lesson.part.number](lesson.function, np.random.default_rng(lesson.number))
-    check_matches_reference(getattr(ref, lesson.function), getattr(ref, lesson.function), args,
-                            lesson=lesson.code)
+def test_the_reference_passes_its_own_hidden_cases(lesson):
+    reference = reference_function(lesson)
+    for seed in RUN_SEEDS:
+        verdict = grade_in_process(lesson.code, namespace_with(lesson, reference), seed)
+        assert verdict.passed, f"run seed {seed}: {verdict.message}"
+
+
+@pytest.mark.parametrize("lesson, mistake, seed", MISTAKES)
+def test_a_mistake_loses_the_points_and_is_named(lesson, mistake, seed):
+    verdict = grade_in_process(lesson.code, namespace_with(lesson, mistake.compute), seed)
+    assert not verdict.passed, f"'{mistake.name}' passes the hidden cases of run seed {seed}"
+    assert verdict.points == 0
+    if f"common mistake: {mistake.name}." in verdict.message:
+        return
+    why = ambiguity(lesson, mistake, seed, verdict.message)
+    known = AMBIGUOUS.get((lesson.code, mistake.name))
+    if why is not None and known is not None:
+        pytest.xfail(f"{why}: {known}")
+    assert why is None, (f"{why}; list it in AMBIGUOUS with the reason (or, better, change the lesson's "
+                         f"cases so that the first failing case tells them apart)")
+    pytest.fail(f"the verdict does not name '{mistake.name}':\n{verdict.message}")
+
+
+def test_every_ambiguous_entry_is_a_catalogued_mistake():
+    names = {(lesson.code, mistake.name) for lesson in built_lessons() for mistake in mistakes_of(lesson.function)}
+    assert set(AMBIGUOUS) <= names

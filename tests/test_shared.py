@@ -1,16 +1,20 @@
-"""The helper package: lesson catalogue, progress/XP, memory meter, data, grading helpers."""
+"""The helper package: lesson catalogue, progress/XP, memory meter, data, checking helpers,
+the answer lock (shared/answers.py) and the helper versions of lesson functions (shared/lesson_blocks.py)."""
 
+import copy
 import json
+import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from course import ROOT
-from shared import lessons, memory, progress
-from shared.grading import expect_error
-from shared.checking import CheckFailure
+from course import ROOT, tagged
+from grading.judge import lesson_spec, lesson_specs, reference_function
+from grading.spec import Case, Raises, draw_cases
+from shared import answers, lesson_blocks, lessons, memory, progress
+from shared.checking import CheckFailure, difference, expect_error
 
 
 @pytest.fixture
@@ -58,14 +62,27 @@ def test_panel_and_report_show_ticks_and_xp(progress_file):
     assert "5/50 XP" in repr(panel) and "[x] 001" in repr(panel) and "[ ] 002" in repr(panel)
     assert "✅" in panel._repr_html_()
     report = progress.report()
-    assert report.count("passed") == 1 and report.endswith("XP: 5/200  (1/40 lessons)")
+    assert report.count("passed") == 1 and "XP from the visible tests: 5/200  (1/40 lessons)" in report
+    assert report.endswith("graded XP (make grade):    0/200  (not graded yet: run `make grade`)")
     assert len([line for line in report.splitlines() if line.startswith("  0")]) == 40
+
+
+def test_report_keeps_graded_xp_apart_from_the_visible_tests(progress_file):
+    progress.lesson_passed("001")
+    progress.record_graded({"001": False, "003": True})
+    report = progress.report()
+    lines = {line.split()[0]: line for line in report.splitlines() if line.startswith("  0")}
+    assert "passed" in lines["001"] and "0 pts" in lines["001"]
+    assert "passed" not in lines["003"] and "earned" in lines["003"]
+    assert "XP from the visible tests: 5/200" in report and report.endswith("graded XP (make grade):    5/200")
+    assert progress.passed_lessons() == {"001"}  # grading records no visible-test pass
 
 
 def test_progress_command_prints_forty_lessons(progress_file):
     out = subprocess.run([sys.executable, "-m", "shared.progress"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    assert "XP: 0/200" in out and "040" in out
+    assert "XP from the visible tests: 0/200" in out and "graded XP (make grade):    0/200" in out
+    assert "040" in out
 
 
 def test_memory_meter_sees_numpy_allocations():
@@ -98,3 +115,129 @@ def test_plot_helper_draws_a_log_loss_curve():
     from shared.plotting import plot_loss_curve
     ax = plot_loss_curve([3.0, 2.0, 1.0])
     assert ax.get_yscale() == "log" and len(ax.lines) == 1
+
+
+# --------------------------------------------------------------------------
+# shared.answers: a helper that answers a lesson refuses to run while it is graded
+# --------------------------------------------------------------------------
+
+@answers.answers("005")
+def _answers_005(x):
+    """A stand-in helper that computes lesson 005's answer."""
+    return x + 1
+
+
+@answers.answers("010", "017")
+def _answers_010_and_017(x):
+    return x * 2
+
+
+def test_a_marked_helper_runs_until_its_lesson_is_locked():
+    assert _answers_005(1) == 2
+    try:
+        answers.lock("005")
+        with pytest.raises(answers.HelperNotAllowed, match="lesson 005") as info:
+            _answers_005(1)
+        assert "_answers_005" in str(info.value) and "write the lesson's function yourself" in str(info.value)
+        assert _answers_010_and_017(1) == 2  # another lesson's helper still runs
+    finally:
+        answers.unlock()
+    assert _answers_005(1) == 2
+
+
+def test_a_helper_of_several_lessons_is_locked_by_each_of_them():
+    for code in ("010", "017"):
+        try:
+            answers.lock(code)
+            with pytest.raises(answers.HelperNotAllowed, match=f"lesson {code}"):
+                _answers_010_and_017(3)
+        finally:
+            answers.unlock()
+    assert _answers_010_and_017(3) == 6
+
+
+def test_the_lock_has_no_way_around_it():
+    assert not hasattr(_answers_005, "__wrapped__")  # no undecorated original to call instead
+    assert _answers_005.answers_lessons == ("005",)
+    assert _answers_005.__name__ == "_answers_005" and "lesson 005" in _answers_005.__doc__
+    assert issubclass(answers.HelperNotAllowed, RuntimeError)
+
+
+def test_the_lock_lives_in_the_process_that_took_it():
+    """As in grading: the lesson's forked child locks, the kernel (the parent) stays unlocked."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: lock, try the helper, report, and end here whatever happens
+        status = 1
+        try:
+            answers.lock("005")
+            try:
+                _answers_005(1)
+            except answers.HelperNotAllowed:
+                status = 0
+            os.write(write, b"refused" if status == 0 else b"ran")
+        finally:
+            os._exit(status)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    said = os.read(read, 100)
+    os.close(read)
+    assert os.waitstatus_to_exitcode(status) == 0 and said == b"refused"
+    assert _answers_005(1) == 2  # never locked here
+
+
+def test_the_helper_package_marks_the_functions_that_answer_lessons():
+    from shared import data, mlp
+    assert mlp.forward.answers_lessons == ("005",)
+    assert set(mlp.backward.answers_lessons) == {"010", "017"}
+    assert data.make_regression_batch.answers_lessons == ("001",)
+    try:
+        answers.lock("005")
+        with pytest.raises(answers.HelperNotAllowed):
+            mlp.forward(np.ones((2, 3)), mlp.init_params([3, 2, 1], seed=0))
+    finally:
+        answers.unlock()
+
+
+# --------------------------------------------------------------------------
+# shared.lesson_blocks: the helper's versions of lesson functions equal the references
+# --------------------------------------------------------------------------
+
+def _blocks():
+    """(name, block, lesson) for every function of shared/lesson_blocks.py."""
+    found = []
+    for name, block in vars(lesson_blocks).items():
+        if callable(block) and getattr(block, "__module__", "") == lesson_blocks.__name__:
+            codes = getattr(block, "answers_lessons", ())
+            assert len(codes) == 1, f"lesson_blocks.{name} should answer exactly one lesson, it answers {codes}"
+            lesson = lessons.lesson(codes[0])
+            found.append(pytest.param(name, block, lesson, id=name, marks=tagged(lesson).marks))
+    return found
+
+
+BLOCKS = _blocks()
+
+
+def test_every_isolated_function_has_a_block():
+    isolated = {name for slug in ("01_mlp_core", "02_gradient_accumulation", "03_activation_checkpointing")
+                for spec in lesson_specs(slug).values() for name in spec.isolate}
+    assert isolated <= {param.values[0] for param in BLOCKS}
+
+
+@pytest.mark.parametrize("name, block, lesson", BLOCKS)
+def test_a_block_is_the_reference_function_of_its_lesson(name, block, lesson):
+    assert lesson.function == name
+    reference = reference_function(lesson)
+    spec = lesson_spec(lesson.code)
+    for seed in (0, 1, 2):
+        for index, case in enumerate(draw_cases(spec, seed)):
+            where = f"seed {seed}, case {index + 1} ({case.about})"
+            args = list(case.args.values())
+            if isinstance(case, Raises):
+                with pytest.raises(case.error):
+                    block(*copy.deepcopy(args))
+                continue
+            assert isinstance(case, Case)
+            expected = reference(*copy.deepcopy(args))
+            message = difference(block(*copy.deepcopy(args)), expected, name, **spec.tolerances(case))
+            assert message is None, f"{where}: {message}"

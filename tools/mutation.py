@@ -1,23 +1,27 @@
 """Mutation score of the hidden tests (``make mutation``).
 
-Each reference solution of each landed part (the solution cells of
-``autograde/source/NN_slug/NN_slug.ipynb``, markers removed) is changed by one
-small mechanical mutation at a time: ``+`` for ``-``, ``*`` for ``/``, a numeric
-constant nudged, a ``.T`` dropped, ``axis=0`` for ``axis=1``, a term dropped, a
-comparison flipped (``>`` for ``>=``), a dict key or function swapped, ...
-(see ``Mutator``).  For every mutant, the lesson's test cell runs in-process in
-a namespace prepared like the notebook's (set-up cell, then every reference
-solution, then the mutant in place of the lesson's function).  The mutant is
-*killed* when the cell fails; ``hidden`` counts the mutants that the hidden
-region alone kills (it runs first, as when grading).  A mutant that fails to
-define, or runs longer than the time limit, counts as killed.
+Each reference solution of each landed part (the functions of
+``solutions/NN_slug.py``, which the build writes from the part's master) is
+changed by one small mechanical mutation at a time: ``+`` for ``-``, ``*`` for
+``/``, a numeric constant nudged, a ``.T`` dropped, ``axis=0`` for ``axis=1``, a
+term dropped, a comparison flipped (``>`` for ``>=``), a dict key or function
+swapped, ... (see ``Mutator``).  Every mutant is defined in a copy of the
+reference module's namespace, in place of the lesson's function, and graded by
+:func:`grading.judge.grade_in_process`: the lesson's declared cases
+(``autograde/parts/NN_slug/cases.py``), the grading harness (a forked child
+under the lesson's time limit) and the judge, exactly as in real grading.  The
+mutant is *killed* when the verdict fails.  A mutant that fails to define, that
+crashes the process or that runs past the time limit is killed too.
 
 Some mutants cannot be told from the reference by any test (they compute the
-same thing); ``EQUIVALENT`` lists them, each with the reason, and the score
-leaves them out.  Every other survivor is listed: a hole in the hidden tests.
+same thing).  Each lesson lists them in the ``equivalent_mutants`` field of its
+``LessonSpec``, one ``("MUTATION | LINE FRAGMENT", why)`` per entry: the
+mutation as this report names it and a fragment of the reference's line it is
+on.  The score leaves them out; every other survivor is a hole in the hidden
+tests, listed in the report (``build/mutation-report.md``).
 
-    python tools/mutation.py [--parts SLUG ...] [--report build/mutation-report.md]
-    python tools/mutation.py --check 0.9     # exit 1 when a part's hidden kill rate is below 90 %
+    python tools/mutation.py [--parts SLUG ...] [--functions NAME ...] [--seed N] [--jobs N]
+    python tools/mutation.py --check 0.9     # exit 1 when a part's kill rate is below 90 %
 """
 
 from __future__ import annotations
@@ -25,154 +29,68 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
-import io
+import json
 import os
-import re
-import signal
 import sys
+import tempfile
 import time
-import warnings
-from contextlib import contextmanager, redirect_stdout
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from grading import harness
+from grading.judge import (Verdict, case_seed, grade_in_process, judge_lesson, kernel_input, lesson_spec,
+                           reference_function)
+from grading.spec import draw_cases
+from shared.lessons import Lesson, lesson as find_lesson, lessons_of
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("MPLBACKEND", "Agg")
-os.environ.pop("MCT_GRADING", None)
-
-import nbformat  # noqa: E402
-
-from shared.lessons import Lesson, lessons_of  # noqa: E402
-
-MASTERS = ROOT / "autograde" / "masters"
-SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[^\n]*\n?", re.MULTILINE)
-HIDDEN_END = "### END HIDDEN TESTS"
-TIME_LIMIT = 5.0  # seconds per mutant (the reference takes a small fraction of that)
+PARTS_DIR = ROOT / "autograde" / "parts"
+SOLUTIONS_DIR = ROOT / "solutions"
+SEPARATOR = " | "  # between the mutation and the line fragment in an equivalent_mutants entry
 
 
 def landed_parts() -> list[str]:
-    return [p.stem for p in sorted(MASTERS.glob("[0-9][0-9]_*.py"))
-            if (ROOT / "autograde" / "source" / p.stem / f"{p.stem}.ipynb").is_file()]
+    """Parts with declared hidden tests and built reference solutions."""
+    return [p.parent.name for p in sorted(PARTS_DIR.glob("[0-9][0-9]_*/cases.py"))
+            if (SOLUTIONS_DIR / f"{p.parent.name}.py").is_file()]
 
 
 # --------------------------------------------------------------------------
-# Running a lesson's test cell in-process
+# Grading a function as the grader would
 # --------------------------------------------------------------------------
 
-class Timeout(BaseException):
-    """Raised in the running code when the time limit is reached (not an Exception: nothing may catch it)."""
+def grade(code: str, namespace: dict[str, Any], run_seed: int = 0, time_limit: float | None = None) -> Verdict:
+    """Lesson ``code``'s verdict for the functions in ``namespace`` (the real cases and judge)."""
+    return grade_in_process(code, namespace, run_seed, time_limit)
 
 
-@contextmanager
-def time_limit(seconds: float | None):
-    if not seconds or threading_is_not_main():
-        yield
-        return
-
-    def expire(signum, frame):
-        raise Timeout(f"ran longer than {seconds:g} s")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+def reference_namespace(lesson: Lesson) -> dict[str, Any]:
+    """A fresh copy of the reference module's namespace (its imports and every reference function)."""
+    return dict(reference_function(lesson).__globals__)
 
 
-def threading_is_not_main() -> bool:
-    import threading
-    return threading.current_thread() is not threading.main_thread()
+def function_source(lesson: Lesson) -> str:
+    """The source of the lesson's reference function, with the blank lines before it kept,
+    so that line numbers are those of ``solutions/NN_slug.py``."""
+    text = (SOLUTIONS_DIR / f"{lesson.part.slug}.py").read_text()
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef) and node.name == lesson.function:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            lines = text.splitlines(keepends=True)
+            return "\n" * (first - 1) + "".join(lines[first - 1:node.end_lineno])
+    raise ValueError(f"solutions/{lesson.part.slug}.py has no def {lesson.function}")
 
 
-@dataclass
-class Outcome:
-    passed: bool
-    stage: str = ""  # "definition", "hidden", "visible" or "" when it passed
-    message: str = ""
-
-    @property
-    def killed_by_hidden(self) -> bool:
-        return self.stage in ("definition", "hidden")
-
-
-class PartNotebook:
-    """A part's source notebook, ready to run lessons' test cells in fresh namespaces."""
-
-    def __init__(self, slug: str):
-        self.slug = slug
-        path = ROOT / "autograde" / "source" / slug / f"{slug}.ipynb"
-        notebook = nbformat.read(path, as_version=4)
-        self.setup = ""
-        self.solutions: dict[str, str] = {}  # function -> reference code (markers removed)
-        self.tests: dict[str, str] = {}  # lesson code -> test cell source
-        for cell in notebook.cells:
-            meta = cell.metadata.get("nbgrader", {})
-            grade_id = meta.get("grade_id", "")
-            if grade_id == "setup":
-                self.setup = cell.source
-            elif meta.get("solution"):
-                self.solutions[grade_id.split("_", 2)[2]] = SOLUTION_MARKERS.sub("", cell.source)
-            elif meta.get("grade") and grade_id.startswith("lesson_"):
-                self.tests[grade_id.split("_")[1]] = cell.source
-        self._base: dict | None = None
-
-    def lessons(self) -> tuple[Lesson, ...]:
-        return lessons_of(self.slug)
-
-    def namespace(self, replace: dict[str, str] | None = None, before: str = "") -> dict:
-        """A fresh notebook namespace: set-up cell, ``before``, then each solution (or its replacement).
-
-        ``lesson_passed`` is a no-op here: progress is nobody's business in a throwaway namespace.
-        """
-        replace = replace or {}
-        namespace: dict = {"__name__": "__main__"}
-        with redirect_stdout(io.StringIO()), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            exec(compile(self.setup, f"<{self.slug} set-up>", "exec"), namespace)
-            namespace["lesson_passed"] = lambda *_: None
-            if before:
-                exec(compile(before, f"<{self.slug} extra cell>", "exec"), namespace)
-            for function, code in self.solutions.items():
-                exec(compile(replace.get(function, code), f"<{self.slug} solution {function}>", "exec"),
-                     namespace)
-        return namespace
-
-    def split_test(self, code: str) -> tuple[str, str]:
-        source = self.tests[code]
-        if HIDDEN_END not in source:
-            return "", source
-        hidden, visible = source.split(HIDDEN_END, 1)
-        return hidden, visible
-
-    def run_test(self, code: str, namespace: dict, time_limit_s: float | None = TIME_LIMIT) -> Outcome:
-        """Run lesson ``code``'s test cell (hidden region first) in ``namespace``."""
-        hidden, visible = self.split_test(code)
-        for stage, source in (("hidden", hidden), ("visible", visible)):
-            if not source.strip():
-                continue
-            try:
-                with time_limit(time_limit_s), redirect_stdout(io.StringIO()), warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    exec(compile(source, f"<{self.slug} test {code} {stage}>", "exec"), namespace)
-            except Timeout as error:
-                return Outcome(False, stage, str(error))
-            except Exception as error:  # any failure of the cell kills the mutant
-                return Outcome(False, stage, f"{type(error).__name__}: {error}")
-        return Outcome(True)
-
-    def run_with(self, code: str, function: str, source: str, before: str = "",
-                 time_limit_s: float | None = TIME_LIMIT) -> Outcome:
-        """Run lesson ``code``'s test cell with ``source`` as the solution cell of ``function``."""
-        try:
-            with time_limit(time_limit_s):
-                namespace = self.namespace({function: source}, before)
-        except Timeout as error:
-            return Outcome(False, "definition", str(error))
-        except Exception as error:
-            return Outcome(False, "definition", f"{type(error).__name__}: {error}")
-        return self.run_test(code, namespace, time_limit_s)
+def define(lesson: Lesson, source: str, before: str = "") -> dict[str, Any]:
+    """The reference namespace with ``before`` (e.g. a cell of helpers), then ``source`` (a ``def`` of
+    the lesson's function) executed into it."""
+    namespace = reference_namespace(lesson)
+    if before:
+        exec(compile(before, f"<before {lesson.function}>", "exec"), namespace)
+    exec(compile(source, f"<mutant of {lesson.function}>", "exec"), namespace)
+    return namespace
 
 
 # --------------------------------------------------------------------------
@@ -186,7 +104,7 @@ class Mutant:
     description: str
     line: int
     text: str  # the line of the reference that the change is on (stripped)
-    source: str  # the whole solution cell with this one change
+    source: str  # the function's source with this one change (what `define` executes)
 
 
 _BINOP_SWAPS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult,
@@ -412,53 +330,31 @@ class Mutator:
         return True
 
 
+
 # --------------------------------------------------------------------------
-# Equivalent mutants: changes that no test can see, with the reason
+# Equivalent mutants: declared per lesson, with the reason
 # --------------------------------------------------------------------------
 
-_COMMUTATIVE = "the function is symmetric in its two arguments (and keeps the array's dtype either way)"
+def mutant_key(mutant: Mutant) -> str:
+    """How an ``equivalent_mutants`` entry names ``mutant``: the mutation and the reference's line."""
+    return f"{mutant.description}{SEPARATOR}{mutant.text}"
 
-#: (function, mutation, the reference's line) -> why no test can tell the mutant from the reference.
-#: Keyed by the line's text, so that an edited line drops out of this list and is examined again.
-EQUIVALENT: dict[tuple[str, str, str], str] = {
-    # Part 1
-    ("relu_forward", "swap the first two arguments of `maximum`", "return np.maximum(z, 0)"): _COMMUTATIVE,
-    ("mlp_backward", "key 'Z1' -> 'A1'", 'dZ1 = relu_backward(dA1, cache["Z1"])'):
-        "A1 = relu(Z1) is positive exactly where Z1 is, so both give relu_backward the same mask "
-        "(for every cache that mlp_forward makes, which is the function's contract)",
-    **{("mlp_backward", f"key 'W1' -> {other!r}", 'dW1, db1 = first_linear_backward(dZ1, cache["A0"], params["W1"])'):
-       "first_linear_backward does not use its third argument (it is there so that its signature "
-       "matches linear_backward's)" for other in ("W2", "b1", "b2")},
-    # Part 2
-    **{("split_into_micro_batches", mutation, "or num_micro_batches < 1:"):
-       "only num_micro_batches = 0 is let through, and np.array_split then raises the same ValueError"
-       for mutation in ("constant 1 - 1", "constant 1 -> 0")},
-    ("split_into_micro_batches", "`int(x)` -> `x`", "k = int(num_micro_batches)"):
-        "once validated, num_micro_batches is a whole number, and np.array_split splits alike for 3 and 3.0",
-    ("scale_accumulated_gradients", "`list(x)` -> `x`", "sizes = list(micro_batch_sizes)"):
-        "the contract takes a sequence of sizes, which min() and sum() can both read as it is "
-        "(only a one-shot iterator, which the docstring does not allow, would differ)",
-    ("grad_accumulation_step", "`float(x)` -> `x`", "return new_params, float(loss_sum / sum(sizes))"):
-        "the quotient is already a Python float (or a float64 NumPy scalar, which is one)",
-    # Part 3
-    ("mlp_forward_checkpointed", "`<` -> `<=`", "if i < num_layers:"):
-        "it only adds a ReLU after the last layer, whose result `a` is never used again (z is returned)",
-    ("mlp_forward_checkpointed", "swap the first two arguments of `maximum`", "a = np.maximum(z, 0)"): _COMMUTATIVE,
-    ("recompute_block_activations", "swap the first two arguments of `min`",
-     "last_hidden = min(end_layer, mlp.num_layers(params) - 1)"): _COMMUTATIVE,
-    ("recompute_block_activations", "swap the first two arguments of `maximum`", "a = np.maximum(z, 0)"):
-        _COMMUTATIVE,
-    ("mlp_backward_checkpointed", "swap the first two arguments of `min`",
-     "end = min(start + segment_size, num_layers)"): _COMMUTATIVE,
-    **{("mlp_backward_checkpointed", mutation, "if i > 1:"):
-       "it only adds the gradient for layer 0's input at the very end, which nothing uses"
-       for mutation in ("`>` -> `>=`", "constant 1 - 1", "constant 1 -> 0")},
-    ("estimate_checkpointing_memory_savings", "swap the first two arguments of `min`",
-     "recomputed = 2 * min(segment_size, num_layers - 1)"): _COMMUTATIVE,
-    ("estimate_checkpointing_memory_savings", "`int(x)` -> `x`",
-     'return {"standard_bytes": int(standard), "checkpointed_bytes": int(checkpointed),'):
-        "standard and checkpointed are already ints (products and sums of ints)",
-}
+
+def split_key(key: str) -> tuple[str, str]:
+    description, _, fragment = key.partition(SEPARATOR)
+    return description.strip(), fragment.strip()
+
+
+def matches(key: str, mutant: Mutant) -> bool:
+    """Whether the ``equivalent_mutants`` entry ``key`` names ``mutant``: the same mutation, on a line
+    of the reference that contains the entry's fragment."""
+    description, fragment = split_key(key)
+    return bool(fragment) and description == mutant.description and fragment in mutant.text
+
+
+def equivalent_reason(code: str, mutant: Mutant) -> str | None:
+    """Why ``mutant`` computes the same function as the reference (from lesson ``code``'s declaration)."""
+    return next((why for key, why in lesson_spec(code).equivalent_mutants if matches(key, mutant)), None)
 
 
 # --------------------------------------------------------------------------
@@ -467,91 +363,135 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
 
 @dataclass
 class Result:
+    code: str
     mutant: Mutant
-    outcome: Outcome
+    passed: bool  # the mutant passed the hidden tests: it survived
+    message: str
     seconds: float
+    equivalent: str | None = None
 
     @property
-    def equivalent(self) -> str | None:
-        return EQUIVALENT.get((self.mutant.function, self.mutant.description, self.mutant.text))
+    def killed(self) -> bool:
+        return not self.passed
 
 
 @dataclass
 class PartScore:
     slug: str
     results: list[Result] = field(default_factory=list)
-    reference_ok: dict[str, Outcome] = field(default_factory=dict)
+    reference_ok: dict[str, Verdict] = field(default_factory=dict)
+    stale: list[tuple[str, str]] = field(default_factory=list)  # (lesson code, entry) matching no mutant
 
     def counted(self) -> list[Result]:
         return [r for r in self.results if not r.equivalent]
 
     @property
-    def hidden_rate(self) -> float:
-        counted = self.counted()
-        return sum(r.outcome.killed_by_hidden for r in counted) / max(1, len(counted))
+    def killed(self) -> int:
+        return sum(r.killed for r in self.counted())
 
     @property
-    def cell_rate(self) -> float:
+    def rate(self) -> float:
         counted = self.counted()
-        return sum(not r.outcome.passed for r in counted) / max(1, len(counted))
+        return self.killed / max(1, len(counted))
 
     def survivors(self) -> list[Result]:
-        return [r for r in self.results if not r.outcome.killed_by_hidden]
+        return [r for r in self.results if r.passed]
+
+    def holes(self) -> list[Result]:
+        return [r for r in self.survivors() if not r.equivalent]
 
 
-def mutate_part(slug: str, functions: list[str] | None = None, log=None) -> PartScore:
-    notebook = PartNotebook(slug)
+def grade_mutant(code: str, function: str, source: str, run_seed: int = 0,
+                 time_limit: float | None = None, before: str = "") -> tuple[bool, str]:
+    """(passed, message) of the function defined by ``source`` as lesson ``code``'s answer."""
+    try:
+        namespace = define(find_lesson(code), source, before)
+    except Exception as error:  # a mutant that cannot even be defined is killed
+        return False, f"the definition failed: {type(error).__name__}: {error}"
+    if not callable(namespace.get(function)):
+        return False, f"the source defines no function {function}"
+    verdict = grade(code, namespace, run_seed, time_limit)
+    return verdict.passed, verdict.message
+
+
+def _grade_job(job: tuple[str, str, str, int, float | None]) -> tuple[bool, str, float]:
+    started = time.perf_counter()
+    passed, message = grade_mutant(*job)
+    return passed, message, time.perf_counter() - started
+
+
+def _run_jobs(jobs: list[tuple], workers: int) -> Iterable[tuple[bool, str, float]]:
+    if workers <= 1 or len(jobs) < 2:
+        return map(_grade_job, jobs)
+    import multiprocessing
+    pool = multiprocessing.get_context("fork").Pool(workers)
+    try:
+        return pool.map(_grade_job, jobs, chunksize=4)
+    finally:
+        pool.close()
+        pool.join()
+
+
+def mutate_part(slug: str, functions: list[str] | None = None, run_seed: int = 0, workers: int = 1,
+                time_limit: float | None = None, log: Callable[[str], None] | None = None) -> PartScore:
+    """Grade every mutant of every reference function of part ``slug`` (``workers`` processes)."""
     score = PartScore(slug)
-    for item in notebook.lessons():
-        if functions and item.function not in functions:
+    planned: list[tuple[Lesson, Mutant]] = []
+    for lesson in lessons_of(slug):
+        if functions and lesson.function not in functions:
             continue
-        code = notebook.solutions[item.function]
-        score.reference_ok[item.code] = notebook.run_with(item.code, item.function, code)
-        for mutant in Mutator(code, item.function).mutants():
-            started = time.perf_counter()
-            outcome = notebook.run_with(item.code, item.function, mutant.source)
-            score.results.append(Result(mutant, outcome, time.perf_counter() - started))
-        if log:
-            mine = [r for r in score.results if r.mutant.function == item.function]
-            log(f"  {item.code} {item.function}: {len(mine)} mutants, "
-                f"{sum(r.outcome.killed_by_hidden for r in mine)} killed by the hidden tests")
+        source = function_source(lesson)
+        verdict = grade(lesson.code, define(lesson, source), run_seed, time_limit)
+        score.reference_ok[lesson.code] = verdict
+        mutants = Mutator(source, lesson.function).mutants()
+        planned += [(lesson, mutant) for mutant in mutants]
+        score.stale += [(lesson.code, key) for key, _ in lesson_spec(lesson.code).equivalent_mutants
+                        if not any(matches(key, mutant) for mutant in mutants)]
+    jobs = [(lesson.code, lesson.function, mutant.source, run_seed, time_limit) for lesson, mutant in planned]
+    for (lesson, mutant), (passed, message, seconds) in zip(planned, _run_jobs(jobs, workers)):
+        score.results.append(Result(lesson.code, mutant, passed, message, seconds,
+                                    equivalent_reason(lesson.code, mutant)))
+    if log:
+        for lesson in lessons_of(slug):
+            mine = [r for r in score.results if r.code == lesson.code]
+            if mine:
+                log(f"  {lesson.code} {lesson.function}: {len(mine)} mutants, "
+                    f"{sum(r.killed for r in mine)} killed, {sum(bool(r.equivalent) for r in mine)} equivalent")
     return score
 
 
-def report(scores: list[PartScore]) -> str:
+def report(scores: list[PartScore], run_seed: int = 0) -> str:
     lines = ["# Mutation score of the hidden tests", "",
              "Generated by `make mutation` (tools/mutation.py). A mutant is one small change to a reference "
-             "solution; it is *killed* when the lesson's test cell fails. `hidden` counts what the hidden "
-             "region alone kills (it runs first when grading); equivalent mutants (no test can tell them "
-             "from the reference) are listed with the reason and left out of the score.", "",
-             "| part | mutants | equivalent | killed by hidden tests | killed by the whole cell |",
+             "solution (`solutions/NN_slug.py`); it is graded as a learner's function would be, with the "
+             f"lesson's declared hidden cases (run seed {run_seed}) and the judge, and it is *killed* when "
+             "the verdict fails. Equivalent mutants (no test can tell them from the reference) are declared "
+             "in `equivalent_mutants` of the lesson's `LessonSpec` (`autograde/parts/NN_slug/cases.py`) "
+             "with the reason, and left out of the score.", "",
+             "| part | mutants | equivalent | killed | score |",
              "| --- | --- | --- | --- | --- |"]
     for score in scores:
         counted = score.counted()
         lines.append(f"| {score.slug} | {len(score.results)} | {len(score.results) - len(counted)} | "
-                     f"{sum(r.outcome.killed_by_hidden for r in counted)}/{len(counted)} "
-                     f"({score.hidden_rate:.1%}) | {score.cell_rate:.1%} |")
-    seen = {(r.mutant.function, r.mutant.description, r.mutant.text) for s in scores for r in s.results}
-    functions = {r.mutant.function for s in scores for r in s.results}
-    stale = [key for key in EQUIVALENT if key[0] in functions and key not in seen]
+                     f"{score.killed}/{len(counted)} | {score.rate:.1%} |")
+    stale = [(code, key) for score in scores for code, key in score.stale]
     if stale:
-        lines += ["", "Entries of `EQUIVALENT` that match no mutant any more (their line was edited; look again):",
-                  ""] + [f"- `{f}`: {d} on `{t}`" for f, d, t in stale]
+        lines += ["", "Entries of `equivalent_mutants` that match no mutant any more (their line was edited; "
+                  "look again):", ""] + [f"- lesson {code}: `` {key} ``" for code, key in stale]
     for score in scores:
-        broken = {code: o for code, o in score.reference_ok.items() if not o.passed}
+        broken = {code: v for code, v in score.reference_ok.items() if not v.passed}
         if broken:
             lines += ["", f"**The reference itself fails in {score.slug}:** "
-                      + "; ".join(f"{c}: {o.message}" for c, o in broken.items())]
+                      + "; ".join(f"{c}: {v.message}" for c, v in broken.items())]
         survivors = score.survivors()
         lines += ["", f"## {score.slug}: survivors ({len(survivors)})", ""]
         if not survivors:
             lines.append("None.")
         for result in survivors:
-            verdict = (f"equivalent: {result.equivalent}" if result.equivalent else
-                       "**not killed: a hole in the hidden tests**" if result.outcome.passed else
-                       f"killed only by the visible tests ({result.outcome.message[:100]})")
-            lines.append(f"- `{result.mutant.function}` line {result.mutant.line}: {result.mutant.description}"
-                         f" — {verdict}")
+            verdict = (f"equivalent: {result.equivalent}" if result.equivalent
+                       else "**not killed: a hole in the hidden tests**")
+            lines.append(f"- {result.code} `{result.mutant.function}` line {result.mutant.line}: "
+                         f"`` {mutant_key(result.mutant)} `` — {verdict}")
     return "\n".join(lines) + "\n"
 
 
@@ -559,23 +499,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", nargs="*", help="part slugs (default: every landed part)")
     parser.add_argument("--functions", nargs="*", help="only these lessons' functions")
+    parser.add_argument("--seed", type=int, default=0, help="the run seed the cases are drawn with")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                        help="grading processes (default: 2, or 1 on one core)")
     parser.add_argument("--report", type=Path, default=ROOT / "build" / "mutation-report.md")
     parser.add_argument("--check", type=float, default=None,
-                        help="exit 1 when a part's hidden kill rate (equivalents left out) is below this")
+                        help="exit 1 when a part's kill rate (equivalents left out) is below this")
     args = parser.parse_args(argv)
     os.environ.setdefault("MCT_PROGRESS_FILE", os.devnull)
     scores = []
     started = time.perf_counter()
     for slug in args.parts or landed_parts():
         print(f"{slug}:", flush=True)
-        scores.append(mutate_part(slug, args.functions, log=lambda text: print(text, flush=True)))
-    text = report(scores)
+        scores.append(mutate_part(slug, args.functions, args.seed, args.jobs,
+                                  log=lambda text: print(text, flush=True)))
+    text = report(scores, args.seed)
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(text)
     print()
     print(text)
     print(f"({time.perf_counter() - started:.1f} s; report written to {args.report})")
-    if args.check is not None and any(s.hidden_rate < args.check for s in scores):
+    if args.check is not None and any(s.rate < args.check for s in scores):
         return 1
     return 0
 

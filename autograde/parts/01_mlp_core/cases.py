@@ -166,7 +166,9 @@ LESSONS = (
     LessonSpec("001", batch_cases, atol=1e-12),
     LessonSpec("002", init_cases),
     LessonSpec("003", linear_forward_cases),
-    LessonSpec("004", relu_forward_cases),
+    LessonSpec("004", relu_forward_cases, equivalent_mutants=(
+        ("swap the first two arguments of `maximum` | return np.maximum(z, 0)",
+         "np.maximum is symmetric in its two arguments (and keeps the array's dtype either way)"),)),
     LessonSpec("005", mlp_forward_cases, isolate=("linear_forward", "relu_forward"), fresh_result=False),
     LessonSpec("006", mse_cases),
     LessonSpec("007", linear_backward_cases),
@@ -174,5 +176,12 @@ LESSONS = (
     LessonSpec("009", first_linear_backward_cases),
     LessonSpec("010", mlp_backward_cases, isolate=("linear_forward", "relu_forward", "mse_loss_and_grad",
                                                    "mlp_forward", "linear_backward", "relu_backward",
-                                                   "first_linear_backward")),
+                                                   "first_linear_backward"),
+               equivalent_mutants=(
+        ("key 'Z1' -> 'A1' | dZ1 = relu_backward(dA1, cache[\"Z1\"])",
+         "A1 = relu(Z1) is positive exactly where Z1 is, so both give relu_backward the same mask "
+         "(for every cache that mlp_forward makes, which is the function's contract)"),
+        *((f"key 'W1' -> {other!r} | dW1, db1 = first_linear_backward(dZ1, cache[\"A0\"], params[\"W1\"])",
+           "first_linear_backward does not use its third argument (it is there so that its signature "
+           "matches linear_backward's)") for other in ("W2", "b1", "b2")))),
 )

@@ -91,6 +91,8 @@ def scale_cases(rng):
         sizes = [int(n) for n in rng.integers(1, 9, size=int(rng.integers(2, 6)))]
         if len(set(sizes)) == 1:
             sizes[-1] += 1  # unequal sizes tell the division by sum(sizes) from the one by len(sizes)
+        if sizes[-1] == len(sizes):
+            sizes[-1] += 1  # ... and the last size from the count, so each mistake is named as itself
         cases.append(Case({"accumulated": accumulated(), "micro_batch_sizes": sizes}, "unequal sizes"))
     cases.append(Case({"accumulated": accumulated(), "micro_batch_sizes": [3, 3, 3]}, "equal sizes"))
     # a single size: dividing by len(sizes) = 1 leaves the sum undivided
@@ -132,9 +134,21 @@ def step_cases(rng):
 
 
 LESSONS = (
-    LessonSpec("011", split_cases, fresh_result=False),  # the micro-batches may be views of X and Y
+    LessonSpec("011", split_cases, fresh_result=False,  # the micro-batches may be views of X and Y
+               equivalent_mutants=(
+        *((f"{mutation} | or num_micro_batches < 1:",
+           "only num_micro_batches = 0 is let through, and np.array_split then raises the same ValueError")
+          for mutation in ("constant 1 - 1", "constant 1 -> 0")),
+        ("`int(x)` -> `x` | k = int(num_micro_batches)",
+         "once validated, num_micro_batches is a whole number, and np.array_split splits alike for 3 and 3.0"))),
     LessonSpec("012", accumulate_cases),
-    LessonSpec("013", scale_cases),
+    LessonSpec("013", scale_cases, equivalent_mutants=(
+        ("`list(x)` -> `x` | sizes = list(micro_batch_sizes)",
+         "the contract takes a sequence of sizes, which min() and sum() can both read as it is "
+         "(only a one-shot iterator, which the docstring does not allow, would differ)"),)),
     LessonSpec("014", step_cases, rtol=1e-12, atol=1e-14,
-               isolate=("split_into_micro_batches", "accumulate_gradients", "scale_accumulated_gradients")),
+               isolate=("split_into_micro_batches", "accumulate_gradients", "scale_accumulated_gradients"),
+               equivalent_mutants=(
+        ("`float(x)` -> `x` | return new_params, float(loss_sum / sum(sizes))",
+         "the quotient is already a Python float (or a float64 NumPy scalar, which is one)"),)),
 )

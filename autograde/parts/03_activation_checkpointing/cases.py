@@ -140,8 +140,28 @@ def estimate_cases(rng):
 
 
 LESSONS = (
-    LessonSpec("015", forward_cases, **CLOSE, fresh_result=False),  # the checkpoints hold X itself
-    LessonSpec("016", recompute_cases, **CLOSE, fresh_result=False),  # the result holds the checkpoint itself
-    LessonSpec("017", backward_cases, **CLOSE, isolate=("mlp_forward_checkpointed", "recompute_block_activations")),
-    LessonSpec("018", estimate_cases),
+    LessonSpec("015", forward_cases, **CLOSE, fresh_result=False,  # the checkpoints hold X itself
+               equivalent_mutants=(
+        ("`<` -> `<=` | if i < num_layers:",
+         "it only adds a ReLU after the last layer, whose result `a` is never used again (z is returned)"),
+        ("swap the first two arguments of `maximum` | a = np.maximum(z, 0)",
+         "np.maximum is symmetric in its two arguments (and keeps the array's dtype either way)"))),
+    LessonSpec("016", recompute_cases, **CLOSE, fresh_result=False,  # the result holds the checkpoint itself
+               equivalent_mutants=(
+        ("swap the first two arguments of `min` | last_hidden = min(end_layer, mlp.num_layers(params) - 1)",
+         "min is symmetric in its two arguments"),
+        ("swap the first two arguments of `maximum` | a = np.maximum(z, 0)",
+         "np.maximum is symmetric in its two arguments (and keeps the array's dtype either way)"))),
+    LessonSpec("017", backward_cases, **CLOSE, isolate=("mlp_forward_checkpointed", "recompute_block_activations"),
+               equivalent_mutants=(
+        ("swap the first two arguments of `min` | end = min(start + segment_size, num_layers)",
+         "min is symmetric in its two arguments"),
+        *((f"{mutation} | if i > 1:",
+           "it only adds the gradient for layer 0's input at the very end, which nothing uses")
+          for mutation in ("`>` -> `>=`", "constant 1 - 1", "constant 1 -> 0")))),
+    LessonSpec("018", estimate_cases, equivalent_mutants=(
+        ("swap the first two arguments of `min` | recomputed = 2 * min(segment_size, num_layers - 1)",
+         "min is symmetric in its two arguments"),
+        ("`int(x)` -> `x` | return {\"standard_bytes\": int(standard), \"checkpointed_bytes\": int(checkpointed),",
+         "standard and checkpointed are already ints (products and sums of ints)"))),
 )

@@ -1,0 +1,237 @@
+"""Grading v2's plumbing: the wire format between kernel and judge, and the judge on its own.
+
+The wire (grading/wire.py) must give back exactly what was sent (type, dtype,
+shape, tuple vs list, int dict keys, NaN and infinities) and refuse, with a
+message that says what and where, anything else.  The judge
+(grading/judge.py), through ``grade_in_process``, must grade a composite lesson
+with the helper package's versions of the earlier functions, and refuse a
+lesson's answer computed by the helper that answers it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from grading import wire
+from grading.judge import grade_in_process, lesson_spec, lesson_specs, reference_function
+from shared import lesson_blocks
+from shared.lessons import lesson as find_lesson
+
+# --------------------------------------------------------------------------
+# The wire: round trips
+# --------------------------------------------------------------------------
+
+DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+          np.float16, np.float32, np.float64]
+
+
+def round_trip(value):
+    """Through JSON text, as the answers travel from the kernel to the judge."""
+    text = wire.dumps(value)
+    json.loads(text)  # strict JSON: no NaN or Infinity literals
+    assert "NaN" not in text and "Infinity" not in text
+    return wire.loads(text)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(), (0,), (5,), (0, 3), (2, 3), (2, 1, 4)])
+def test_arrays_come_back_with_their_dtype_shape_and_values(dtype, shape):
+    rng = np.random.default_rng(0)
+    array = np.asarray(rng.standard_normal(shape) * 50).astype(dtype)
+    back = round_trip(array)
+    assert type(back) is np.ndarray
+    assert back.dtype == array.dtype and back.shape == array.shape
+    assert np.array_equal(back, array)
+    assert back.flags.writeable and back.flags.c_contiguous and back.flags.owndata
+
+
+def test_views_come_back_as_their_values():
+    base = np.arange(24.0).reshape(4, 6)
+    for view in (base.T, base[::2, 1::3], base[:, 2], np.broadcast_to(base[0], (3, 6))):
+        back = round_trip(view)
+        assert back.shape == view.shape and np.array_equal(back, view)
+
+
+def test_nan_and_infinities_cross_in_arrays_and_as_floats():
+    array = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e308, 5e-324])
+    back = round_trip(array)
+    assert np.array_equal(back, array, equal_nan=True)
+    assert np.signbit(back[4])
+    values = round_trip([float("nan"), float("inf"), float("-inf"), 1.5])
+    assert math.isnan(values[0]) and values[1:] == [math.inf, -math.inf, 1.5]
+    assert all(type(v) is float for v in values)
+    assert math.isnan(round_trip(np.float32("nan")))
+
+
+@pytest.mark.parametrize("scalar", [np.float64(1.25), np.float32(1.5), np.float16(-2.0), np.int64(-7),
+                                    np.int32(3), np.uint8(255), np.bool_(True), np.bool_(False)],
+                         ids=lambda s: type(s).__name__)
+def test_numpy_scalars_keep_their_type(scalar):
+    back = round_trip(scalar)
+    assert type(back) is type(scalar) and back == scalar
+
+
+@pytest.mark.parametrize("value", [None, True, False, 0, -3, 2**53, 2**60, -(2**70), 1.5, -0.0, "", "héllo"],
+                         ids=repr)
+def test_python_scalars_keep_their_type_and_value(value):
+    back = round_trip(value)
+    assert type(back) is type(value) and back == value
+
+
+def test_tuples_and_lists_stay_what_they_were():
+    value = (1, [2, (3, [4.0])], (), [], ([],))
+    back = round_trip(value)
+    assert back == value
+    assert type(back) is tuple and type(back[1]) is list and type(back[1][1]) is tuple
+    assert type(back[2]) is tuple and type(back[3]) is list and type(back[4][0]) is list
+
+
+def test_dicts_keep_int_and_str_keys_and_their_order():
+    checkpoints = {0: np.ones((2, 3)), 3: np.zeros((2, 3), dtype=np.float32)}
+    back = round_trip(checkpoints)
+    assert list(back) == [0, 3] and all(type(k) is int for k in back)
+    assert back[3].dtype == np.float32
+    mixed = round_trip({"b": 1, 2: "x", "a": {1: (None,)}})
+    assert list(mixed) == ["b", 2, "a"] and mixed["a"] == {1: (None,)}
+    assert round_trip({}) == {} and type(round_trip({"0": 1}).popitem()[0]) is str
+
+
+def test_a_typical_answer_comes_back_whole():
+    answer = ({"W1": np.ones((3, 2)), "b1": np.zeros(2)}, float("nan"), [np.float32(2.5), (1, 2)])
+    back = round_trip(answer)
+    assert type(back) is tuple and np.array_equal(back[0]["W1"], answer[0]["W1"])
+    assert math.isnan(back[1]) and type(back[2][0]) is np.float32 and back[2][1] == (1, 2)
+
+
+# --------------------------------------------------------------------------
+# The wire: refusals
+# --------------------------------------------------------------------------
+
+class MyArray(np.ndarray):
+    pass
+
+
+class Thing:
+    pass
+
+
+@pytest.mark.parametrize("value, words", [
+    (np.zeros(3).view(MyArray), ["MyArray", "grading compares only NumPy arrays"]),
+    (np.ma.masked_array([1.0, 2.0]), ["MaskedArray"]),
+    (np.ones((1, 1)).view(np.matrix), ["matrix"]),
+    (Thing(), ["Thing"]),
+    (object(), ["object"]),
+    ({(0, 1): 1.0}, ["dict with a key of type tuple", "(0, 1)", "only str and int keys"]),
+    ({1.5: 1.0}, ["key of type float"]),
+    (np.array(["a", "b"]), ["dtype <U1", "only bool, int and float16/32/64 arrays"]),
+    (np.array([1 + 2j]), ["dtype complex128"]),
+    (np.array([None, 1.0], dtype=object), ["dtype object"]),
+    ((x for x in range(3)), ["generator"]),
+    ({1, 2}, ["set"]),
+    (b"bytes", ["bytes"]),
+    (np.complex128(1j), ["complex128"]),
+], ids=lambda v: type(v).__name__ if not isinstance(v, list) else "")
+def test_anything_else_is_refused_with_a_clear_message(value, words):
+    with pytest.raises(wire.WireError) as info:
+        wire.to_plain(value, "the result")
+    message = str(info.value)
+    assert message.startswith("the result ")
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_a_refusal_says_where_the_value_is():
+    with pytest.raises(wire.WireError, match=r"the result\[1\]\['grads'\]\[0\] is a .*Thing"):
+        wire.to_plain((1, {"grads": [Thing()]}), "the result")
+    with pytest.raises(wire.WireError, match=r"the result\[0\]\['W'\] is a .*MyArray"):
+        wire.to_plain([{"W": np.ones(2).view(MyArray)}], "the result")
+
+
+def test_too_deep_nesting_is_refused():
+    value: list = []
+    for _ in range(wire.MAX_DEPTH + 5):
+        value = [value]
+    with pytest.raises(wire.WireError, match="nested more than"):
+        wire.to_plain(value)
+
+
+@pytest.mark.parametrize("data", [
+    {"$array": "AAAA", "dtype": "<f8", "shape": [3]},          # bytes do not match the shape
+    {"$array": "AAAAAAAAAAA=", "dtype": "<U1", "shape": [1]},  # a dtype that may not cross
+    {"$array": "AAAAAAAAAAA=", "dtype": "|O", "shape": [1]},
+    {"$float": "1e3"},
+    {"$scalar": [1, 2]},
+    {"$items": [[[1], 2]]},                                    # a list as a dict key
+    {"__class__": "os.system"},
+    {},
+    set(),
+])
+def test_malformed_data_from_a_kernel_is_refused(data):
+    with pytest.raises(wire.WireError):
+        wire.from_plain(data)
+
+
+# --------------------------------------------------------------------------
+# The judge, in process
+# --------------------------------------------------------------------------
+
+def reference_namespace(code):
+    return dict(reference_function(find_lesson(code)).__globals__)
+
+
+def test_every_part_declares_its_lessons_and_the_isolated_names_have_helper_versions():
+    for slug in ("01_mlp_core", "02_gradient_accumulation", "03_activation_checkpointing"):
+        for code, spec in lesson_specs(slug).items():
+            assert lesson_spec(code) is not None
+            for name in spec.isolate:
+                assert callable(getattr(lesson_blocks, name, None)), (code, name)
+
+
+def test_a_composite_lesson_is_graded_with_the_helper_versions_of_earlier_functions():
+    namespace = reference_namespace("005")
+    namespace["linear_forward"] = lambda x, W, b: x @ W  # lesson 003 forgot the bias
+    assert not grade_in_process("003", namespace).passed
+    verdict = grade_in_process("005", namespace)  # mlp_forward calls linear_forward: the helper's is used
+    assert verdict.passed, verdict.message
+
+
+def test_a_lesson_answered_by_delegating_to_the_helper_earns_nothing():
+    from shared import mlp
+    namespace = reference_namespace("005")
+    namespace["mlp_forward"] = lambda X, params: mlp.forward(X, params)
+    verdict = grade_in_process("005", namespace)
+    assert not verdict.passed
+    assert "HelperNotAllowed" in verdict.message and "lesson 005" in verdict.message
+    # the lock lives in the grading child only: here the helper still works
+    X = np.ones((2, 3))
+    params = mlp.init_params([3, 2, 1], seed=0)
+    assert mlp.forward(X, params)[0].shape == (2, 1)
+
+
+def test_a_stub_is_reported_as_not_started():
+    namespace = reference_namespace("003")
+
+    def linear_forward(x, W, b):
+        raise NotImplementedError("replace this line with your code")
+    namespace["linear_forward"] = linear_forward
+    verdict = grade_in_process("003", namespace)
+    assert not verdict.passed and "not started" in verdict.message
+
+
+def test_an_answer_that_cannot_cross_the_wire_loses_the_points():
+    namespace = reference_namespace("004")
+    namespace["relu_forward"] = lambda z: np.maximum(z, 0).view(MyArray)
+    verdict = grade_in_process("004", namespace)
+    assert not verdict.passed and "cannot be graded" in verdict.message and "MyArray" in verdict.message
+
+
+def test_long_doubles_are_refused_and_big_endian_arrays_cross_as_the_same_numbers():
+    with pytest.raises(wire.WireError, match="float16/32/64"):
+        wire.to_plain(np.zeros(2, dtype=np.longdouble), "the result")
+    big = np.arange(4.0).astype(">f8")
+    back = wire.loads(wire.dumps(big))
+    assert back.dtype == np.float64 and np.array_equal(back, big)
