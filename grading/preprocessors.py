@@ -22,7 +22,7 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Integer
 
-from shared.lessons import lesson as find_lesson
+from shared.lessons import lesson as find_lesson, lesson_of_grade_id
 
 from . import judge
 from .harness import MIME
@@ -110,9 +110,9 @@ class JudgeLessons(NbGraderPreprocessor):
                 continue
             found, others = _answers_in(cell)
             meta = cell.metadata.get("nbgrader", {})
-            grade_id = str(meta.get("grade_id", ""))
-            if meta.get("grade") and grade_id.startswith("lesson_"):
-                code = grade_id.split("_")[1]
+            lesson = lesson_of_grade_id(str(meta.get("grade_id", "")))
+            if meta.get("grade") and lesson is not None and meta.get("grade_id") == lesson.grade_id:
+                code = lesson.code
                 mine = [a for a in found if isinstance(a, dict) and a.get("lesson") == code]
                 if len(mine) > 1:
                     verdict = judge.Verdict(code, False, "the test cell sent more than one set of answers; "

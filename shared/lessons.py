@@ -49,6 +49,11 @@ class Lesson:
         return f"lesson_{self.code}_{self.function}"
 
     @property
+    def solution_grade_id(self) -> str:
+        """nbgrader grade id of the lesson's solution cell: ``solution_003_linear_forward``."""
+        return f"solution_{self.code}_{self.function}"
+
+    @property
     def points(self) -> int:
         return POINTS_PER_LESSON
 
@@ -115,3 +120,11 @@ def lesson(key: int | str) -> Lesson:
         if key in (item.number, item.code, item.function, item.grade_id):
             return item
     raise KeyError(f"no lesson {key!r}")
+
+
+def lesson_of_grade_id(grade_id: str) -> Lesson | None:
+    """The lesson whose test or solution cell has this nbgrader grade id (None for other cells)."""
+    for item in LESSONS:
+        if grade_id in (item.grade_id, item.solution_grade_id):
+            return item
+    return None

@@ -79,7 +79,7 @@ def nbgrader_metadata(tag: str, lesson: Lesson | None, index: int) -> dict:
         raise BuildError(f"cell {index}: a '{tag}' cell must come after a lesson heading")
     if tag == "solution":
         return {"grade": False, "solution": True, "locked": False, "task": False,
-                "grade_id": f"solution_{lesson.code}_{lesson.function}", "schema_version": 3}
+                "grade_id": lesson.solution_grade_id, "schema_version": 3}
     if tag == "tests":
         return {"grade": True, "solution": False, "locked": True, "task": False,
                 "points": lesson.points, "grade_id": lesson.grade_id, "schema_version": 3}
@@ -241,7 +241,7 @@ def lesson_blocks_module() -> str:
         "autograde/parts/*/master.py", "the masters' solution cells"))]
     for lesson in sorted((find_lesson(name) for name in names), key=lambda item: item.number):
         cell = next(c for c in sources[lesson.part.slug].cells
-                    if c.metadata.get("nbgrader", {}).get("grade_id") == f"solution_{lesson.code}_{lesson.function}")
+                    if c.metadata.get("nbgrader", {}).get("grade_id") == lesson.solution_grade_id)
         code = SOLUTION_MARKERS.sub("", cell.source).strip()
         parts.append(f"\n\n@answers(\"{lesson.code}\")\n{code}\n")
     return "".join(parts)

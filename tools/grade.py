@@ -27,7 +27,7 @@ from pathlib import Path
 import nbformat
 
 from grading.sandbox import bwrap_path
-from shared.lessons import lesson as find_lesson, lessons_of
+from shared.lessons import lesson as find_lesson, lesson_of_grade_id, lessons_of
 from shared.progress import record_graded
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,15 +61,16 @@ def verdicts(graded: Path) -> list[tuple[str, bool, str]]:
     results = []
     for cell in nbformat.read(graded, as_version=4).cells:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
-        if not grade_id.startswith("lesson_"):
+        lesson = lesson_of_grade_id(grade_id)
+        if lesson is None or grade_id != lesson.grade_id:
             continue
         outputs = cell.get("outputs", [])
         error = next((o for o in outputs if o.get("output_type") == "error"), None)
         if error is None:
             text = "".join(o.get("text", "") for o in outputs).strip()
-            results.append((grade_id.split("_")[1], True, text))
+            results.append((lesson.code, True, text))
         else:
-            results.append((grade_id.split("_")[1], False, error.get("evalue", "")))
+            results.append((lesson.code, False, error.get("evalue", "")))
     return results
 
 
