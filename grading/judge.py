@@ -101,7 +101,8 @@ def kernel_input(slug: str, drawn: dict[str, list[Case | Raises]]) -> dict[str, 
     return {"lessons": {
         code: {"function": find_lesson(code).function, "isolate": list(specs[code].isolate),
                "time_limit": specs[code].time_limit,
-               "cases": [{"args": wire.to_plain(case.args, "a case")} for case in cases]}
+               "cases": [{"args": wire.to_plain(case.args, "a case"),
+                          "measure": isinstance(case, Case) and case.measure} for case in cases]}
         for code, cases in drawn.items()}}
 
 
@@ -170,10 +171,26 @@ def judge_case(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: di
         mistake = recognise_mistake(result, mistakes, tuple(copy.deepcopy(values)), expected=expected,
                                     **tolerances)
         return _with_mistake(message, mistake)
+    if isinstance(case, Case) and case.measure and spec.memory is not None:
+        problem = _memory_problem(name, spec, case, answer)
+        if problem:
+            return problem
     if spec.fresh_result and answer.get("aliases"):
         return (f"{answer['aliases'][0]}: return new arrays (e.g. x + 0 or x.copy()), so that changing "
                 f"the result can never change the caller's data")
     return None
+
+
+def _memory_problem(name: str, spec: LessonSpec, case: Case, answer: dict[str, Any]) -> str | None:
+    from shared.memory import format_bytes
+    peak = answer.get("peak_bytes")
+    if type(peak) is not int:
+        return f"the peak memory of {name} could not be measured on this case"
+    allowed = int(spec.memory.allowed(case.args))
+    if peak <= allowed:
+        return None
+    return (f"{name} gives the right numbers but allocated {format_bytes(peak)} at its peak, and this lesson "
+            f"allows {format_bytes(allowed)} ({spec.memory.rule}): {spec.memory.shortcut}")
 
 
 def _crashing_mistake(error_name: str, text: str, mistakes: Sequence[Mistake], values: list) -> Mistake | None:

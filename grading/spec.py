@@ -27,7 +27,9 @@ class Case:
     """Call the function with ``args`` (argument name -> value); the answer must equal the reference's.
 
     ``about`` says what the case is for ("a square W"), shown when it fails;
-    ``rtol``, ``atol``, ``exact`` override the lesson's tolerances for this case.
+    ``rtol``, ``atol``, ``exact`` override the lesson's tolerances for this case;
+    ``measure``: the call's peak memory is measured (tracemalloc, in the grading
+    kernel) and must stay within the lesson's :class:`MemoryBound`.
     """
 
     args: dict[str, Any]
@@ -35,6 +37,21 @@ class Case:
     rtol: float | None = None
     atol: float | None = None
     exact: bool | None = None
+    measure: bool = False
+
+
+@dataclass(frozen=True)
+class MemoryBound:
+    """The technique, graded: the most bytes a measured call may allocate at its peak.
+
+    ``allowed(args)`` gives the bound in bytes for a case's arguments (the lesson's own
+    prediction times a stated margin); ``rule`` says in words what the bound is, and
+    ``shortcut`` names the way to the right numbers that breaks it.
+    """
+
+    allowed: Callable[[dict[str, Any]], int]
+    rule: str
+    shortcut: str
 
 
 @dataclass(frozen=True)
@@ -57,6 +74,8 @@ class LessonSpec:
                 this lesson is graded they are replaced by the helper package's
                 versions, so a bug in an earlier lesson costs that lesson only.
     fresh_result: the result must share no memory with the inputs.
+    memory:     the bound that the ``measure`` cases' peak memory must keep (lessons
+                whose point is saving memory).
     time_limit: seconds for all of the lesson's cases in the grading kernel.
     equivalent_mutants: mutants of the reference that compute the same function
                 (``tools/mutation.py``), each ``("MUTATION | LINE FRAGMENT", why)``.
@@ -69,6 +88,7 @@ class LessonSpec:
     exact: bool = False
     isolate: tuple[str, ...] = ()
     fresh_result: bool = True
+    memory: MemoryBound | None = None
     time_limit: float = 20.0
     equivalent_mutants: tuple[tuple[str, str], ...] = field(default=())
 

@@ -10,7 +10,8 @@ class of bad input.
 
 import numpy as np
 
-from grading.spec import Case, LessonSpec, Raises
+from grading.spec import Case, LessonSpec, MemoryBound, Raises
+from shared.memory import accumulation_activation_bytes
 from shared import mlp
 
 F32 = {"rtol": 1e-5, "atol": 1e-6}  # float32 answers: the order of operations may differ in the last bits
@@ -130,7 +131,28 @@ def step_cases(rng):
     cases.append(Raises({"params": mlp.init_params([2, 3, 1], 0), "X": _normal(rng, (2, 2)),
                          "Y": _normal(rng, (2, 1)), "num_micro_batches": 3, "learning_rate": 0.1},
                         ValueError, "the batch (2 examples) is smaller than the number of micro-batches (3)"))
+    # large enough that the activations of one micro-batch and of the whole batch differ by megabytes
+    B, D, L, k = 1024, 128, 4, 8
+    cases.append(Case({"params": mlp.init_params([D] * L + [4], seed=_seed(rng)), "X": _normal(rng, (B, D)),
+                       "Y": _normal(rng, (B, 4)), "num_micro_batches": k, "learning_rate": 0.05},
+                      f"memory measured: B = {B}, width {D}, {L} layers, k = {k}", measure=True))
     return cases
+
+
+def step_memory_allowed(args):
+    """1.5 x the activations of the largest micro-batch (shared.memory's prediction), plus four
+    parameter-sized dicts (the running sum, one micro-batch's gradients, the scaled mean, the result)."""
+    params, X, k = args["params"], args["X"], args["num_micro_batches"]
+    width, layers = X.shape[1], sum(1 for key in params if key[0] == "W")
+    param_bytes = sum(value.nbytes for value in params.values())
+    return int(1.5 * accumulation_activation_bytes(len(X), width, layers, k)) + 4 * param_bytes
+
+
+STEP_MEMORY = MemoryBound(
+    step_memory_allowed,
+    rule="1.5 x one micro-batch's activations, plus four parameter-sized dicts",
+    shortcut="only one micro-batch may be alive at a time: run the forward and backward pass of each "
+             "micro-batch in turn and accumulate, instead of computing on the whole batch at once")
 
 
 LESSONS = (
@@ -146,7 +168,7 @@ LESSONS = (
         ("`list(x)` -> `x` | sizes = list(micro_batch_sizes)",
          "the contract takes a sequence of sizes, which min() and sum() can both read as it is "
          "(only a one-shot iterator, which the docstring does not allow, would differ)"),)),
-    LessonSpec("014", step_cases, rtol=1e-12, atol=1e-14,
+    LessonSpec("014", step_cases, rtol=1e-12, atol=1e-14, memory=STEP_MEMORY,
                isolate=("split_into_micro_batches", "accumulate_gradients", "scale_accumulated_gradients"),
                equivalent_mutants=(
         ("`float(x)` -> `x` | return new_params, float(loss_sum / sum(sizes))",

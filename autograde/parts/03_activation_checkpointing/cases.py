@@ -10,7 +10,7 @@ input.  Biases are perturbed so that every layer's ReLU mask has both signs.
 
 import numpy as np
 
-from grading.spec import Case, LessonSpec, Raises
+from grading.spec import Case, LessonSpec, MemoryBound, Raises
 from shared import mlp
 
 CLOSE = {"rtol": 1e-12, "atol": 1e-14}  # accepts einsum/np.dot answers, which may differ in the last bits
@@ -64,6 +64,8 @@ def forward_cases(rng):
     cases.append(Raises({"X": X, "params": params, "segment_size": 0}, ValueError, "segment_size is 0"))
     cases.append(Raises({"X": X, "params": params, "segment_size": -int(rng.integers(1, 4))},
                         ValueError, "segment_size is negative"))
+    X, params = _memory_network(rng)
+    cases.append(Case({"X": X, "params": params, "segment_size": MEMORY_SEGMENT}, _memory_about(), measure=True))
     return cases
 
 
@@ -108,7 +110,50 @@ def backward_cases(rng):
         # s < L puts segment boundaries inside the network, where the ReLU mask is easily skipped
         cases.append(Case({"d_out": d_out, "params": params, "checkpoints": checkpoints, "segment_size": s},
                           f"L = {L}, {about}"))
+    X, params = _memory_network(rng)
+    _, checkpoints = lesson_blocks.mlp_forward_checkpointed(X, params, MEMORY_SEGMENT)
+    cases.append(Case({"d_out": _normal(rng, (len(X), 4)), "params": params, "checkpoints": checkpoints,
+                       "segment_size": MEMORY_SEGMENT}, _memory_about(), measure=True))
     return cases
+
+
+# The memory cases of 015 and 017: large enough that one array is a megabyte.
+MEMORY_BATCH, MEMORY_WIDTH, MEMORY_LAYERS, MEMORY_SEGMENT = 1024, 128, 8, 2
+
+
+def _memory_network(rng):
+    return _normal(rng, (MEMORY_BATCH, MEMORY_WIDTH)), _params(rng, [MEMORY_WIDTH] * MEMORY_LAYERS + [4])
+
+
+def _memory_about():
+    return (f"memory measured: batch {MEMORY_BATCH}, width {MEMORY_WIDTH}, {MEMORY_LAYERS} layers, "
+            f"segments of {MEMORY_SEGMENT}")
+
+
+def _activation_bytes(args):
+    """Bytes of one (batch, width) activation array of a case."""
+    first = args["X"] if "X" in args else args["checkpoints"][0]
+    return first.shape[0] * first.shape[1] * first.itemsize
+
+
+def _layers(args):
+    return sum(1 for key in args["params"] if key[0] == "W")
+
+
+FORWARD_MEMORY = MemoryBound(
+    lambda args: (-(-_layers(args) // args["segment_size"]) - 1 + 4) * _activation_bytes(args),
+    rule="the stored checkpoints (one per segment after the first) plus four activation arrays "
+         "of working space",
+    shortcut="keep only each segment's input activation while you go forward; storing every layer's "
+             "activations and picking the checkpoints afterwards saves nothing")
+
+BACKWARD_MEMORY = MemoryBound(
+    lambda args: (2 * min(args["segment_size"], _layers(args) - 1) + 5) * _activation_bytes(args)
+    + 2 * sum(value.nbytes for value in args["params"].values()),
+    rule="one recomputed segment (Z and A of each of its layers) plus five activation arrays of working "
+         "space, plus the gradients",
+    shortcut="recompute one segment at a time, use it, and let it go before the next one; recomputing "
+             "the whole network (or every segment) first stores as much as no checkpointing at all")
 
 
 # 018 estimate_checkpointing_memory_savings -------------------------------------
@@ -140,7 +185,7 @@ def estimate_cases(rng):
 
 
 LESSONS = (
-    LessonSpec("015", forward_cases, **CLOSE, fresh_result=False,  # the checkpoints hold X itself
+    LessonSpec("015", forward_cases, **CLOSE, fresh_result=False, memory=FORWARD_MEMORY,  # the checkpoints hold X itself
                equivalent_mutants=(
         ("`<` -> `<=` | if i < num_layers:",
          "it only adds a ReLU after the last layer, whose result `a` is never used again (z is returned)"),
@@ -152,7 +197,8 @@ LESSONS = (
          "min is symmetric in its two arguments"),
         ("swap the first two arguments of `maximum` | a = np.maximum(z, 0)",
          "np.maximum is symmetric in its two arguments (and keeps the array's dtype either way)"))),
-    LessonSpec("017", backward_cases, **CLOSE, isolate=("mlp_forward_checkpointed", "recompute_block_activations"),
+    LessonSpec("017", backward_cases, **CLOSE, memory=BACKWARD_MEMORY,
+               isolate=("mlp_forward_checkpointed", "recompute_block_activations"),
                equivalent_mutants=(
         ("swap the first two arguments of `min` | end = min(start + segment_size, num_layers)",
          "min is symmetric in its two arguments"),
