@@ -14,6 +14,8 @@ what these checks compute.
 from __future__ import annotations
 
 import copy
+import inspect as _inspect
+import traceback as _traceback
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,7 +50,28 @@ DEFAULT_ATOL = 1e-10
 
 
 class CheckFailure(AssertionError):
-    """A test found a wrong answer; the message explains it to the learner."""
+    """A test found a wrong answer; the message explains it to the learner.
+
+    In a notebook it is shown as its message alone (IPython's ``_render_traceback_``):
+    no line of the course's own modules, and the learner's own frames only when the
+    learner's code crashed.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        lines = [f"\x1b[0;31mTest failed:\x1b[0m {self}"]
+        frames = learner_frames(self.__cause__)
+        if frames:
+            lines.append("Where, in your code:")
+            lines += [line.rstrip("\n") for line in _traceback.format_list(frames)]
+        return lines
+
+
+def learner_frames(error: BaseException | None) -> list:
+    """The frames of ``error``'s traceback that are the learner's own notebook cells."""
+    if error is None or error.__traceback__ is None:
+        return []
+    return [frame for frame in _traceback.extract_tb(error.__traceback__)
+            if "ipykernel_" in frame.filename or frame.filename.startswith("<ipython-input")]
 
 
 @dataclass(frozen=True)
@@ -441,7 +464,7 @@ def call(function: Callable[..., Any], *args: Any, returns: Sequence[str] | None
     of the values the function must return, e.g. ``("X", "Y")``) a result that
     is not a tuple of that many values is reported before anyone unpacks it.
     """
-    names = [f"arg{i}" for i in range(len(args))]
+    names = argument_names(function, len(args))
     result = call_learner(function, list(args), names, kwargs)
     if returns is not None:
         label = _label(function)
@@ -453,6 +476,16 @@ def call(function: Callable[..., Any], *args: Any, returns: Sequence[str] | None
             raise CheckFailure(f"{label} should return {len(returns)} values {expected}, "
                                f"but it returned {len(result)}")
     return result
+
+
+def argument_names(function: Any, count: int) -> list[str]:
+    """The names of the first ``count`` parameters of ``function`` (``arg0``... if it has none)."""
+    try:
+        names = [p.name for p in _inspect.signature(function).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    return (names + [f"arg{i}" for i in range(len(names), count)])[:count]
 
 
 def call_learner(function: Callable[..., Any], args: Sequence[Any], names: Sequence[str],

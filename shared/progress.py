@@ -1,7 +1,10 @@
 """Progress and XP: which lessons pass, shown in each notebook and in the terminal.
 
-A lesson counts as passed when its test cell runs to the end: the cell's last
-line is ``lesson_passed("003")``.  Progress is stored in a small JSON file
+A lesson's state is the latest result of its test cell: passed when the cell
+ran to its last line, ``lesson_passed("003")``; failed when the cell raised
+(``record_failure``, called by the notebook's set-up hook), so a lesson that
+later fails turns from ✓ back to ✗.  The panel at the top of a notebook is
+updated in place as test cells run.  Progress is stored in a small JSON file
 (``.progress.json`` at the course root, or ``$MCT_PROGRESS_FILE``).  It is the
 learner's own record and is never read by grading; while nbgrader grades
 (``MCT_GRADING=1``) nothing is written.
@@ -49,10 +52,33 @@ def _store(data: dict) -> None:
     os.replace(handle.name, path)
 
 
+def visible_results() -> dict[str, bool]:
+    """The latest result of each lesson's visible tests, by code ("003")."""
+    results = _load().get("visible", {})
+    return {str(k): v for k, v in results.items() if isinstance(v, bool)} if isinstance(results, dict) else {}
+
+
 def passed_lessons() -> set[str]:
-    """Codes ("003") of the lessons whose visible tests passed; an unreadable file counts as none."""
-    passed = _load().get("passed", [])
-    return {code for code in passed if isinstance(code, str)} if isinstance(passed, list) else set()
+    """Codes of the lessons whose visible tests passed the last time they ran."""
+    return {code for code, ok in visible_results().items() if ok}
+
+
+def _record_visible(code: str, ok: bool) -> None:
+    if grading():
+        return
+    data = _load()
+    data["visible"] = {**visible_results(), code: ok}
+    data.pop("passed", None)  # the format before results were kept per run
+    try:
+        _store(data)
+    except OSError as error:  # a read-only course folder must not fail a test
+        print(f"(progress not saved: {error})")
+    _refresh_panels()
+
+
+def record_failure(key: int | str) -> None:
+    """The lesson's test cell failed: its state is ✗ until it passes again."""
+    _record_visible(_lesson(key).code, False)
 
 
 def graded_results() -> dict[str, bool]:
@@ -68,10 +94,6 @@ def record_graded(results: dict[str, bool]) -> None:
     _store(data)
 
 
-def _write(passed: set[str]) -> None:
-    data = _load()
-    data["passed"] = sorted(passed)
-    _store(data)
 
 
 def xp(codes: set[str] | None = None) -> int:
@@ -82,13 +104,8 @@ def xp(codes: set[str] | None = None) -> int:
 def lesson_passed(key: int | str) -> None:
     """Record a lesson as passed and say so; the last line of every test cell."""
     item = _lesson(key)
-    passed = passed_lessons()
-    if not grading():
-        try:
-            _write(passed | {item.code})
-            passed = passed | {item.code}
-        except OSError as error:  # a read-only course folder must not fail a passing test
-            print(f"(progress not saved: {error})")
+    _record_visible(item.code, True)
+    passed = passed_lessons() | {item.code}
     part_lessons = lessons_of(item.part.number)
     part_xp = sum(x.points for x in part_lessons if x.code in passed)
     print(f"✓ Lesson {item.code} · {item.title}: all tests passed, +{item.points} XP "
@@ -100,7 +117,8 @@ class ProgressPanel:
 
     def __init__(self, part_key: int | str):
         self.part = _part(part_key)
-        self.passed = passed_lessons()
+        self.results = visible_results()
+        self.passed = {code for code, ok in self.results.items() if ok}
 
     def _rows(self):
         for item in lessons_of(self.part.number):
@@ -114,8 +132,16 @@ class ProgressPanel:
         earned, possible = self._part_xp()
         lines = [f"Part {self.part.number} · {self.part.title}: {earned}/{possible} XP "
                  f"(course: {xp(self.passed)}/{TOTAL_POINTS} XP)"]
-        lines += [f"  [{'x' if ok else ' '}] {i.code} {i.function}" for i, ok in self._rows()]
+        marks = {True: "✓", False: "✗", None: " "}
+        lines += [f"  [{marks[self.results.get(i.code)]}] {i.code} {i.function}" for i, _ in self._rows()]
         return "\n".join(lines)
+
+    def _mark(self, item) -> str:
+        """✓ passed, ✗ failed the last time, · not run yet (plain characters: no emoji font needed)."""
+        result = self.results.get(item.code)
+        if result is None:
+            return "<span style='color:#888'>·</span>"
+        return "<span style='color:#1a7f37'>✓</span>" if result else "<span style='color:#cf222e'>✗</span>"
 
     def _repr_html_(self) -> str:
         earned, possible = self._part_xp()
@@ -123,7 +149,7 @@ class ProgressPanel:
         grade_cell = (lambda i: f"<td>{'graded ✓' if graded.get(i.code) else ('graded ✗' if i.code in graded else '')}"
                                 f"</td>") if graded else (lambda i: "")
         cells = "".join(
-            f"<tr><td>{'✅' if ok else '⬜'}</td><td>{i.code}</td>"
+            f"<tr><td>{self._mark(i)}</td><td>{i.code}</td>"
             f"<td><code>{html.escape(i.function)}</code></td><td>{i.points if ok else 0}/{i.points}</td>"
             f"{grade_cell(i)}</tr>"
             for i, ok in self._rows())
@@ -134,20 +160,40 @@ class ProgressPanel:
                 f"</table></div>")
 
 
-def show_progress(part_key: int | str) -> ProgressPanel:
-    """Display the progress panel of a part (return value is shown by Jupyter)."""
-    return ProgressPanel(part_key)
+_panels: dict[str, str] = {}  # display id -> part slug, of the panels shown in this kernel
+
+
+def show_progress(part_key: int | str) -> None:
+    """Display the progress panel of a part; it is updated in place as test cells pass or fail."""
+    panel = ProgressPanel(part_key)
+    try:
+        from IPython.display import display
+    except ImportError:
+        print(repr(panel))
+        return
+    display_id = f"mct-progress-{panel.part.slug}"
+    _panels[display_id] = panel.part.slug
+    display(panel, display_id=display_id)
+
+
+def _refresh_panels() -> None:
+    if not _panels:
+        return
+    from IPython.display import update_display
+    for display_id, slug in _panels.items():
+        update_display(ProgressPanel(slug), display_id=display_id)
 
 
 def report() -> str:
     """The whole course's progress as text, one line per lesson."""
-    passed = passed_lessons()
+    visible = visible_results()
+    passed = {code for code, ok in visible.items() if ok}
     graded = graded_results()
     lines = ["lesson  visible tests  graded (make grade)  function"]
     for p in PARTS:
         lines.append(f"Part {p.number} · {p.title}")
         for item in lessons_of(p.number):
-            mark = "passed" if item.code in passed else "  -   "
+            mark = {True: "passed", False: "failed"}.get(visible.get(item.code), "  -   ")
             grade = {True: "earned ", False: "0 pts  "}.get(graded.get(item.code), "   -   ")
             lines.append(f"  {item.code}  {mark}         {grade}              {item.function}")
     earned = {code for code, ok in graded.items() if ok}

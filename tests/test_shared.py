@@ -38,7 +38,7 @@ def test_lesson_passed_records_xp_and_says_so(progress_file, capsys):
     progress.lesson_passed("003")
     progress.lesson_passed("003")  # passing twice counts once
     progress.lesson_passed(7)
-    assert json.loads(progress_file.read_text()) == {"passed": ["003", "007"]}
+    assert json.loads(progress_file.read_text()) == {"visible": {"003": True, "007": True}}
     assert progress.xp() == 10
     assert "Part 1: 10/50 XP" in capsys.readouterr().out.splitlines()[-1]
 
@@ -56,11 +56,23 @@ def test_damaged_progress_file_counts_as_no_progress(progress_file):
     assert progress.passed_lessons() == {"002"}
 
 
+def test_a_lesson_state_is_its_latest_result(progress_file):
+    progress.lesson_passed("003")
+    progress.record_failure("003")
+    assert progress.passed_lessons() == set() and progress.visible_results() == {"003": False}
+    panel = progress.ProgressPanel("01_mlp_core")
+    assert "[✗] 003" in repr(panel) and "✗" in panel._repr_html_()
+    assert "failed" in progress.report().splitlines()[4]
+    progress.lesson_passed("003")
+    assert progress.passed_lessons() == {"003"}
+
+
 def test_panel_and_report_show_ticks_and_xp(progress_file):
     progress.lesson_passed("001")
-    panel = progress.show_progress("01_mlp_core")
-    assert "5/50 XP" in repr(panel) and "[x] 001" in repr(panel) and "[ ] 002" in repr(panel)
-    assert "✅" in panel._repr_html_()
+    panel = progress.ProgressPanel("01_mlp_core")
+    assert "5/50 XP" in repr(panel) and "[✓] 001" in repr(panel) and "[ ] 002" in repr(panel)
+    html = panel._repr_html_()
+    assert "✓" in html and not any(emoji in html for emoji in "✅⬜")  # no emoji font needed
     report = progress.report()
     assert report.count("passed") == 1 and "XP from the visible tests: 5/200  (1/40 lessons)" in report
     assert report.endswith("graded XP (make grade):    0/200  (not graded yet: run `make grade`)")
