@@ -38,9 +38,14 @@ help:
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@echo "== first run: setting up .venv (about 3 minutes; later runs start at once) =="
+	@echo "== [1/4] creating the virtual environment"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@echo "== [2/4] installing the course's packages (numpy, jupyterlab, nbgrader, ...): pip shows each one"
+	$(PY) -m pip install --progress-bar on -e '.[dev]'
+	$(PY) -c "import shared, grading, nbgrader, jupyterlab"  # fail here, not later, if the install failed
+	@echo "== [3/4] the course's Jupyter kernel and JupyterLab settings"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
 	for panel in $(NBGRADER_PANELS); do \
 	  $(BIN)/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:$$panel >/dev/null 2>&1 || exit 1; \
@@ -49,19 +54,28 @@ $(STAMP): pyproject.toml
 	$(BIN)/jupyter server extension disable --sys-prefix nbgrader.server_extensions.assignment_list >/dev/null 2>&1
 	$(BIN)/jupyter server extension disable --sys-prefix nbgrader.server_extensions.course_list >/dev/null 2>&1
 	# jupytext builds the notebooks; in the learner's JupyterLab it could pair and rewrite them.
-	rm -f $(VENV)/etc/jupyter/jupyter_server_config.d/jupytext.json
+	rm -f $(VENV)/etc/jupyter/jupyter_server_config.d/jupytext.json $(VENV)/etc/jupyter/jupyter_notebook_config.d/jupytext.json
 	$(BIN)/jupyter server extension disable --sys-prefix jupyterlab_jupytext >/dev/null 2>&1
 	$(BIN)/jupyter labextension disable --level=sys_prefix jupyterlab-jupytext >/dev/null 2>&1
+	# No "would you like to be notified about Jupyter news?" prompt.
+	mkdir -p $(VENV)/share/jupyter/lab/settings
+	echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' \
+	  > $(VENV)/share/jupyter/lab/settings/overrides.json
+	@echo "== [4/4] done"
 	touch $(STAMP)
 
-# The server listens on this machine only (127.0.0.1). LAB_TOKEN sets a login token;
-# it is empty by default so that a learner's browser (and /api/status) needs none.
-LAB_TOKEN ?=
+# The server listens on this machine only (127.0.0.1), with a new random login token each
+# time: the browser it opens carries the token, so the learner types nothing, and no other
+# user of the machine can start a kernel as the learner. LAB_TOKEN=... sets one.
+LAB_TOKEN ?= $(shell $(PYTHON) -c 'import secrets; print(secrets.token_hex(24))')
 LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
+# jupytext's server extension stays off whatever a config file elsewhere says.
+NO_JUPYTEXT := --ServerApp.jpserver_extensions jupytext=False --ServerApp.jpserver_extensions jupyterlab_jupytext=False
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --ServerApp.ip=127.0.0.1 \
-	  --IdentityProvider.token='$(LAB_TOKEN)' $(LAB_ROOT_FLAG) \
+	  --IdentityProvider.token='$(LAB_TOKEN)' $(LAB_ROOT_FLAG) $(NO_JUPYTEXT) \
+	  --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
 	  notebooks/01_mlp_core.ipynb $(LAB_ARGS)
 
 test: $(STAMP)

@@ -151,8 +151,9 @@ def test_make_lab_shows_the_notebook_without_instructor_panels(browser, page, tm
     port = free_port()
     # Scratch settings (no autosave: the learner's notebook is opened, never written) and progress file.
     env = isolated_env(tmp_path, autosave=False)
-    server = LabServer(["make", "--no-print-directory", "lab", f"LAB_ARGS=--no-browser --port={port}"],
-                       env=env, cwd=ROOT, port=port, token="", log=tmp_path / "make-lab.log")
+    server = LabServer(["make", "--no-print-directory", "lab", f"LAB_ARGS=--no-browser --port={port}",
+                        "LAB_TOKEN=mct-make-lab"],
+                       env=env, cwd=ROOT, port=port, token="mct-make-lab", log=tmp_path / "make-lab.log")
     try:
         server.wait_until_ready()
         started = time.monotonic()
@@ -184,6 +185,7 @@ def test_make_lab_shows_the_notebook_without_instructor_panels(browser, page, tm
             assert not any(title.lower() in label.lower() for label in labels), f"menu item {title!r}"
             assert not any(title.lower() in tab.lower() for tab in tabs), f"side bar {title!r}"
             assert title not in text, f"{title!r} on the page"
+        assert "Jupyter news" not in text, "JupyterLab asks about its news"
         widgets = page.locator(".nbgrader-CreateAssignmentWidget, .nbgrader-CellWidget, .nbgrader-formgrader, "
                                ".nbgrader-course-list, .nbgrader-assignment-list")
         assert widgets.count() == 0, "an nbgrader instructor widget is on the page"
@@ -199,3 +201,66 @@ def test_make_lab_shows_the_notebook_without_instructor_panels(browser, page, tm
     for path, content in before.items():
         now = path.read_bytes() if path.exists() else None
         assert now == content, f"{path.relative_to(ROOT)} changed while the browser test looked at it"
+
+
+def test_a_failing_test_shows_only_its_message_and_the_panel_turns_a_tick_into_a_cross(course_lab, page):
+    """Lesson 003 passes, then is broken and tested again: the panel shows ✗ for it (updated in
+    place, without re-running the panel cell), and the failure's output has the course's message
+    and no line of the course's helper modules."""
+    student = load(ROOT / "notebooks" / "01_mlp_core.ipynb")
+    solved = load(ROOT / "solutions" / "01_mlp_core.ipynb")
+
+    def cell(notebook, grade_id):
+        return next(c for c in notebook["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+
+    setup, panel = student["cells"][1], student["cells"][2]
+    tests = cell(student, "lesson_003_linear_forward")
+    wrong = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+             "source": "def linear_forward(x, W, b):\n    return x @ W  # the bias forgotten\n"}
+    notebook = dict(student, cells=[setup, panel, cell(solved, "solution_003_linear_forward"), tests, wrong,
+                                    json.loads(json.dumps(tests))])
+    for item in notebook["cells"]:
+        item.pop("id", None)
+        if item["cell_type"] == "code":
+            item["outputs"], item["execution_count"] = [], None
+    path = course_lab.root / "scratch" / "progress-demo.ipynb"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(notebook, indent=1))
+    _fresh_progress(course_lab)
+
+    open_notebook(page, course_lab, "scratch/progress-demo.ipynb", notebook)
+    run_all(page)
+    cells = outputs(page)
+    assert [c.index for c in cells if c.errors()] == [5], "only the second run of lesson 003's tests fails"
+    failure = cells[-1].errors()[0]
+    text = "\n".join([failure["ename"], failure["evalue"], *failure["traceback"]])
+    assert "Test failed" in text and "the bias is missing" in text, text
+    for internal in ("shared/", "checking.py", "site-packages", "grading/"):
+        assert internal not in text, f"the failure shows the course's internals ({internal!r}):\n{text}"
+    row = page.locator(".jp-OutputArea-output .mct-progress tr", has_text="linear_forward")
+    assert "✗" in row.inner_text(), f"the panel still shows {row.inner_text()!r} for lesson 003"
+    hide_side_bar(page)
+    scroll_to_cell(page, 5, block="end")
+    print(f"screenshot: {screenshot(page, 'progress-turns-to-a-cross')}")
+    shut_down_kernel(page)
+
+
+def test_make_lab_uses_a_random_token_and_no_jupytext(tmp_path):
+    """`make lab` without LAB_TOKEN: the server refuses a request without the token it made up,
+    and jupytext's server extension is not loaded."""
+    port = free_port()
+    env = isolated_env(tmp_path, autosave=False)
+    server = LabServer(["make", "--no-print-directory", "lab", f"LAB_ARGS=--no-browser --port={port}"],
+                       env=env, cwd=ROOT, port=port, token="", log=tmp_path / "make-lab.log")
+    try:
+        deadline = time.monotonic() + 90
+        while "http://127.0.0.1" not in server.log_tail(200) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        log = server.log_tail(400)
+        assert "token=" in log, f"no token in the URL the server printed:\n{log}"
+        assert server.status("api/sessions") == 403, "the server answers without a token"
+        loaded = [line for line in log.splitlines()
+                  if "jupytext" in line.lower() and "extension was successfully" in line]
+        assert not loaded, f"jupytext's server extension is loaded: {loaded}"
+    finally:
+        server.stop()
