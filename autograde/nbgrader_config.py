@@ -34,18 +34,20 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # and the whole notebook MCT_NOTEBOOK_SECONDS, enforced by the sandbox.)
 c.Execute.timeout = int(os.environ.get("MCT_CELL_TIMEOUT", "30"))
 c.Execute.interrupt_on_timeout = True
+# A flood of output is capped by the judge; it must not turn into a failed notebook.
+c.Execute.raise_on_iopub_timeout = False
 
 # A deleted test cell is put back from the gradebook and graded, not scored None.
 c.OverwriteCells.add_missing_cells = True
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Execute,  # noqa: E402
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata,  # noqa: E402
                                     IgnorePattern, LimitOutput, SaveAutoGrades)
 
-from grading.preprocessors import JudgeLessons, PrepareCases  # noqa: E402
+from grading.preprocessors import JudgeLessons, PrepareCases, SandboxedExecute  # noqa: E402
 
 c.Autograde.autograde_preprocessors = [
-    PrepareCases, Execute, JudgeLessons, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    PrepareCases, SandboxedExecute, JudgeLessons, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
 
@@ -76,8 +78,8 @@ os.environ["JUPYTER_PATH"] = os.pathsep.join([str(PRIVATE / "share" / "jupyter")
 os.environ["JUPYTER_RUNTIME_DIR"] = str(PRIVATE / "runtime")
 os.environ["MCT_COURSE_DIR"] = COURSE_DIR
 c.Execute.kernel_name = "mct-grading"
-# Kernels talk over Unix sockets in the private runtime folder: no TCP port that two parallel
-# grading runs could both pick, and none reachable from a sandbox without a network.
+# Kernels talk over Unix sockets in a folder of their own under the private runtime folder: no
+# TCP port that two parallel grading runs could both pick, none reachable from a sandbox without
+# a network, and nothing one kernel leaves there reaches the next.
+c.Execute.kernel_manager_class = "grading.preprocessors.FreshRuntimeKernelManager"
 c.KernelManager.transport = "ipc"
-c.KernelManager.ip = str(PRIVATE / "runtime" / "kernel")
-c.KernelManager.connection_file = str(PRIVATE / "runtime" / "kernel.json")  # one kernel at a time

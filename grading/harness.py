@@ -243,6 +243,15 @@ def collect_answers(code: str, namespace: MutableMapping[str, Any]) -> dict[str,
             "message": f"{lesson['function']} ended the grading process: {detail}"}
 
 
+class AnswersSent(Exception):
+    """Ends a test cell once its answers are sent: while grading, the visible tests below do not
+    run (the judge decides; a learner's function that ends the process or floods the output must
+    not get a second chance to do so in the kernel itself)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return ["(answers sent to the grader; the visible tests are not run while grading)"]
+
+
 def answer_hidden_cases(code: str, namespace: MutableMapping[str, Any]) -> None:
     """Display the answers of lesson ``code`` for the judge (see the module docstring)."""
     payload = collect_answers(code, namespace)
@@ -252,3 +261,5 @@ def answer_hidden_cases(code: str, namespace: MutableMapping[str, Any]) -> None:
         return
     display({MIME: payload, "text/plain": f"[answers to lesson {code}'s hidden cases, sent for grading]"},
             raw=True)
+    if payload.get("status") != "no_cases":
+        raise AnswersSent()

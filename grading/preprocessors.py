@@ -11,15 +11,18 @@ and caps each cell's output, so a flood of printing cannot make a huge page.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import secrets
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from jupyter_client.manager import AsyncKernelManager
+from nbclient.exceptions import DeadKernelError
 from nbformat import NotebookNode
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer
 
 from shared.lessons import lesson as find_lesson, lesson_of_grade_id
@@ -53,6 +56,68 @@ class PrepareCases(NbGraderPreprocessor):
         resources.setdefault("mct", {})["cases_file"] = str(path)
         self.log.info("grading %s with run seed %d", slug, RUN_SEED)
         return nb, resources
+
+
+KERNEL_DIED = ("the grading kernel died here (os._exit, a crash, or one of the sandbox's limits on memory, "
+               "processes or time): the cells below did not run and their lessons get no points; "
+               "this notebook needs a human look")
+
+
+class SandboxedExecute(Execute):
+    """nbgrader's Execute, but a kernel that dies costs only the lessons after it.
+
+    nbgrader gives up a whole notebook when its kernel dies; here the cells already run keep
+    their answers (the judge grades them), the cell where it died says so, and the cells after
+    it are marked as not run.
+    """
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._died_at = None
+        return super().preprocess(nb, resources, km)
+
+    def preprocess_cell(self, cell, resources, index):
+        if self._died_at is not None:
+            if cell.cell_type == "code":
+                cell.outputs = [NotebookNode(output_type="stream", name="stdout",
+                                             text=f"[not run: the kernel died at cell {self._died_at}]\n")]
+            return cell, resources
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            self._died_at = index
+            self.log.warning("the kernel died at cell %d", index)
+            cell.outputs = list(cell.get("outputs", [])) + [NotebookNode(
+                output_type="error", ename="KernelDied", evalue=KERNEL_DIED, traceback=[KERNEL_DIED])]
+            return cell, resources
+
+
+class FreshRuntimeKernelManager(AsyncKernelManager):
+    """Each kernel gets a socket folder of its own, removed after it: nothing a notebook leaves
+    there (or a chmod of the folder) can reach the next student's kernel."""
+
+    async def _async_pre_start_kernel(self, **kwargs):
+        base = Path(os.environ["MCT_PRIVATE_DIR"]) / "runtime"
+        base.mkdir(parents=True, exist_ok=True)
+        self._mct_folder = Path(tempfile.mkdtemp(prefix="kernel-", dir=base))
+        self.connection_file = str(self._mct_folder / "kernel.json")
+        self.ip = str(self._mct_folder / "kernel")
+        return await super()._async_pre_start_kernel(**kwargs)
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        folder = getattr(self, "_mct_folder", None)
+        if folder is not None and not restart:
+            subprocess_safe_rmtree(folder)
+
+
+def subprocess_safe_rmtree(folder: Path) -> None:
+    """Remove a folder the sandboxed kernel may have made unreadable (chmod 0)."""
+    for path in [folder, *folder.rglob("*")] if folder.exists() else []:
+        try:
+            path.chmod(0o700)
+        except OSError:
+            pass
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _answers_in(cell: NotebookNode) -> tuple[list[dict[str, Any]], list[NotebookNode]]:

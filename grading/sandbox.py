@@ -150,9 +150,9 @@ def _hand_to_nobody(connection_file: str) -> None:
     which must be the grader's private runtime folder (never a shared one such as /tmp)."""
     runtime = Path(connection_file).resolve().parent
     private = Path(os.environ.get("MCT_PRIVATE_DIR", "/nonexistent")).resolve()
-    if runtime != private / "runtime":
-        raise SystemExit(f"grading.sandbox: the connection file must be in {private / 'runtime'}, "
-                         f"not {runtime}")
+    if runtime.parent != private / "runtime":
+        raise SystemExit(f"grading.sandbox: the connection file must be in a folder of its own in "
+                         f"{private / 'runtime'}, not in {runtime}")
     os.chown(connection_file, NOBODY, NOBODY)
     os.chown(runtime, NOBODY, NOBODY)
 
