@@ -33,6 +33,7 @@ import time
 import tracemalloc
 import traceback
 from collections.abc import Callable, MutableMapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -135,11 +136,24 @@ def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
     return answer
 
 
-def _use_helper_versions(namespace: MutableMapping[str, Any], names: list[str]) -> None:
-    """Isolation: earlier lessons' functions are the helper package's while this lesson is graded."""
-    from shared import lesson_blocks
+def _use_helper_versions(code: str, namespace: MutableMapping[str, Any], names: list[str]) -> None:
+    """Isolation: earlier lessons' functions are the helper package's while this lesson is graded.
+
+    In the sandbox the grader shows their source only while this lesson's cell runs
+    (``$MCT_REVEAL_DIR/<code>.py``, see grading.redact); elsewhere they come from
+    ``shared.lesson_blocks``.
+    """
+    if not names:
+        return
+    revealed = Path(os.environ.get("MCT_REVEAL_DIR", "/nonexistent")) / f"{code}.py"
+    if revealed.is_file():
+        blocks: dict[str, Any] = {"__name__": "mct_building_blocks"}
+        exec(compile(revealed.read_text(), f"<building blocks of lesson {code}>", "exec"), blocks)
+    else:
+        from shared import lesson_blocks
+        blocks = vars(lesson_blocks)
     for name in names:
-        namespace[name] = getattr(lesson_blocks, name)
+        namespace[name] = blocks[name]
 
 
 def _run_child(code: str, lesson: dict[str, Any], namespace: MutableMapping[str, Any], out_path: str) -> None:
@@ -160,7 +174,7 @@ def _run_child(code: str, lesson: dict[str, Any], namespace: MutableMapping[str,
         pass
     from shared import answers
     answers.lock(code)
-    _use_helper_versions(namespace, lesson.get("isolate", []))
+    _use_helper_versions(code, namespace, lesson.get("isolate", []))
     function = namespace[lesson["function"]]
     earlier: list[tuple[str, np.ndarray]] = []
     results = [_answer_one(function, case, i, earlier) for i, case in enumerate(lesson["cases"])]

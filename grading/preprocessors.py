@@ -27,10 +27,12 @@ from traitlets import Integer
 
 from shared.lessons import lesson as find_lesson, lesson_of_grade_id
 
-from . import judge
+from . import judge, redact
 from .harness import MIME
 
 CASES_FILE_HOST_ENV = "MCT_CASES_FILE_HOST"  # read by grading.sandbox when it starts a kernel
+REDACTED_DIR_ENV = "MCT_REDACTED_DIR"        # helper modules without the part's answers (grading.redact)
+REVEAL_DIR_ENV = "MCT_REVEAL_DIR_HOST"       # where a composite lesson's building blocks appear for its cell
 RUN_SEED = int(os.environ.get("MCT_RUN_SEED") or secrets.randbits(48))  # one per nbgrader process
 
 _drawn: dict[str, dict[str, list]] = {}  # part slug -> this notebook's cases (judge side only)
@@ -50,9 +52,19 @@ class PrepareCases(NbGraderPreprocessor):
         folder = Path(tempfile.mkdtemp(prefix="mct-cases-"))
         path = folder / "cases.json"
         path.write_text(json.dumps(judge.kernel_input(slug, drawn), allow_nan=False))
-        folder.chmod(0o755)
+        redacted = folder / "redacted"
+        redacted.mkdir()
+        for name, text in redact.redacted_sources(slug).items():
+            (redacted / name).write_text(text)
+            (redacted / name).chmod(0o644)
+        reveal = folder / "reveal"
+        reveal.mkdir()
+        for item in (folder, redacted, reveal):
+            item.chmod(0o755)
         path.chmod(0o644)
         os.environ[CASES_FILE_HOST_ENV] = str(path)
+        os.environ[REDACTED_DIR_ENV] = str(redacted)
+        os.environ[REVEAL_DIR_ENV] = str(reveal)
         resources.setdefault("mct", {})["cases_file"] = str(path)
         self.log.info("grading %s with run seed %d", slug, RUN_SEED)
         return nb, resources
@@ -76,6 +88,29 @@ class SandboxedExecute(Execute):
         return super().preprocess(nb, resources, km)
 
     def preprocess_cell(self, cell, resources, index):
+        revealed = self._reveal_building_blocks(cell)
+        try:
+            return self._run_cell(cell, resources, index)
+        finally:
+            if revealed is not None:
+                revealed.unlink(missing_ok=True)
+
+    def _reveal_building_blocks(self, cell) -> Path | None:
+        """Before a composite lesson's test cell: the helper's versions of the earlier lessons'
+        functions it builds on, for this cell only (see grading.redact)."""
+        folder = os.environ.get(REVEAL_DIR_ENV)
+        lesson = lesson_of_grade_id(str(cell.metadata.get("nbgrader", {}).get("grade_id", "")))
+        if not folder or lesson is None or cell.metadata["nbgrader"]["grade_id"] != lesson.grade_id:
+            return None
+        names = judge.lesson_spec(lesson.code).isolate
+        if not names:
+            return None
+        path = Path(folder) / f"{lesson.code}.py"
+        path.write_text(redact.revealed_blocks(names))
+        path.chmod(0o644)
+        return path
+
+    def _run_cell(self, cell, resources, index):
         if self._died_at is not None:
             if cell.cell_type == "code":
                 cell.outputs = [NotebookNode(output_type="stream", name="stdout",
@@ -167,9 +202,9 @@ class JudgeLessons(NbGraderPreprocessor):
         drawn = _drawn.pop(slug)
         cases_file = resources.get("mct", {}).pop("cases_file", None)
         if cases_file:
-            Path(cases_file).unlink(missing_ok=True)
-            Path(cases_file).parent.rmdir()
+            shutil.rmtree(Path(cases_file).parent, ignore_errors=True)
         verdicts = []
+        last_code = ""
         for cell in nb.cells:
             if cell.cell_type != "code":
                 continue
@@ -179,13 +214,17 @@ class JudgeLessons(NbGraderPreprocessor):
             if meta.get("grade") and lesson is not None and meta.get("grade_id") == lesson.grade_id:
                 code = lesson.code
                 mine = [a for a in found if isinstance(a, dict) and a.get("lesson") == code]
-                if len(mine) > 1:
+                if code < last_code:  # a moved cell could run after a later lesson showed its building blocks
+                    verdict = judge.Verdict(code, False, "this test cell was moved below a later lesson's; "
+                                                         "no points (this notebook needs a human look)")
+                elif len(mine) > 1:
                     verdict = judge.Verdict(code, False, "the test cell sent more than one set of answers; "
                                                          "no points (this notebook needs a human look)")
                 else:
                     verdict = judge.judge_lesson(code, drawn.get(code, []), mine[0] if mine else None)
                 cell.outputs = [verdict_output(verdict)]
                 verdicts.append(verdict)
+                last_code = max(last_code, code)
             else:
                 cell.outputs = _cap(others, self.max_output_chars)
         resources.setdefault("mct", {})["verdicts"] = verdicts

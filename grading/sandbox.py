@@ -9,6 +9,8 @@ The kernel runs under Debian's ``bubblewrap`` as an unprivileged user:
   the gradebook (``autograde/`` and the course directory), the grader's
   private folders (but for the kernel's own socket folder), ``/tmp``, ``/home``
   and ``/root`` apart from what Python itself needs;
+- the helper modules that answer a lesson of the graded part are replaced by
+  redacted copies (``grading/redact.py``), their bytecode hidden;
 - no network, no other process visible (own PID namespace), no environment
   from the grader (only what a kernel needs);
 - the only writable place is a private ``/tmp`` that vanishes with the kernel;
@@ -35,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SANDBOX_ENV = "MCT_SANDBOX"
 NOBODY = 65534
 INSIDE_CASES = "/tmp/mct/cases.json"
+INSIDE_REVEAL = "/tmp/mct/reveal"
 
 LIMITS = {  # resource -> (soft, hard); generous for a course notebook, tight for a bomb
     resource.RLIMIT_AS: int(os.environ.get("MCT_KERNEL_MEMORY", 6 * 2**30)),
@@ -72,6 +75,11 @@ def kernel_env(cases_file: str | None, home: str) -> dict[str, str]:
     if cases_file:
         env["MCT_CASES_FILE"] = cases_file
     return env
+
+
+def _reveal_dir(inside: bool) -> str | None:
+    host = os.environ.get("MCT_REVEAL_DIR_HOST")
+    return (INSIDE_REVEAL if inside else host) if host else None
 
 
 TOP_HIDDEN = ("/home", "/root", "/tmp", "/var/tmp", "/run")
@@ -125,8 +133,18 @@ def bwrap_command(kernel: list[str], connection_file: str, cases_file: str | Non
     command += ["--bind", str(runtime), str(runtime), "--perms", "1777", "--dir", "/tmp/work"]
     if cases_file:
         command += ["--perms", "0755", "--dir", str(Path(INSIDE_CASES).parent), "--ro-bind", cases_file, INSIDE_CASES]
+    redacted = os.environ.get("MCT_REDACTED_DIR")
+    if redacted:  # the helper modules without the graded part's answers, and no bytecode of the real ones
+        if (ROOT / "shared" / "__pycache__").is_dir():
+            command += ["--tmpfs", str(ROOT / "shared" / "__pycache__")]
+        for module in sorted(Path(redacted).glob("*.py")):
+            command += ["--ro-bind", str(module), str(ROOT / "shared" / module.name)]
+    reveal = os.environ.get("MCT_REVEAL_DIR_HOST")
+    if reveal:
+        command += ["--ro-bind", reveal, INSIDE_REVEAL]
     command += ["--clearenv"]
-    for name, value in kernel_env(INSIDE_CASES if cases_file else None, "/tmp").items():
+    for name, value in {**kernel_env(INSIDE_CASES if cases_file else None, "/tmp"),
+                        **({"MCT_REVEAL_DIR": INSIDE_REVEAL} if reveal else {})}.items():
         command += ["--setenv", name, value]
     command += ["--chdir", "/tmp/work"]
     if as_root:
@@ -166,7 +184,9 @@ def main(argv: list[str]) -> None:
     seconds = os.environ.get("MCT_NOTEBOOK_SECONDS", "600")
     if not sandbox_wanted():
         home = os.environ.get("MCT_PRIVATE_DIR") or "/tmp"
+        reveal = _reveal_dir(inside=False)
         os.execve(sys.executable, kernel, {**kernel_env(cases_file, home),
+                                           **({"MCT_REVEAL_DIR": reveal} if reveal else {}),
                                            "JUPYTER_RUNTIME_DIR": str(Path(connection_file).parent)})
     if bwrap_path() is None:
         print(missing_sandbox_message(), file=sys.stderr)

@@ -57,7 +57,8 @@ SECRETS_IN_FEEDBACK = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "answer_hidden_
 # The tripwire: code that a course notebook never needs.  It only lists a notebook for a human look.
 UNUSUAL_CODE = ("__array_interface__", "ctypes", "displayhook", "os._exit", "/proc/", "sys.modules",
                 "gc.get_", "__builtins__", "shared.answers", "subprocess", "socket", "os.fork", "setrlimit",
-                "sys.settrace", "sys._getframe", "inspect.", "importlib", "__import__", "<script")
+                "sys.settrace", "sys._getframe", "inspect.", "importlib", "__import__", "<script",
+                "__closure__", "__code__", "grading.", "marshal")
 NO_SANDBOX_NOTE = "graded WITHOUT a sandbox (MCT_SANDBOX=off): the notebooks ran with the grader's rights"
 
 
