@@ -71,7 +71,10 @@ _spec_dir = PRIVATE / "share" / "jupyter" / "kernels" / "mct-grading"
 _spec_dir.mkdir(parents=True, exist_ok=True)
 (_spec_dir / "kernel.json").write_text(json.dumps({
     "argv": [sys.executable, "-m", "grading.sandbox", "-f", "{connection_file}"],
-    "display_name": "Python 3 (sandboxed grading)", "language": "python"}))
+    "display_name": "Python 3 (sandboxed grading)", "language": "python",
+    # An interrupt (a cell past its time limit) is a message the kernel turns into SIGINT for itself:
+    # a signal to the launcher's process group would reach bubblewrap, not the sandboxed kernel.
+    "interrupt_mode": "message"}))
 (PRIVATE / "runtime").mkdir(exist_ok=True)
 os.environ["JUPYTER_PATH"] = os.pathsep.join([str(PRIVATE / "share" / "jupyter"),
                                               str(Path(sys.prefix) / "share" / "jupyter")])

@@ -2,7 +2,8 @@
 
     python -m grading.sandbox -f {connection_file}
 
-The kernel runs under Debian's ``bubblewrap`` as an unprivileged user:
+The kernel runs under Debian's ``bubblewrap`` as an unprivileged user (started by
+root: a uid of its own, no account, no capabilities):
 
 - the whole file system is read-only, and these are not there at all (empty
   folders): the reference solutions (``solutions/``), the course sources and
@@ -36,6 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SANDBOX_ENV = "MCT_SANDBOX"
 NOBODY = 65534
+KERNEL_UIDS = (200_000, 100_000)  # first uid, how many: each kernel its own, so that limits per user
+                                  # (processes) of one notebook never reach another's
 INSIDE_CASES = "/tmp/mct/cases.json"
 INSIDE_REVEAL = "/tmp/mct/reveal"
 
@@ -102,7 +105,7 @@ def inner_hidden_folders() -> list[Path]:
     return [f.resolve() for f in folders if f.exists()]
 
 
-def bwrap_command(kernel: list[str], connection_file: str, cases_file: str | None) -> list[str]:
+def bwrap_command(kernel: list[str], connection_file: str, cases_file: str | None, uid: int = NOBODY) -> list[str]:
     """The bwrap command line (see the module docstring for what it hides and allows).
 
     Run by root, bwrap itself stays root so that it can put back what the kernel needs from
@@ -149,7 +152,7 @@ def bwrap_command(kernel: list[str], connection_file: str, cases_file: str | Non
     command += ["--chdir", "/tmp/work"]
     if as_root:
         command += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
-                    shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                    shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}",
                     "--clear-groups", "--bounding-set=-all", "--inh-caps=-all"]
     else:
         command += ["--"]
@@ -163,16 +166,22 @@ def _apply_limits() -> None:
         resource.setrlimit(limit, (cap, cap))
 
 
-def _hand_to_nobody(connection_file: str) -> None:
-    """As root, the kernel runs as nobody: it needs its connection file and socket folder,
-    which must be the grader's private runtime folder (never a shared one such as /tmp)."""
+def kernel_uid() -> int:
+    """An unprivileged uid of this kernel's own (no account has it; nothing on disk is its)."""
+    first, count = KERNEL_UIDS
+    return first + int.from_bytes(os.urandom(4), "little") % count
+
+
+def _hand_to_nobody(connection_file: str, uid: int) -> None:
+    """As root, the kernel runs as an unprivileged uid of its own: it needs its connection file and
+    socket folder, which must be the grader's private runtime folder (never a shared one such as /tmp)."""
     runtime = Path(connection_file).resolve().parent
     private = Path(os.environ.get("MCT_PRIVATE_DIR", "/nonexistent")).resolve()
     if runtime.parent != private / "runtime":
         raise SystemExit(f"grading.sandbox: the connection file must be in a folder of its own in "
                          f"{private / 'runtime'}, not in {runtime}")
-    os.chown(connection_file, NOBODY, NOBODY)
-    os.chown(runtime, NOBODY, NOBODY)
+    os.chown(connection_file, uid, uid)
+    os.chown(runtime, uid, uid)
 
 
 def main(argv: list[str]) -> None:
@@ -191,9 +200,10 @@ def main(argv: list[str]) -> None:
     if bwrap_path() is None:
         print(missing_sandbox_message(), file=sys.stderr)
         raise SystemExit(3)
+    uid = kernel_uid() if os.getuid() == 0 else os.getuid()
     if os.getuid() == 0:
-        _hand_to_nobody(connection_file)
-    command = bwrap_command(kernel, connection_file, cases_file)
+        _hand_to_nobody(connection_file, uid)
+    command = bwrap_command(kernel, connection_file, cases_file, uid)
     _apply_limits()
     timeout = shutil.which("timeout")
     if timeout:  # outside the sandbox, so the notebook cannot kill it

@@ -33,7 +33,6 @@ import atexit
 import csv
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +41,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 
 from grading.harness import MIME
@@ -429,11 +429,36 @@ def feedback_problems(folder: Path, slug: str) -> list[str]:
     problems += [f"the page contains {secret!r}" for secret in SECRETS_IN_FEEDBACK if secret in text]
     problems += [f"the page contains the hidden test line {line!r}" for line in sorted(hidden_lines(slug))
                  if line in text]
-    raw = page.read_text().lower()
-    body = raw.split("<body", 1)[-1]  # nbconvert's own scripts (MathJax, require) sit in <head>
-    active = re.findall(r"<(?:script|iframe|object|embed)\b|<[a-z][^<>]*\son[a-z]+\s*=|=\s*[\"']?javascript:", body)
-    problems += [f"the page contains active HTML {tag[:40]!r}" for tag in sorted(set(active))]
+    problems += [f"the page contains active HTML: {item}" for item in active_html(page.read_text())]
     return problems
+
+
+class _ActiveHTML(HTMLParser):
+    """Finds what would run in a browser in a page's <body> (nbconvert's own scripts sit in <head>)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.in_body, self.found = False, []
+
+    def handle_starttag(self, tag, attrs):
+        self.in_body = self.in_body or tag == "body"
+        if not self.in_body:
+            return
+        if tag in ("script", "iframe", "object", "embed"):
+            self.found.append(f"<{tag}>")
+        for name, value in attrs:
+            if name.startswith("on"):
+                self.found.append(f"<{tag} {name}=...>")
+            elif name in ("href", "src", "action", "formaction") and (value or "").strip().lower().startswith(
+                    ("javascript:", "data:text/html")):
+                self.found.append(f"<{tag} {name}={value[:20]!r}>")
+
+
+def active_html(page: str) -> list[str]:
+    """Tags and attributes in ``page``'s body that run code: scripts, frames, on* handlers, javascript: links."""
+    parser = _ActiveHTML()
+    parser.feed(page)
+    return sorted(set(parser.found))
 
 
 # --------------------------------------------------------------------------
