@@ -237,15 +237,17 @@ ACTIVE_MIME = ("text/html", "application/javascript", "image/svg+xml", "text/mar
 class SanitizeFeedback(NbGraderPreprocessor):
     """Nothing from a notebook runs in the browser of whoever opens its feedback page.
 
-    Raw HTML in markdown cells is shown as text (``<`` escaped, ``javascript:`` links
-    disarmed), and outputs keep only their plain-text and image forms (HTML, JavaScript, SVG
-    and markdown outputs are dropped where a plain-text form exists, else replaced by a note).
+    Raw HTML in markdown cells is shown as text (``<`` escaped), and so are links and images
+    (``](`` and ``]:`` escaped: a link target, however encoded, is never a live URL), and
+    outputs keep only their plain-text and image forms (HTML, JavaScript, SVG and markdown
+    outputs are dropped where a plain-text form exists, else replaced by a note).
     """
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]):
         for cell in nb.cells:
             if cell.cell_type in ("markdown", "raw"):
-                cell.source = re.sub(r"(?i)javascript:", "javascript&#58;", cell.source.replace("<", "&lt;"))
+                text = cell.source.replace("<", "&lt;").replace("](", "]&#40;").replace("]:", "]&#58;")
+                cell.source = re.sub(r"(?i)javascript:", "javascript&#58;", text)
                 cell.pop("attachments", None)
             for output in cell.get("outputs", []):
                 data = output.get("data")

@@ -19,7 +19,7 @@
 # Math, Implementation, Tests, Common mistakes, Checkpoint*. Fill in the
 # function under *Implementation* (replace the line `raise NotImplementedError(...)`),
 # then run the *Tests* cell below it. When the tests pass you earn 5 XP; the
-# panel below shows your progress (re-run it to refresh). Stuck? The solved
+# panel below shows your progress (it updates as test cells pass or fail). Stuck? The solved
 # notebook is `solutions/01_mlp_core.ipynb`.
 #
 # **Conventions.** A batch `X` has shape (batch, features); a weight matrix `W`
