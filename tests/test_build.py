@@ -7,10 +7,9 @@ import sys
 import nbformat
 import pytest
 
-from course import ROOT, built_parts, read, student_path
+from course import ROOT, built_parts, read, student_path, tool
 
-sys.path.insert(0, str(ROOT / "tools"))
-import build  # noqa: E402
+build = tool("build")
 
 
 @pytest.mark.slow
