@@ -3,11 +3,17 @@
 A *submission* is the learner's release notebook with some solution cells
 filled in: with the reference code, with a known mistake, with a cheat, or left
 as the untouched stub.
+
+The project's packages (``shared``, ``grading``) are importable as installed
+(``pip install -e``) and from the root folder that pytest puts on ``sys.path``
+for the root ``conftest.py``; the command-line tools in ``tools/`` are loaded by
+path with :func:`tool`, so no test changes ``sys.path``.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
 import re
 import shutil
@@ -15,22 +21,35 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 
 import nbformat
 
+from shared.lessons import LESSONS, Lesson, lessons_of, part
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from shared.lessons import LESSONS, Lesson, lessons_of, part  # noqa: E402
-
-MASTERS = ROOT / "autograde" / "masters"
+PARTS_DIR = ROOT / "autograde" / "parts"
 SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[^\n]*\n?", re.MULTILINE)
 BIN = Path(sys.executable).parent
 
 
 def built_parts() -> list[str]:
     """Slugs of the parts that have a master (the parts that have landed)."""
-    return sorted(p.stem for p in MASTERS.glob("[0-9][0-9]_*.py"))
+    return sorted(p.parent.name for p in PARTS_DIR.glob("[0-9][0-9]_*/master.py"))
+
+
+def tool(name: str) -> ModuleType:
+    """The module ``tools/<name>.py`` (loaded once by path: tools/ is not a package)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # before running it: dataclasses look their module up
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
 
 
 def built_lessons() -> list[Lesson]:
@@ -50,7 +69,25 @@ def source_path(slug: str) -> Path:
 
 
 def student_path(slug: str) -> Path:
-    return ROOT / "notebooks" / f"{slug}.ipynb"
+    """The learner's copy as generated: the working copy, or the committed version when a learner
+    has worked in it (`make test` must pass in a clone where a learner has worked)."""
+    working = ROOT / "notebooks" / f"{slug}.ipynb"
+    if tool("build").holds_learner_work(working):
+        return committed_student_notebook(slug)
+    return working
+
+
+def committed_student_notebook(slug: str) -> Path:
+    """notebooks/<slug>.ipynb as the last commit holds it, written to a scratch file."""
+    import tempfile
+    text = tool("build").committed_text(Path("notebooks") / f"{slug}.ipynb")
+    if text is None:
+        return ROOT / "notebooks" / f"{slug}.ipynb"
+    target = Path(tempfile.gettempdir()) / f"mct-committed-{os.getpid()}" / f"{slug}.ipynb"
+    target.parent.mkdir(exist_ok=True)
+    if not target.exists() or target.read_text() != text:
+        target.write_text(text)
+    return target
 
 
 def solved_path(slug: str) -> Path:
