@@ -1,62 +1,78 @@
-"""Adversarial submissions, generated for every lesson of every landed part.
+"""Adversarial submissions for grading v2, with the score every lesson must get.
 
-Each :class:`Adversary` is one student's notebook for one part with, per lesson,
-the score it must get and what its feedback must say.  tests/test_nbgrader_loop.py
-grades them all through the real nbgrader loop (tools/instructor.py, in parallel).
+Each :class:`Adversary` is one student's notebook for one part (and, for some,
+files beside it), with the score each lesson must get and words its verdict
+must contain.  tests/test_nbgrader_loop.py grades them all through the real
+instructor workflow (tools/instructor.py, two nbgrader runs at a time) in a
+scratch course, beside honest students whose scores must not move.
 
-Kinds (``KINDS`` lists them with their descriptions):
+Kinds (``KINDS`` describes each):
 
-- the honest baselines: the reference (full marks) and the untouched stubs (0);
-- wrong answers: hard-coded for the visible tests, each catalogued mistake, NaN
-  in the result, a wrong dtype, a wrong shape, a correct result computed by
-  changing an input in place (each lesson loses its points and the feedback
-  says why);
-- damaged notebooks: an endless loop, a loop that swallows KeyboardInterrupt
-  (the submission fails and is flagged; the others are graded), edited, deleted
-  and markdown-turned test cells (restored and graded as the original), a
-  corrupted file (flagged);
-- cheats that try to turn a wrong answer into points: monkeypatching NumPy or
-  the course's helpers (at definition or while being tested), redefining the
-  assert-style helpers, faking modules, returning lying objects, writing the
-  progress file, the gradebook or the reference, subprocesses, IPython's
-  traceback and exception hooks, calling the hidden test's own reference, and
-  taking over the kernel so that test cells do not run.  A different cheat in
-  each lesson (lessons are graded independently), rotating so that every cheat
-  meets several lessons and parts;
-- reaching for secrets (the reference solutions, the hidden tests) or for the
-  interpreter's internals (frames, trace hooks, the GC, ctypes, threads): each
-  in its own submission, in one lesson; the lessons before keep their points,
-  that lesson and every later one get none, whatever their answers.
+- honest baselines: the reference (full marks), the untouched release (0), and
+  honest students graded right after attackers in the same nbgrader run;
+- wrong answers: hard-coded for the visible tests, catalogued mistakes, NaN, a
+  wrong dtype or shape, an input changed in place, delegation to the helper
+  package (each lesson 0, and the verdict says why);
+- damaged notebooks: endless loops (interrupted), sleeps and a loop that
+  swallows KeyboardInterrupt (the kernel killed, listed for a human look), test
+  cells edited, deleted or turned into markdown (restored and graded), a
+  corrupted file (listed), a link to the reference (refused), files beside the
+  notebook (ignored), a graded function that ends the process or floods the
+  output, configuration files written everywhere, the kernel's socket folder
+  made unusable (the honest student graded next keeps full marks);
+- attacks, one per lesson and rotating (``ROTATION``), each in a lesson whose
+  answer is wrong, so that full marks would mean the attack worked: raw memory
+  writes, displayhook, compile/exec and subprocess tricks, /proc and frames,
+  HTML and scripts, SystemExit, forged answer messages, writes outside the
+  sandbox, memory bombs, and ways around the helper lock and the harness;
+- in a second, small run: a fork bomb beside an honest student graded at the
+  same time (``NEIGHBOURS``).
 
-Expected scores of the wrong-answer kinds come from running the lesson's test
-cell in-process (tools/mutation.py's runner) with the same code: a probe that
-also records whether the change applied at all (a lesson whose result holds no
-float array cannot return NaN).
+Expected scores of submissions that are plain code (mistakes, wrong outputs,
+hard-coded answers, delegation) are also computed in-process with
+grading.judge.grade_in_process, with the run's seed: the nbgrader loop must
+agree with them.
+
+Some attacks work today.  They are listed in ``HOLES`` with what they do and
+why: their rows keep the score they *should* get, the report marks them, and
+tests/test_nbgrader_loop.py checks them in a test that is expected to fail
+until the hole is closed.
 """
 
 from __future__ import annotations
 
+import builtins
+import json
 import re
-import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import nbformat
 
 from course import (ROOT, grade_id_of, hard_coded_answer, make_submission, reference_code,
                     visible_test_answers)
-from shared.lessons import Lesson, lessons_of
+from grading import wire
+from grading.harness import MIME
+from grading.judge import Verdict, grade_in_process, lesson_spec, reference_function
+from grading.spec import Raises, draw_cases
+from shared.lessons import Lesson, lesson as find_lesson, lessons_of
 from shared.mistakes import mistakes_of
 
-sys.path.insert(0, str(ROOT / "tools"))
-from mutation import PartNotebook  # noqa: E402
+RUN_SEED = 20261201  # MCT_RUN_SEED of the grading run: the in-process expectations use the same cases
+MARKER = "MCT-ADVERSARY-WAS-HERE"  # the name of every file an attack tries to leave behind
+# Attack code names the answer messages' MIME type in two halves: the feedback check rightly
+# withholds any page that contains it, and these notebooks' pages must be checked too.
+MIME_HEAD, MIME_TAIL = MIME[:len(MIME) // 2], MIME[len(MIME) // 2:]
+assert MIME_HEAD + MIME_TAIL == MIME
 
 
 @dataclass(frozen=True)
 class Expect:
-    """What one lesson must get: its score and words its feedback must contain."""
+    """What one lesson must get: its score and words its verdict must contain."""
     score: float
     says: tuple[str, ...] = ()
-    note: str = ""  # e.g. which cheat this lesson carries
+    note: str = ""  # e.g. which attack this lesson carries
+    hole: str = ""  # a HOLES id when this expectation does not hold today
 
 
 @dataclass
@@ -65,23 +81,88 @@ class Adversary:
     slug: str
     notebook: nbformat.NotebookNode | str
     expected: dict[str, Expect]  # lesson code -> expectation
-    fails: bool = False  # autograding this submission fails: listed for manual grading
     description: str = ""
-    links: dict[str, str] | None = None  # file name -> what it links to, next to the notebook
+    student: str = ""
+    fails: bool = False  # not graded at all (refused, unreadable): listed for manual grading
+    may_fail: bool = False  # graded, or not graded and listed: either is right (expected scores hold)
+    links: dict[str, str] = field(default_factory=dict)  # file beside the notebook -> what it links to
+    files: dict[str, str] = field(default_factory=dict)  # file beside the notebook -> its text
+    flagged: tuple[str, ...] = ()  # words the manual-grading list must say about this submission
+    feedback_refused: str = ""  # words of the feedback tool's refusal, when it withholds the page by design
+    in_process: dict[str, Verdict] = field(default_factory=dict)  # grade_in_process's verdicts
+    neighbour: bool = False  # graded in the second run, beside a fork bomb
 
-    @property
-    def student(self) -> str:
-        return self.kind.replace("_", "-")
+    def __post_init__(self) -> None:
+        self.student = self.student or self.kind.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class Hole:
+    """An attack that works today: what it breaks, and why."""
+    id: str
+    student: str
+    slug: str
+    codes: tuple[str, ...] | None  # the rows that do not get their expected score (None: every lesson)
+    finding: str
+    strict: bool = True  # False when whether it shows depends on timing
+    page: bool = False  # the hole is in the feedback page (withheld), not in the scores
+
+
+@dataclass
+class Context:
+    """Where the attacks aim: the scratch course and the repository (they know the paths)."""
+    course: Path
+    token: str
+
+    def write_targets(self, slug: str) -> list[str]:
+        """Files that attacks try to create outside the sandbox (none may exist afterwards)."""
+        return [str(p) for p in (
+            self.course / MARKER,
+            self.course / "submitted" / "reference" / slug / MARKER,
+            self.course / "autograded" / "reference" / slug / MARKER,
+            self.course / "release" / slug / MARKER,
+            Path("/tmp") / f"{MARKER}-{self.token}",
+            Path("/var/tmp") / f"{MARKER}-{self.token}",
+            Path("/dev/shm") / f"{MARKER}-{self.token}",
+            ROOT / MARKER, ROOT / "solutions" / MARKER, ROOT / "shared" / MARKER, ROOT / "grading" / MARKER,
+            ROOT / "autograde" / "parts" / slug / MARKER, ROOT / "tools" / MARKER)]
+
+    def append_targets(self, slug: str) -> list[str]:
+        """Existing files that attacks try to change (the fingerprints must not move)."""
+        return [str(p) for p in (
+            ROOT / "solutions" / f"{slug}.py", ROOT / "shared" / "checking.py", ROOT / "shared" / "answers.py",
+            ROOT / "grading" / "judge.py", ROOT / "autograde" / "parts" / slug / "cases.py",
+            ROOT / "tools" / "instructor.py", self.course / "gradebook.db",
+            self.course / "source" / slug / f"{slug}.ipynb")]
 
 
 # --------------------------------------------------------------------------
 # Code put into the notebooks
 # --------------------------------------------------------------------------
 
-HELPERS = r'''
-# Helpers of the adversarial tests (tests/adversarial.py): turn a right answer into a wrong one.
+WRONG_HELPER = r'''
+def _adv_wrong(value):
+    """Every number of an answer off by one: wrong, but well formed."""
+    import numpy
+    if isinstance(value, numpy.ndarray):
+        if value.dtype == bool:
+            return ~value
+        return value + 1 if numpy.issubdtype(value.dtype, numpy.number) else value
+    if isinstance(value, (bool, numpy.bool_)):
+        return not value
+    if isinstance(value, (int, float, numpy.number)):
+        return value + 1
+    if isinstance(value, tuple):
+        return tuple(_adv_wrong(v) for v in value)
+    if isinstance(value, list):
+        return [_adv_wrong(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _adv_wrong(v) for k, v in value.items()}
+    return value
+'''
+
+CHANGES_HELPER = r'''
 import numpy as _adv_np
-_adv_applied = []
 
 
 def _adv_first(value, change):
@@ -130,48 +211,18 @@ def _adv_shape(x):
     return x[_adv_np.newaxis] if isinstance(x, _adv_np.ndarray) else None
 
 
+def _adv_bump(x):
+    """Change the first entry of a non-empty writeable array in place."""
+    if isinstance(x, _adv_np.ndarray) and x.size and x.flags.writeable:
+        if x.dtype == bool:
+            x.flat[0] = not x.flat[0]
+        else:
+            x.flat[0] += 1
+        return x
+    return None
+
+
 _ADV_CHANGES = {"nan": _adv_nan, "dtype": _adv_dtype, "shape": _adv_shape}
-
-
-def _adv_apply(kind, value):
-    new, done = _adv_first(value, _ADV_CHANGES[kind])
-    if done:
-        _adv_applied.append(kind)
-    return new
-
-
-def _adv_mutate(args, kwargs):
-    """Change the first non-empty array among the arguments in place."""
-    def bump(x):
-        if isinstance(x, _adv_np.ndarray) and x.size and x.flags.writeable:
-            if x.dtype == bool:
-                x.flat[0] = not x.flat[0]
-            else:
-                x.flat[0] += 1
-            return x
-        return None
-    _, done = _adv_first([list(args), dict(kwargs)], bump)
-    if done:
-        _adv_applied.append("mutate")
-
-
-def _adv_wrong(value):
-    """Every number in the answer off by one: wrong, but well formed."""
-    if isinstance(value, _adv_np.ndarray):
-        if value.dtype == bool:
-            return ~value
-        return value + 1 if _adv_np.issubdtype(value.dtype, _adv_np.number) else value
-    if isinstance(value, (bool, _adv_np.bool_)):
-        return not value
-    if isinstance(value, (int, float, _adv_np.number)):
-        return value + 1
-    if isinstance(value, tuple):
-        return tuple(_adv_wrong(v) for v in value)
-    if isinstance(value, list):
-        return [_adv_wrong(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _adv_wrong(v) for k, v in value.items()}
-    return value
 '''
 
 
@@ -183,47 +234,517 @@ def renamed_reference(slug: str, function: str) -> str:
     return renamed
 
 
-def wrapped(slug: str, function: str, body: str, preamble: str = "") -> str:
-    """A solution cell: the renamed reference, ``preamble``, then ``def function(*args, **kwargs): body``."""
-    indented = "\n".join("    " + line if line else line for line in body.strip("\n").splitlines())
-    return (f"{renamed_reference(slug, function)}\n\n{preamble.strip()}\n\n"
-            f"def {function}(*args, **kwargs):\n{indented}\n")
+def indent(body: str) -> str:
+    return "\n".join("    " + line if line else line for line in body.strip("\n").splitlines())
 
 
-def call_reference(function: str) -> str:
-    return f"_adv_reference_{function}(*args, **kwargs)"
+def cell(slug: str, function: str, body: str, preamble: str = "", signature: str = "*args, **kwargs") -> str:
+    """A solution cell: the renamed reference, the helpers, ``preamble``, then the function."""
+    return (f"{renamed_reference(slug, function)}\n{WRONG_HELPER}\n{preamble.strip()}\n\n\n"
+            f"def {function}({signature}):\n{indent(body)}\n")
 
 
 def wrong(function: str) -> str:
-    return f"return _adv_wrong({call_reference(function)})"
+    return f"return _adv_wrong(_adv_reference_{function}(*args, **kwargs))"
 
 
-def with_helpers(notebook: nbformat.NotebookNode, extra: str = "") -> nbformat.NotebookNode:
-    """Insert a learner cell with the helpers (and ``extra``) right after the set-up cell."""
-    index = next(i for i, cell in enumerate(notebook.cells) if grade_id_of(cell) == "setup")
-    cell = nbformat.v4.new_code_cell(HELPERS + ("\n" + extra if extra else ""))
-    cell.id = "adversarial-helpers"
-    notebook.cells.insert(index + 1, cell)
-    return notebook
+STUB = 'raise NotImplementedError("Not implemented yet: replace this line with your code.")'
 
 
-def submission(slug: str, answers: dict[str, str], default: str = "reference", extra: str = ""):
-    return with_helpers(make_submission(slug, answers, default=default), extra)
+def stub(function: str, before: str = "") -> str:
+    return f"def {function}(*args, **kwargs):\n{indent(before + chr(10) + STUB)}\n"
+
+
+# Helper-package functions that compute a lesson's answer, called with the lesson's own arguments.
+HELPER_CALLS = {
+    "001": ("from shared.data import make_regression_batch as _adv_helper_001",
+            "_adv_helper_001(batch_size, in_features, out_features, seed)"),
+    "002": ("from shared.mlp import init_params as _adv_helper_002",
+            "_adv_helper_002([in_features, hidden, out_features], seed)"),
+    "005": ("from shared.mlp import forward as _adv_helper_005", "_adv_helper_005(X, params)"),
+    "006": ("from shared.mlp import mse_loss_and_grad as _adv_helper_006", "_adv_helper_006(Y_hat, Y)"),
+    "010": ("from shared.mlp import backward as _adv_helper_010", "_adv_helper_010(dY_hat, params, cache)"),
+    "017": ("from shared.mlp import forward as _adv_forward_017, backward as _adv_helper_017",
+            "_adv_helper_017(d_out, params, _adv_forward_017(checkpoints[0], params)[1])"),
+}
+for _code, _function in (("003", "linear_forward"), ("004", "relu_forward"), ("007", "linear_backward"),
+                         ("008", "relu_backward"), ("009", "first_linear_backward"),
+                         ("011", "split_into_micro_batches"), ("012", "accumulate_gradients"),
+                         ("013", "scale_accumulated_gradients"), ("015", "mlp_forward_checkpointed"),
+                         ("016", "recompute_block_activations")):
+    _names = reference_function(find_lesson(_code)).__code__.co_varnames[
+        :reference_function(find_lesson(_code)).__code__.co_argcount]
+    HELPER_CALLS[_code] = (f"from shared.lesson_blocks import {_function} as _adv_helper_{_code}",
+                           f"_adv_helper_{_code}({', '.join(_names)})")
+
+
+def signature(lesson: Lesson) -> str:
+    function = reference_function(lesson)
+    return ", ".join(function.__code__.co_varnames[:function.__code__.co_argcount])
+
+
+def helper_function(lesson: Lesson, unwrap: bool = False) -> str:
+    """A solution cell whose function only calls the helper that computes its answer."""
+    imports, call = HELPER_CALLS[lesson.code]
+    if unwrap:  # the function the lock wraps, taken out of the wrapper's closure
+        name = f"_adv_helper_{lesson.code}"
+        imports += (f"\n{name} = [c.cell_contents for c in {name}.__closure__ "
+                    f"if callable(c.cell_contents)][0]")
+    return f"{imports}\n\n\ndef {lesson.function}({signature(lesson)}):\n    return {call}\n"
+
+
+FORGE_HELPER = r'''
+import json as _adv_json
+import os as _adv_os
+_ADV_MAIN_PID = _adv_os.getpid()
+
+
+def _adv_forge(code, function):
+    """Right answers to the real hidden cases (from the cases file the kernel reads), as the
+    harness would send them, computed with ``function``."""
+    from grading import wire
+    with open(_adv_os.environ["MCT_CASES_FILE"]) as handle:
+        lesson = _adv_json.load(handle)["lessons"][code]
+    answers = []
+    for case in lesson["cases"]:
+        args = wire.from_plain(case["args"])
+        try:
+            result = function(*args.values())
+        except Exception as error:
+            answers.append({"kind": "raised", "error": type(error).__name__, "message": str(error),
+                            "traceback": "", "seconds": 0.0})
+            continue
+        answers.append({"kind": "returned", "seconds": 0.0, "aliases": [], "result": wire.to_plain(result),
+                        "args_after": case["args"]})
+    return {"lesson": code, "status": "answered", "answers": answers, "output": ""}
+
+
+def _adv_send(payload):
+    from IPython.display import display
+    display({"%(head)s" + "%(tail)s": payload, "text/plain": "[answers]"}, raw=True)
+''' % {"head": MIME_HEAD, "tail": MIME_TAIL}
 
 
 # --------------------------------------------------------------------------
-# Probing lessons in-process (for the wrong-answer kinds)
+# The attacks that go into one lesson (ROTATION places them)
 # --------------------------------------------------------------------------
 
-_notebooks: dict[str, PartNotebook] = {}
+@dataclass(frozen=True)
+class Attack:
+    code: str  # the lesson's solution cell
+    expect: Expect
+    after: tuple[tuple[str, str], ...] = ()  # (cell type, source) of cells put right after it
 
 
-def probe(slug: str, lesson: Lesson, solution: str) -> tuple[bool, list[str]]:
-    """(does the lesson's test cell pass?, what the helpers applied) with ``solution`` in-process."""
-    notebook = _notebooks.setdefault(slug, PartNotebook(slug))
-    namespace = notebook.namespace({lesson.function: solution}, before=HELPERS)
-    outcome = notebook.run_test(lesson.code, namespace)
-    return outcome.passed, list(namespace.get("_adv_applied", []))
+def attack_raw_memory(slug: str, lesson: Lesson, ctx: Context) -> Attack:
+    preamble = r'''
+import shared.checking as _adv_checking
+
+
+class _AdvRawMemory:
+    """An array interface over any address: here, the float inside a Python float object."""
+    def __init__(self, address):
+        self.__array_interface__ = {"shape": (1,), "typestr": "<f8", "data": (address, False), "version": 3}
+
+
+def _adv_poke(number, value):
+    np.asarray(_AdvRawMemory(id(number) + 16))[0] = value  # ob_fval, after refcount and type
+
+
+_adv_poke(_adv_checking.DEFAULT_RTOL, 1e9)
+_adv_poke(_adv_checking.DEFAULT_ATOL, 1e9)
+print("the kernel's tolerances are now", _adv_checking.DEFAULT_RTOL, _adv_checking.DEFAULT_ATOL)
+'''
+    if lesson.function == "linear_forward":  # the lesson's classic bug: the bias forgotten
+        code = cell(slug, lesson.function, "return x @ W  # forgets the bias", preamble, signature="x, W, b")
+        return Attack(code, Expect(0, ("the bias is missing",), "raw memory write; forgets the bias"))
+    return Attack(cell(slug, lesson.function, wrong(lesson.function), preamble), Expect(0, (), "raw memory write"))
+
+
+def attack_displayhook(slug: str, lesson: Lesson, ctx: Context) -> Attack:
+    code = stub(lesson.function, "get_ipython().displayhook(5)  # a number as the test cell's result")
+    after = (("code", "get_ipython().displayhook(5)\n5"),)
+    return Attack(code, Expect(0, ("not started",), "displayhook(5) in a stub"), after)
+
+
+def attack_compile_exec(slug: str, lesson: Lesson, ctx: Context) -> Attack:
+    f = lesson.function
+    preamble = f'''
+import os as _adv_os
+import numpy as _adv_numpy
+_adv_library = _adv_os.path.join(_adv_os.path.dirname(_adv_numpy.__file__), "_core", "_methods.py")
+# The reference, had it been readable, compiled as if it were NumPy's own code.
+_ADV_FOUND = {{}}
+for _adv_path in ({str(ROOT / "solutions" / f"{slug}.py")!r}, {str(ROOT / "autograde" / "parts" / slug / "master.py")!r}):
+    try:
+        with open(_adv_path) as _adv_handle:
+            exec(compile(_adv_handle.read(), _adv_library, "exec"), _ADV_FOUND)
+    except Exception as _adv_error:
+        print("cannot read", _adv_path, type(_adv_error).__name__)
+# The function itself, compiled under a library file name.
+exec(compile("def _adv_compiled(*args, **kwargs):\\n    return _ADV_FOUND[{f!r}](*args, **kwargs) if {f!r} in _ADV_FOUND "
+             "else _adv_wrong(_adv_reference_{f}(*args, **kwargs))\\n", _adv_library, "exec"), globals())
+'''
+    return Attack(cell(slug, f, "return _adv_compiled(*args, **kwargs)", preamble),
+                  Expect(0, (), "compile/exec under a site-packages file name"))
+
+
+def attack_subprocess(slug: str, lesson: Lesson, ctx: Context) -> Attack:
+    f = lesson.function
+    script = "; ".join([f"cat {ROOT / 'solutions' / f'{slug}.py'}"]
+                       + [f"echo '# changed by a notebook' >> {p}" for p in ctx.append_targets(slug)]
+                       + [f"touch {p}" for p in ctx.write_targets(slug)])
+    preamble = f'''
+import subprocess as _adv_subprocess
+import sys as _adv_sys
+_adv_run = _adv_subprocess.run(["/bin/sh", "-c", {script!r}], capture_output=True, text=True)
+try:
+    _adv_subprocess.run([_adv_sys.executable, "-c", "import pathlib; [pathlib.Path(p).touch() for p in {ctx.write_targets(slug)!r}]"],
+                        capture_output=True)
+except OSError as _adv_error:
+    print("python in a subprocess:", _adv_error)
+_ADV_FOUND = {{}}
+try:
+    exec(_adv_run.stdout, _ADV_FOUND)  # the reference's text, had it been readable
+except Exception:
+    pass
+print("subprocess:", _adv_run.returncode, _adv_run.stderr[-300:])
+'''
+    body = f"return _ADV_FOUND[{f!r}](*args, **kwargs) if {f!r} in _ADV_FOUND else _adv_wrong(_adv_reference_{f}(*args, **kwargs))"
+    return Attack(cell(slug, f, body, preamble), Expect(0, (), "subprocess reads and appends to the repository"))
+
+
+def attack_environ_frames(slug: str, lesson: Lesson, ctx: Context) -> Attack:
+    f = lesson.function
+    preamble = r'''
+import os as _adv_os
+import shared.checking as _adv_checking
+_ADV_MAIN_PID = _adv_os.getpid()
+for _adv_path in ("/proc/self/environ", "/proc/1/environ", "/proc/1/cmdline", "/proc/self/mountinfo"):
+    try:
+        with open(_adv_path, "rb") as _adv_handle:
+            print(_adv_path, len(_adv_handle.read()), "bytes")
+    except Exception as _adv_error:
+        print(_adv_path, type(_adv_error).__name__)
+# Names added to the checking module, and its comparisons switched off (in this kernel).
+_adv_checking.difference = lambda *a, **k: None
+_adv_checking.array_difference = lambda *a, **k: None
+_adv_checking.ALWAYS_RIGHT = True
+'''
+    body = f'''
+import builtins, inspect, sys
+found = None
+frame = sys._getframe(1)
+while frame is not None:  # anything that looks like an expected answer, in any caller
+    for name, value in list(frame.f_locals.items()):
+        if name in ("expected", "reference", "answer", "answers", "solution") and value is not None:
+            found = value
+    frame = frame.f_back
+for info in inspect.stack():
+    info.frame.f_globals.setdefault("ALWAYS_RIGHT", True)
+if os.getpid() != _ADV_MAIN_PID:  # in the grading child: builtins shadowed for whatever runs next
+    builtins.all = lambda *a, **k: True
+    builtins.int = float
+return _adv_wrong(_adv_reference_{f}(*args, **kwargs))
+'''
+    return Attack(cell(slug, f, body, preamble + "\nimport os\n"),
+                  Expect(0, (), "/proc environ, frames, builtins int/all, names in shared.checking"))
+
+
+def attack_html_script(slug: str, lesson: Lesson, ctx: Context) -> Attack:
+    f = lesson.function
+    active = ('<script>document.title = "pwned"</script><img src=x onerror="alert(1)">'
+              '<a href="https://example.com" onclick="alert(2)">click</a><iframe src="https://example.com"></iframe>'
+              '<object data="x.swf"></object><embed src="x.swf">')
+    markdown = f"Some notes {active}\n\n<svg onload=alert(3)></svg>\n\n<style>body {{display: none}}</style>"
+    # (javascript: links are in other notebooks, each with a known hole of its own: see HOLES.)
+    active_code = repr(active)
+    outputs = f'''
+from IPython.display import HTML, Javascript, Markdown, SVG, display
+display(HTML({active_code}))
+display(Javascript("alert(5)"))
+display(SVG('<svg xmlns="http://www.w3.org/2000/svg"><script>alert(6)</script></svg>'))
+display(Markdown({active_code}))
+display({{"text/html": {active_code}}}, raw=True)
+HTML({active_code})
+'''
+    body = f"from IPython.display import HTML, display\ndisplay(HTML({active_code}))\n{wrong(f)}"
+    return Attack(cell(slug, f, body), Expect(0, (), "<script> in markdown, HTML and JS outputs"),
+                  (("markdown", markdown), ("code", outputs)))
+
+
+def attack_system_exit(slug: str, lesson: Lesson, ctx: Context) -> Attack:
+    body = "raise SystemExit(0)"
+    return Attack(cell(slug, lesson.function, body), Expect(0, ("SystemExit",), "raise SystemExit"))
+
+
+def attack_forged_payload(slug: str, lesson: Lesson, ctx: Context) -> Attack:
+    """A stub, and a cell that displays answers to inputs of its own choosing (right for those)."""
+    cases = draw_cases(lesson_spec(lesson.code), 12345)
+    reference = reference_function(lesson)
+    answers = []
+    for case in cases:
+        try:
+            result = reference(*case.args.values())
+        except Exception as error:
+            answers.append({"kind": "raised", "error": type(error).__name__, "message": str(error),
+                            "traceback": "", "seconds": 0.0})
+            continue
+        answers.append({"kind": "returned", "seconds": 0.0, "aliases": [], "result": wire.to_plain(result),
+                        "args_after": wire.to_plain(case.args)})
+    payload = {"lesson": lesson.code, "status": "answered", "answers": answers, "output": ""}
+    forged = (f"import json\nfrom IPython.display import display\n"
+              f"display({{{MIME_HEAD!r} + {MIME_TAIL!r}: json.loads({json.dumps(payload)!r}), "
+              f"'text/plain': 'answers'}}, raw=True)\n")
+    return Attack(stub(lesson.function), Expect(0, ("not started",), "forged answers in a cell, stub function"),
+                  (("code", forged),))
+
+
+def attack_forged_twice(slug: str, lesson: Lesson, ctx: Context) -> Attack:
+    """A wrong function, and the harness made to send, beside its real answers, right answers to
+    the real cases (read from the cases file, computed with the learner's own correct code)."""
+    f, code = lesson.function, lesson.code
+    preamble = FORGE_HELPER + f'''
+import grading.harness as _adv_harness
+_adv_collect_{code} = _adv_harness.collect_answers
+
+
+def _adv_collect_twice_{code}(code, namespace):
+    payload = _adv_collect_{code}(code, namespace)
+    if code == {code!r}:
+        _adv_send(_adv_forge(code, _adv_reference_{f}))
+    return payload
+
+
+_adv_harness.collect_answers = _adv_collect_twice_{code}
+'''
+    return Attack(cell(slug, f, wrong(f), preamble),
+                  Expect(0, ("more than one set of answers",), "forged right answers sent beside the real ones"))
+
+
+def attack_harness_replaced(slug: str, lesson: Lesson, ctx: Context) -> Attack:
+    """A stub, and the kernel's harness replaced: the helper answers, unlocked, in the kernel."""
+    imports, call = HELPER_CALLS[lesson.code]
+    code = lesson.code
+    preamble = FORGE_HELPER + f'''
+{imports}
+import grading.harness as _adv_harness
+_adv_collect_{code} = _adv_harness.collect_answers
+
+
+def _adv_helper_answer({signature(lesson)}):
+    return {call}
+
+
+def _adv_collect_forged_{code}(code, namespace):
+    return _adv_forge(code, _adv_helper_answer) if code == {code!r} else _adv_collect_{code}(code, namespace)
+
+
+_adv_harness.collect_answers = _adv_collect_forged_{code}
+'''
+    return Attack(preamble + "\n\n" + stub(lesson.function),
+                  Expect(0, ("computes the answer of lesson",), "harness replaced: the helper answers outside its lock"))
+
+
+def attack_mutation_hidden(slug: str, lesson: Lesson, ctx: Context) -> Attack:
+    """The right result, computed by changing an input in place, and the harness replaced so that
+    the judge is told the inputs came back unchanged (the answers are the learner's own)."""
+    f, code = lesson.function, lesson.code
+    preamble = CHANGES_HELPER + FORGE_HELPER + f'''
+import grading.harness as _adv_harness
+_adv_collect_{code} = _adv_harness.collect_answers
+
+
+def _adv_collect_clean_{code}(code, namespace):
+    if code != {code!r}:
+        return _adv_collect_{code}(code, namespace)
+    return _adv_forge(code, namespace[{f!r}])  # reports the inputs as the cases file has them
+
+
+_adv_harness.collect_answers = _adv_collect_clean_{code}
+'''
+    body = (f"result = _adv_reference_{f}(*args, **kwargs)\n"
+            f"_adv_first([list(args), dict(kwargs)], _adv_bump)  # an input changed in place\nreturn result")
+    return Attack(cell(slug, f, body, preamble),
+                  Expect(0, ("changed its input",), "input changed in place, hidden by a replaced harness"))
+
+
+def attack_writes_outside(slug: str, lesson: Lesson, ctx: Context) -> Attack:
+    f = lesson.function
+    preamble = f'''
+import os as _adv_os
+import shutil as _adv_shutil
+_adv_done = []
+for _adv_path in {ctx.write_targets(slug)!r} + [_adv_os.path.join(_adv_os.environ.get(_adv_name, "/nonexistent"), {MARKER!r})
+                  for _adv_name in ("HOME", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "MPLCONFIGDIR")]:
+    for _adv_how in ("makedirs", "write", "symlink"):
+        try:
+            if _adv_how == "makedirs":
+                _adv_os.makedirs(_adv_os.path.dirname(_adv_path), exist_ok=True)
+            elif _adv_how == "write":
+                with open(_adv_path, "w") as _adv_handle:
+                    _adv_handle.write("written from a notebook")
+            else:
+                _adv_os.symlink("/etc/passwd", _adv_path + ".link")
+            _adv_done.append((_adv_how, _adv_path))
+        except Exception:
+            pass
+for _adv_path in {ctx.append_targets(slug)!r}:
+    try:
+        with open(_adv_path, "a") as _adv_handle:
+            _adv_handle.write("# changed by a notebook\\n")
+        _adv_done.append(("append", _adv_path))
+    except Exception:
+        pass
+print("ADV-WRITES:", _adv_done)
+'''
+    return Attack(cell(slug, f, wrong(f), preamble), Expect(0, (), "writes outside the sandbox"))
+
+
+def attack_helper_unwrapped(slug: str, lesson: Lesson, ctx: Context) -> Attack:
+    return Attack(helper_function(lesson, unwrap=True),
+                  Expect(0, ("computes the answer of lesson",), "the helper, taken out of its lock's closure"))
+
+
+def attack_lock_disabled(slug: str, lesson: Lesson, ctx: Context) -> Attack:
+    code = ("from shared import answers as _adv_answers\n_adv_answers.lock = lambda *codes: None\n\n"
+            + helper_function(lesson))
+    return Attack(code, Expect(0, ("computes the answer of lesson",), "the helper lock switched off"))
+
+
+def attack_memory_bomb(slug: str, lesson: Lesson, ctx: Context) -> Attack:
+    f = lesson.function
+    preamble = "import os as _adv_os\n_ADV_MAIN_PID = _adv_os.getpid()\n_ADV_BOMBED = []"
+    body = f'''
+if _adv_os.getpid() != _ADV_MAIN_PID and not _ADV_BOMBED:  # in the grading child: fill memory
+    _ADV_BOMBED.append(True)
+    hog = []
+    while True:  # 1 GiB at a time until the child's limit (one page of each touched: NumPy's huge
+        hog.append(np.empty(2**27))  # pages make touching them all slower than the test's cell limit)
+        hog[-1][0] = 1.0
+{wrong(f)}
+'''
+    return Attack(cell(slug, f, body, preamble), Expect(0, ("MemoryError",), "a memory bomb in the function"))
+
+
+ATTACKS = {
+    "raw_memory": attack_raw_memory,
+    "displayhook": attack_displayhook,
+    "compile_exec": attack_compile_exec,
+    "subprocess": attack_subprocess,
+    "environ_frames": attack_environ_frames,
+    "html_script": attack_html_script,
+    "system_exit": attack_system_exit,
+    "forged_payload": attack_forged_payload,
+    "forged_twice": attack_forged_twice,
+    "harness_replaced": attack_harness_replaced,
+    "writes_outside": attack_writes_outside,
+    "helper_unwrapped": attack_helper_unwrapped,
+    "lock_disabled": attack_lock_disabled,
+    "memory_bomb": attack_memory_bomb,
+    "mutation_hidden": attack_mutation_hidden,
+}
+
+# Which attack each lesson carries, per submission.  Every attack meets at least one lesson; the
+# ones on the helper lock sit where a helper computes the answer (see HELPER_CALLS).
+ROTATION = {
+    "01_mlp_core": {
+        "attacks_a": ["helper_unwrapped", "displayhook", "raw_memory", "compile_exec", "forged_twice",
+                      "lock_disabled", "subprocess", "environ_frames", "harness_replaced", "html_script"],
+        "attacks_b": ["writes_outside", "system_exit", "mutation_hidden", "memory_bomb", "forged_payload",
+                      "displayhook", "forged_twice", "compile_exec", "subprocess", "raw_memory"],
+    },
+    "02_gradient_accumulation": {"attacks": ["subprocess", "forged_twice", "writes_outside", "memory_bomb"]},
+    "03_activation_checkpointing": {"attacks": ["raw_memory", "displayhook", "system_exit", "compile_exec"]},
+}
+# Cells put right after the set-up cell of some attack notebooks.
+ROTATION_EXTRAS = {  # (cell type, source)
+    ("01_mlp_core", "attacks_b"): [("code", 'note = \'<a href="javascript:void(0)">a link, in a string</a>\'  # text')],
+    ("02_gradient_accumulation", "attacks"): [("markdown", "Two links: [one](javascript:alert(1)) and "
+                                                           "[two](&#106;avascript:alert(2)).")],
+}
+
+
+def rotating(slug: str, kind: str, ctx: Context) -> Adversary:
+    names = ROTATION[slug][kind]
+    lessons = lessons_of(slug)
+    assert len(names) == len(lessons), (slug, kind)
+    answers, expected, after = {}, {}, {}
+    for lesson, name in zip(lessons, names):
+        attack = ATTACKS[name](slug, lesson, ctx)
+        answers[lesson.function] = attack.code
+        expected[lesson.code] = replace(attack.expect, note=f"{name}: {attack.expect.note}")
+        after[lesson.function] = attack.after
+    notebook = make_submission(slug, answers, default="reference")
+    insert_after_solutions(notebook, after)
+    for i, (cell_type, source) in enumerate(ROTATION_EXTRAS.get((slug, kind), [])):
+        insert_after_setup(notebook, source, f"adversarial-extra-{i}", offset=i, cell_type=cell_type)
+    # The tripwire lists every such notebook for a human look (a replaced harness among others: `grading.`).
+    return Adversary(kind, slug, notebook, expected, flagged=("unusual code",),
+                     description="one attack per lesson, each lesson's answer wrong: " + ", ".join(names))
+
+
+def insert_after_setup(notebook: nbformat.NotebookNode, source: str, cell_id: str, offset: int = 0,
+                       cell_type: str = "code") -> None:
+    index = next(i for i, c in enumerate(notebook.cells) if grade_id_of(c) == "setup")
+    new = nbformat.v4.new_code_cell(source) if cell_type == "code" else nbformat.v4.new_markdown_cell(source)
+    new.id = cell_id
+    notebook.cells.insert(index + 1 + offset, new)
+
+
+def insert_after_solutions(notebook: nbformat.NotebookNode, after: dict[str, tuple[tuple[str, str], ...]]) -> None:
+    """Put learner cells right after the named functions' solution cells."""
+    for function, cells in after.items():
+        grade_id = f"solution_{find_lesson(function).code}_{function}"
+        for n, (cell_type, source) in enumerate(reversed(cells)):
+            index = next(i for i, c in enumerate(notebook.cells) if grade_id_of(c) == grade_id)
+            new = nbformat.v4.new_code_cell(source) if cell_type == "code" else nbformat.v4.new_markdown_cell(source)
+            new.id = f"adversarial-{function}-{len(cells) - n}"
+            notebook.cells.insert(index + 1, new)
+
+
+def append_cell(notebook: nbformat.NotebookNode, source: str, cell_id: str) -> None:
+    new = nbformat.v4.new_code_cell(source)
+    new.id = cell_id
+    notebook.cells.append(new)
+
+
+# --------------------------------------------------------------------------
+# Expected scores computed in-process (the same cases, harness and judge, no nbgrader)
+# --------------------------------------------------------------------------
+
+_setup_namespaces: dict[str, dict] = {}
+
+
+def _namespace(slug: str, notebook: nbformat.NotebookNode) -> dict:
+    """The set-up cell and every solution cell of ``notebook``, run in a fresh namespace."""
+    if slug not in _setup_namespaces:
+        setup = next(c.source for c in notebook.cells if grade_id_of(c) == "setup")
+        namespace = {"__name__": "__main__", "__builtins__": builtins}
+        exec(setup.replace("setup_notebook()", ""), namespace)  # noqa: S102  (course code)
+        _setup_namespaces[slug] = namespace
+    namespace = dict(_setup_namespaces[slug])
+    for c in notebook.cells:
+        if c.metadata.get("nbgrader", {}).get("solution"):
+            exec(c.source, namespace)  # noqa: S102  (plain code: no attack is run in-process)
+    return namespace
+
+
+def graded_in_process(adversary: Adversary) -> dict[str, Verdict]:
+    namespace = _namespace(adversary.slug, adversary.notebook)
+    adversary.in_process = {lesson.code: grade_in_process(lesson.code, namespace, RUN_SEED)
+                            for lesson in lessons_of(adversary.slug)}
+    return adversary.in_process
+
+
+def expected_from_process(adversary: Adversary, says: dict[str, tuple[str, ...]] | None = None,
+                          notes: dict[str, str] | None = None) -> Adversary:
+    """Set the expectations from the in-process verdicts."""
+    verdicts = graded_in_process(adversary)
+    adversary.expected = {code: Expect(float(v.points), () if v.passed else (says or {}).get(code, ()),
+                                       (notes or {}).get(code, ""))
+                          for code, v in verdicts.items()}
+    return adversary
 
 
 # --------------------------------------------------------------------------
@@ -234,418 +755,387 @@ def all_lessons(slug: str, score: float, *says: str, note: str = "") -> dict[str
     return {lesson.code: Expect(score, says, note) for lesson in lessons_of(slug)}
 
 
-def baselines(slug: str) -> list[Adversary]:
-    lessons = lessons_of(slug)
-    answers = visible_test_answers(slug)
-    found = [
-        Adversary("reference", slug, make_submission(slug, default="reference"), all_lessons(slug, 5),
-                  description="the reference solutions"),
-        Adversary("stubs", slug, make_submission(slug, default="stub"),
-                  all_lessons(slug, 0, "Not implemented yet"), description="the release, untouched"),
-        Adversary("hardcoded", slug,
-                  make_submission(slug, {f: hard_coded_answer(f, a) for f, a in answers.items()},
-                                  default="reference"),
-                  all_lessons(slug, 0), description="answers hard-coded for the visible tests "
-                                                     "(nbgrader validate passes them)"),
-    ]
-    most = max(len(mistakes_of(lesson.function)) for lesson in lessons)
-    for k in range(most):
-        chosen = {lesson.function: mistakes_of(lesson.function)[k] for lesson in lessons
-                  if len(mistakes_of(lesson.function)) > k}
-        answers_k = {f: (f"def {f}(*args, **kwargs):\n    from shared.mistakes import mistakes_of\n"
-                         f"    return mistakes_of({f!r})[{k}].compute(*args, **kwargs)\n") for f in chosen}
-        expected = {lesson.code: (Expect(0, (f"common mistake: {chosen[lesson.function].name}",),
-                                         chosen[lesson.function].name)
-                                  if lesson.function in chosen else Expect(5)) for lesson in lessons}
-        found.append(Adversary(f"mistake_{k + 1}", slug, make_submission(slug, answers_k, default="reference"),
-                               expected, description=f"the {k + 1}th catalogued mistake of every lesson"))
-    return found
+def full(slug: str) -> dict[str, Expect]:
+    return {lesson.code: Expect(lesson.points) for lesson in lessons_of(slug)}
 
 
-WRONG_OUTPUTS = {
-    # kind: (what the wrapper does, words the feedback must contain, description)
-    "returns_nan": ('return _adv_apply("nan", {call})', ("NaN",), "a NaN in the result"),
-    "wrong_dtype": ('return _adv_apply("dtype", {call})', ("dtype",), "float32 for float64 (or back)"),
-    "wrong_shape": ('return _adv_apply("shape", {call})', ("shape",), "an extra leading axis"),
-    "mutates_input": ("result = {call}\n_adv_mutate(args, kwargs)\nreturn result", ("changed its input",),
-                      "the right result, computed by changing an input in place"),
+def reference(slug: str, student: str = "reference") -> Adversary:
+    return Adversary("reference", slug, make_submission(slug, default="reference"), full(slug),
+                     "the reference solutions", student=student)
+
+
+def stubs(slug: str) -> Adversary:
+    return Adversary("stubs", slug, make_submission(slug, default="stub"), all_lessons(slug, 0, "not started"),
+                     "the release, untouched")
+
+
+def hardcoded(slug: str) -> Adversary:
+    answers = {f: hard_coded_answer(f, a) for f, a in visible_test_answers(slug).items()}
+    adversary = Adversary("hardcoded", slug, make_submission(slug, answers, default="reference"),
+                          all_lessons(slug, 0), "the visible tests' answers hard-coded (the visible tests pass)")
+    verdicts = graded_in_process(adversary)
+    assert not any(v.passed for v in verdicts.values()), f"{slug}: hard-coded answers pass the hidden cases"
+    return adversary
+
+
+def mistakes(slug: str) -> Adversary:
+    """Lesson i makes its catalogued mistake i (mod how many it has)."""
+    answers, notes = {}, {}
+    for i, lesson in enumerate(lessons_of(slug)):
+        catalogue = mistakes_of(lesson.function)
+        k = i % len(catalogue)
+        answers[lesson.function] = (f"def {lesson.function}(*args, **kwargs):\n"
+                                    f"    from shared.mistakes import mistakes_of\n"
+                                    f"    return mistakes_of({lesson.function!r})[{k}].compute(*args, **kwargs)\n")
+        notes[lesson.code] = catalogue[k].name
+    adversary = Adversary("mistakes", slug, make_submission(slug, answers, default="reference"), {},
+                          "a catalogued mistake in every lesson (named in the verdict)")
+    return expected_from_process(adversary, {c: (f"common mistake: {n}",) for c, n in notes.items()}, notes)
+
+
+WRONG_OUTPUTS = {  # kind: (the function's body, words of the verdict)
+    "nan": ('return _adv_first({call}, _ADV_CHANGES["nan"])[0]', ("NaN",)),
+    "dtype": ('return _adv_first({call}, _ADV_CHANGES["dtype"])[0]', ("dtype",)),
+    "shape": ('return _adv_first({call}, _ADV_CHANGES["shape"])[0]', ("shape",)),
+    "mutate": ("result = {call}\n_adv_first([list(args), dict(kwargs)], _adv_bump)\nreturn result",
+               ("changed its input",)),
 }
 
 
-def wrong_outputs(slug: str) -> list[Adversary]:
-    found = []
-    for kind, (template, says, description) in WRONG_OUTPUTS.items():
-        answers, expected = {}, {}
-        for lesson in lessons_of(slug):
-            body = template.format(call=call_reference(lesson.function))
-            answers[lesson.function] = wrapped(slug, lesson.function, body)
-            passed, applied = probe(slug, lesson, answers[lesson.function])
-            assert not (applied and passed), f"{slug} {lesson.code} {kind}: the hidden tests miss it"
-            expected[lesson.code] = Expect(0, says) if applied else \
-                Expect(5 if passed else 0, note="does not apply: nothing to change")
-        found.append(Adversary(kind, slug, submission(slug, answers), expected, description=description))
-    return found
+def _applies(kind: str, lesson: Lesson) -> bool:
+    """Does the change apply to this lesson's answers (the first case that returns)?"""
+    namespace: dict = {}
+    exec(CHANGES_HELPER, namespace)  # noqa: S102
+    case = next(c for c in draw_cases(lesson_spec(lesson.code), 0) if not isinstance(c, Raises))
+    if kind == "mutate":
+        return namespace["_adv_first"]([list(case.args.values())], namespace["_adv_bump"])[1]
+    result = reference_function(lesson)(*case.args.values())
+    return namespace["_adv_first"](result, namespace["_ADV_CHANGES"][kind])[1]
 
 
-def damaged(slug: str) -> list[Adversary]:
+def wrong_outputs(slug: str) -> Adversary:
+    """Lesson i returns the right answer with one change (NaN, dtype, shape, input changed), rotating."""
+    kinds = list(WRONG_OUTPUTS)
+    answers, says, notes = {}, {}, {}
+    for i, lesson in enumerate(lessons_of(slug)):
+        order = kinds[i % len(kinds):] + kinds[:i % len(kinds)]
+        kind = next((k for k in order if _applies(k, lesson)), order[0])
+        template, words = WRONG_OUTPUTS[kind]
+        body = template.format(call=f"_adv_reference_{lesson.function}(*args, **kwargs)")
+        answers[lesson.function] = cell(slug, lesson.function, body, CHANGES_HELPER)
+        says[lesson.code], notes[lesson.code] = words, kind
+    adversary = Adversary("wrong_outputs", slug, make_submission(slug, answers, default="reference"), {},
+                          "the right answer with a NaN, a wrong dtype or shape, or an input changed in place")
+    expected_from_process(adversary, says, notes)
+    missed = [c for c, e in adversary.expected.items() if e.score]
+    assert not missed, f"{slug}: the hidden cases miss a wrong output in lessons {missed}"
+    return adversary
+
+
+def delegation(slug: str) -> Adversary:
+    """Every function only calls the helper-package function that computes its answer."""
+    answers = {lesson.function: helper_function(lesson) for lesson in lessons_of(slug) if lesson.code in HELPER_CALLS}
+    adversary = Adversary("delegation", slug, make_submission(slug, answers, default="reference"), {},
+                          "every function delegates to the helper package's version of it (lessons "
+                          "without one keep the reference)")
+    says = {lesson.code: ("computes the answer of lesson",) for lesson in lessons_of(slug)}
+    expected_from_process(adversary, says)
+    for lesson in lessons_of(slug):
+        delegated = lesson.code in HELPER_CALLS
+        assert adversary.expected[lesson.code].score == (0 if delegated else lesson.points), lesson.code
+    return adversary
+
+
+def tampered_test_cells(slug: str) -> Adversary:
+    """Test cells edited (to send forged answers), deleted, or turned into markdown, rotating;
+    even lessons keep the reference, odd ones the stub: the restored cells grade them apart."""
     lessons = lessons_of(slug)
-    first = lessons[0]
-    found = [
-        Adversary("endless_loop", slug,
-                  make_submission(slug, {first.function: wrapped(slug, first.function, "while True:\n    pass")},
-                                  default="reference"),
-                  {**all_lessons(slug, 5), first.code: Expect(0, ("CellTimeoutError",), "while True: pass")},
-                  description="`while True: pass` in the first lesson: interrupted, the rest graded"),
-        Adversary("swallows_interrupt", slug,
-                  make_submission(slug, {first.function: wrapped(
-                      slug, first.function,
-                      "while True:\n    try:\n        while True:\n            pass\n"
-                      "    except KeyboardInterrupt:\n        pass")}, default="reference"),
-                  all_lessons(slug, 0), fails=True,
-                  description="a loop that swallows KeyboardInterrupt: the submission fails and is "
-                              "flagged; the others are graded"),
-        Adversary("corrupt_notebook", slug, nbformat.writes(make_submission(slug, default="reference"))[:2000],
-                  all_lessons(slug, 0), fails=True, description="a truncated notebook file"),
-        Adversary("linked_secrets", slug, make_submission(slug, default="stub"), all_lessons(slug, 0), fails=True,
-                  links={"reference.py": str(ROOT / "solutions" / f"{slug}.py"),
-                         "tests.ipynb": str(ROOT / "autograde" / "source" / slug / f"{slug}.ipynb")},
-                  description="links to the reference and the hidden tests next to the notebook "
-                              "(nbgrader would copy their text in): not graded, flagged"),
-    ]
-    # Odd lessons keep the stub, even ones the reference: a restored test cell grades them apart.
-    def alternate(lesson_index: int) -> Expect:
-        return Expect(5) if lesson_index % 2 == 0 else Expect(0, ("Not implemented yet",))
     even = {lesson.function: reference_code(slug, lesson.function) for i, lesson in enumerate(lessons) if i % 2 == 0}
-    for kind, description in (("edited_test_cells", "every test cell replaced by its last line"),
-                              ("deleted_test_cells", "every test cell deleted"),
-                              ("markdown_test_cells", "every test cell turned into markdown")):
-        notebook = make_submission(slug, even, default="stub")
-        tests = [cell for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("grade")]
-        for cell in tests:
-            code = grade_id_of(cell).split("_")[1]
-            if kind == "edited_test_cells":
-                cell.source = f'lesson_passed("{code}")'
-            elif kind == "markdown_test_cells":
-                cell.cell_type = "markdown"
-                cell.pop("outputs", None)
-                cell.pop("execution_count", None)
-        if kind == "deleted_test_cells":
-            notebook.cells = [cell for cell in notebook.cells if cell not in tests]
-        found.append(Adversary(kind, slug, notebook, {l.code: alternate(i) for i, l in enumerate(lessons)},
-                               description=description + "; odd lessons left as stubs"))
-    return found
+    notebook = make_submission(slug, even, default="stub")
+    tests = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    how = {}
+    for i, c in enumerate(tests):
+        code = grade_id_of(c).split("_")[1]
+        how[code] = ("edited", "deleted", "markdown")[i % 3]
+        if how[code] == "edited":
+            fake = {"lesson": code, "status": "answered", "answers": [], "output": ""}
+            c.source = (f"from IPython.display import display\n"
+                        f"display({{{MIME_HEAD!r} + {MIME_TAIL!r}: {fake!r}}}, raw=True)\nlesson_passed({code!r})")
+        elif how[code] == "markdown":
+            c.cell_type = "markdown"
+            c.pop("outputs", None)
+            c.pop("execution_count", None)
+    notebook.cells = [c for c in notebook.cells if not (c in tests and how[grade_id_of(c).split("_")[1]] == "deleted")]
+    expected = {lesson.code: (Expect(lesson.points, note=how[lesson.code]) if i % 2 == 0 else
+                              Expect(0, ("not started",), how[lesson.code])) for i, lesson in enumerate(lessons)}
+    return Adversary("tampered_test_cells", slug, notebook, expected,
+                     "test cells edited (forged answers), deleted, turned into markdown; odd lessons stubs")
 
 
-# Cheats that try to turn a wrong answer into points, one per lesson.  Each is
-# (name, preamble at definition time, body of the function); {f} is the function, {slug} the part.
-CHEATS: list[tuple[str, str, str, tuple[str, ...]]] = [
-    ("numpy_patched", """
-np.allclose = lambda *a, **k: True
-np.array_equal = lambda *a, **k: True
-np.isfinite = lambda x, *a, **k: np.ones(np.shape(x), dtype=bool)
-np.abs = np.absolute = lambda x, *a, **k: np.zeros(np.shape(x))
-np.testing.assert_allclose = lambda *a, **k: None
-np.testing.assert_array_equal = lambda *a, **k: None
-""", "{wrong}", ("Grading guard: restored",)),
-    ("numpy_patched_while_tested", "", """
-import numpy
-numpy.allclose = lambda *a, **k: True
-numpy.array_equal = lambda *a, **k: True
-numpy.isfinite = lambda x, *a, **k: numpy.ones(numpy.shape(x), dtype=bool)
-numpy.subtract = lambda a, b, *r, **k: numpy.zeros(numpy.broadcast(a, b).shape)
-{wrong}""", ()),
-    ("checking_patched", """
-import shared.checking as _c
-_c.difference = lambda *a, **k: None
-_c.array_difference = lambda *a, **k: None
-_c.check_equal = lambda *a, **k: None
-_c.check_not_mutated = lambda *a, **k: None
-_c.check_call = lambda function, args, expected, **k: function(*args.values())
-""", "{wrong}", ()),
-    ("checking_patched_while_tested", "", """
-import shared.checking as _c
-_c.difference = lambda *a, **k: None
-_c.check_equal = lambda *a, **k: None
-_c.check_not_mutated = lambda *a, **k: None
-{wrong}""", ()),
-    ("grading_patched", """
-import shared.grading as _g
-_g.check_matches_reference = lambda function, reference, args, **k: function(*args.values())
-_g.expect_error = lambda *a, **k: None
-_g.isolate_lesson = lambda *a, **k: None
-""", "{wrong}", ()),
-    ("helpers_redefined", """
-def check(*args, **kwargs):
-    pass
-def check_call(function, args, expected, **kwargs):
-    return expected
-def check_equal(*args, **kwargs):
-    pass
-def check_shape(*args, **kwargs):
-    pass
-""", "{wrong}", ()),
-    ("helpers_redefined_while_tested", "", """
-globals().update(check=lambda *a, **k: None, check_equal=lambda *a, **k: None,
-                 check_call=lambda function, args, expected, **k: expected,
-                 check_matches_reference=lambda function, reference, args, **k: function(*args.values()),
-                 expect_error=lambda *a, **k: None)
-{wrong}""", ()),
-    ("fake_modules", """
-import builtins as _b, sys as _s, types as _t
-_fake = _t.ModuleType("shared.grading")
-_fake.check_matches_reference = lambda function, reference, args, **k: function(*args.values())
-_fake.expect_error = _fake.isolate_lesson = lambda *a, **k: None
-_fake.reference = lambda *a, **k: _t.SimpleNamespace()
-_s.modules["shared.grading"] = _fake
-_real_import = _b.__import__
-_b.__import__ = lambda name, *a, **k: _fake if name == "shared.grading" else _real_import(name, *a, **k)
-""", "{wrong}", ()),
-    ("lying_array", """
-class _AdvLiar(np.ndarray):
-    def astype(self, *args, **kwargs):
-        return self
-    def __eq__(self, other):
-        return np.ones(np.broadcast(np.asarray(self), other).shape, dtype=bool)
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        plain = [np.asarray(x) if isinstance(x, np.ndarray) else x for x in inputs]
-        result = getattr(ufunc, method)(*plain, **kwargs)
-        if ufunc in (np.isfinite, np.equal, np.less_equal):
-            return np.ones(np.shape(result), dtype=bool)
-        if ufunc in (np.isnan, np.not_equal):
-            return np.zeros(np.shape(result), dtype=bool)
-        if ufunc in (np.subtract, np.absolute):
-            return np.zeros(np.shape(result))
-        return result
-def _adv_lie(value):
-    if isinstance(value, np.ndarray):
-        return value.view(_AdvLiar)
-    if isinstance(value, tuple):
-        return tuple(_adv_lie(v) for v in value)
-    if isinstance(value, list):
-        return [_adv_lie(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _adv_lie(v) for k, v in value.items()}
-    return value
-""", "return _adv_lie(_adv_wrong({call}))", ()),
-    ("lying_object", """
-class _AdvLiarObject:
-    shape, dtype, ndim = (), np.dtype(float), 0
-    def __eq__(self, other):
-        return True
-    def __ne__(self, other):
-        return False
-    def __len__(self):
-        return 0
-""", "return _AdvLiarObject()", ("cannot compare",)),
-    ("progress_forged", """
-import json as _json
-from shared.progress import progress_file as _progress_file
-from shared.lessons import LESSONS as _LESSONS
-try:
-    _progress_file().write_text(_json.dumps({"passed": [l.code for l in _LESSONS]}))
-except Exception:
-    pass
-""", "{wrong}", ()),
-    ("gradebook_written", """
-import sqlite3 as _sqlite3
-try:
-    _db = _sqlite3.connect("../../../gradebook.db")
-    _db.execute("UPDATE grade SET manual_score = 5")
-    _db.commit()
-except Exception:
-    pass
-""", "{wrong}", ()),
-    ("reference_overwritten", """
-from shared.grading import solutions_dir as _solutions_dir
-try:
-    with open(_solutions_dir() / "{slug}.py", "a") as _handle:
-        _handle.write("\\n{f} = lambda *a, **k: None  # the cheat's own reference\\n")
-except Exception:
-    pass
-""", "{wrong}", ()),
-    ("subprocess", """
-import subprocess as _sp, sys as _s
-try:
-    _sp.run([_s.executable, "-c", "import pathlib; pathlib.Path('cheat-was-here').touch()"], check=True)
-except Exception:
-    pass
-""", "{wrong}", ()),
-    ("hidden_reference_used", "", 'return getattr(globals()["_ref"], "{f}")(*args, **kwargs)',
-     ("called the reference solution",)),
-    ("hidden_reference_replaced", """
-def _adv_same_as_mine_{f}(*args, **kwargs):
-    return _adv_wrong(_adv_reference_{f}(*args, **kwargs))
-""", """
-if "_ref" in globals():  # the hidden test's reference: make it agree with this answer from now on
-    setattr(globals()["_ref"], "{f}", _adv_same_as_mine_{f})
-{wrong}""", ()),
-    ("traceback_silenced", """
-get_ipython().showtraceback = lambda *a, **k: None
-get_ipython()._showtraceback = lambda *a, **k: None
-""", "{wrong}", ()),
-    ("custom_exception_handler", """
-get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)
-""", "{wrong}", ()),
-]
+def endless_loop(slug: str) -> Adversary:
+    first = lessons_of(slug)[0]
+    notebook = make_submission(slug, {first.function: cell(slug, first.function, "while True:\n    pass")},
+                               default="reference")
+    insert_after_setup(notebook, "while True:  # an endless loop at the top level\n    pass", "adversarial-loop")
+    expected = {**full(slug), first.code: Expect(0, note="while True: pass")}
+    return Adversary("endless_loop", slug, notebook, expected,
+                     "`while True: pass` at the top level and in the first lesson's function: both "
+                     "interrupted, the rest graded")
 
-# Reaching for secrets or for the interpreter's internals: the lessons from there on earn nothing.
-SECRETS: list[tuple[str, str, str, tuple[str, ...]]] = [
-    ("reference_loaded_while_tested", "",
-     'from shared.grading import reference\nreturn getattr(reference("{slug}"), "{f}")(*args, **kwargs)',
-     ("loading the reference solutions",)),
-    ("reference_imported", """
-import importlib.util as _iu
-from shared.grading import solutions_dir as _solutions_dir
-try:
-    _spec = _iu.spec_from_file_location("_adv_cheat", _solutions_dir() / "{slug}.py")
-    _R = _iu.module_from_spec(_spec)
-    _spec.loader.exec_module(_R)
-except Exception:
-    _R = None
-""", 'return getattr(_R, "{f}", _adv_reference_{f})(*args, **kwargs)', ("reading",)),
-    ("reference_read", """
-from shared.grading import solutions_dir as _solutions_dir
-_R = {}
-try:
-    exec(open(_solutions_dir() / "{slug}.py").read(), _R)
-except Exception:
-    pass
-""", 'return _R.get("{f}", _adv_reference_{f})(*args, **kwargs)', ("reading",)),
-    ("hidden_tests_read", """
-import glob as _glob, shared as _shared
-from pathlib import Path as _Path
-_found = []
-_masters = _Path(_shared.__file__).resolve().parent.parent / "autograde" / "masters"
-for _path in _glob.glob("../../../source/*/*.ipynb") + sorted(map(str, _masters.glob("*.py"))):
+
+def stalls(slug: str) -> Adversary:
+    """Sleeps just under the cell timeout in many cells, then a loop that swallows KeyboardInterrupt:
+    only the whole notebook's limit stops it."""
+    notebook = make_submission(slug, default="reference")
+    for i in range(6):
+        insert_after_setup(notebook, "import time\ntime.sleep(5)", f"adversarial-sleep-{i}", offset=i)
+    insert_after_setup(notebook, "while True:\n    try:\n        while True:\n            pass\n"
+                                 "    except KeyboardInterrupt:\n        pass", "adversarial-swallow", offset=6)
+    return Adversary("stalls", slug, notebook, all_lessons(slug, 0), flagged=("kernel died",),
+                     description="5-second sleeps in many cells, then a loop that swallows KeyboardInterrupt: "
+                                 "the kernel is killed (MCT_NOTEBOOK_SECONDS at the latest), the notebook "
+                                 "listed for a human look")
+
+
+def corrupt_notebook(slug: str) -> Adversary:
+    return Adversary("corrupt_notebook", slug, nbformat.writes(make_submission(slug, default="reference"))[:2000],
+                     all_lessons(slug, 0), fails=True, flagged=("autograding failed",),
+                     description="a truncated notebook file")
+
+
+def linked_secrets(slug: str) -> Adversary:
+    return Adversary("linked_secrets", slug, make_submission(slug, default="stub"), all_lessons(slug, 0), fails=True,
+                     flagged=("not graded: the submission holds links",),
+                     links={"reference.py": str(ROOT / "solutions" / f"{slug}.py"),
+                            "tests.ipynb": str(ROOT / "autograde" / "source" / slug / f"{slug}.ipynb")},
+                     description="links to the reference and the hidden tests beside the notebook: refused")
+
+
+def files_beside(slug: str) -> Adversary:
+    """A shared/ and a grading/ package, a numpy.py and a module named after a function, beside the
+    notebook.  Had the kernel imported them, the fake harness would answer every lesson right."""
+    lessons = lessons_of(slug)
+    first, second = lessons[0], lessons[1]
+    shadowed = "import builtins\nbuiltins.MCT_SHADOWED = True\n"
+    forger = FORGE_HELPER.replace("from grading import wire", "from grading import wire  # the real one")
+    calls = "\n".join(f"    {HELPER_CALLS[l.code][0]}" for l in lessons if l.code in HELPER_CALLS)
+    harness = (shadowed + forger + "\n\ndef answer_hidden_cases(code, namespace):\n"
+               f"{calls}\n    from shared import answers\n    answers.lock = lambda *codes: None\n"
+               "    function = {" + ", ".join(
+                   f"{l.code!r}: lambda {signature(l)}: {HELPER_CALLS[l.code][1]}"
+                   for l in lessons if l.code in HELPER_CALLS) + "}.get(code)\n"
+               "    _adv_send(_adv_forge(code, function))\n")
+    real_shared = str(ROOT / "shared")
+    files = {
+        "shared/__init__.py": shadowed + f"__path__.append({real_shared!r})\n"
+                                         f"exec(open({real_shared + '/__init__.py'!r}).read())\n",
+        "shared/answers.py": shadowed + "def answers(*codes):\n    return lambda f: f\n"
+                                        "def lock(*codes):\n    pass\n",
+        "grading/__init__.py": shadowed,
+        "grading/harness.py": harness,
+        "numpy.py": shadowed + "raise ImportError('a numpy.py beside the notebook was imported')\n",
+        f"{first.function}.py": shadowed + "import numpy as np\n" + reference_code(slug, first.function),
+        "sitecustomize.py": shadowed,
+    }
+    answers = {first.function: (f"try:\n    from {first.function} import {first.function}  # the file beside\n"
+                                f"except ImportError:\n{indent(stub(first.function))}\n"),
+               second.function: reference_code(slug, second.function)}
+    notebook = make_submission(slug, answers, default="stub")
+    expected = {lesson.code: Expect(lesson.points) if lesson == second else Expect(0, ("not started",))
+                for lesson in lessons}
+    return Adversary("files_beside", slug, notebook, expected, files=files, feedback_refused="unexpected file",
+                     description="shared/, grading/ (a forging harness), numpy.py, sitecustomize.py and "
+                                 f"{first.function}.py beside a notebook of stubs (lesson {second.code} honest): "
+                                 "ignored (the feedback tool withholds the page of a folder with other files)")
+
+
+def os_exit(slug: str) -> Adversary:
+    late = lessons_of(slug)[-2]
+    notebook = make_submission(slug, {late.function: cell(slug, late.function, "import os\nos._exit(1)")},
+                               default="reference")
+    return Adversary("os_exit", slug, notebook, {**full(slug), late.code: Expect(0, ("ended the grading process",))},
+                     "os._exit(1) in a graded function: only that lesson should lose its points")
+
+
+def flood(slug: str) -> Adversary:
+    first = lessons_of(slug)[0]
+    notebook = make_submission(slug, {first.function: cell(
+        slug, first.function, f"print('y' * 100_000_000)  # 100 MB on every call\n{wrong(first.function)}")},
+        default="reference")
+    append_cell(notebook, 'print("x" * 100_000_000)  # 100 MB at the top level', "adversarial-flood")
+    return Adversary("flood", slug, notebook, {**full(slug), first.code: Expect(0, note="100 MB per call")},
+                     "100 MB printed by a graded function on every call, and by the last cell: that lesson 0, "
+                     "the others graded, a small feedback page")
+
+
+def config_writer(slug: str, ctx: Context) -> Adversary:
+    """Configuration files (nbgrader, Jupyter, IPython, Python start-up) written into every folder the
+    kernel can name; the honest student graded next in the same nbgrader run keeps full marks."""
+    target = lessons_of(slug)[2]
+    ran = f"/tmp/{MARKER}-config-ran-{ctx.token}"
+    python = f"import pathlib\npathlib.Path({ran!r}).touch()\n"
+    config = ("c = get_config()\nc.Execute.timeout = 1\nc.Autograde.autograde_preprocessors = []\n"
+              "c.GenerateFeedback.preprocessors = []\nc.HTMLExporter.sanitize_html = False\n" + python)
+    files = {"nbgrader_config.py": config, "jupyter_config.py": config, "jupyter_nbconvert_config.py": config,
+             "ipython_config.py": config, "ipython_kernel_config.py": config, "sitecustomize.py": python,
+             "usercustomize.py": python, "profile_default/startup/00-adversary.py": python,
+             "kernels/python3/kernel.json": json.dumps({"argv": ["/bin/sh", "-c", f"touch {ran}"],
+                                                        "display_name": "x", "language": "python"}),
+             "mct-grading.pth": python.replace("\n", "; ")}
+    source = f'''
+import os, json
+folders = {{os.getcwd(), "/tmp", "/var/tmp", "/dev/shm", {str(ctx.course)!r}, {str(ROOT)!r}}}
+path = os.getcwd()
+while path != os.path.dirname(path):
+    path = os.path.dirname(path)
+    folders.add(path)
+for name, value in os.environ.items():
+    for item in value.split(os.pathsep):
+        if item.startswith("/"):
+            folders.add(item if os.path.isdir(item) else os.path.dirname(item))
+written = []
+for folder in sorted(folders):
+    for name, text in {files!r}.items():
+        for place in (os.path.join(folder, name), os.path.join(folder, ".jupyter", name),
+                      os.path.join(folder, ".ipython", name)):
+            try:
+                os.makedirs(os.path.dirname(place), exist_ok=True)
+                with open(place, "w") as handle:
+                    handle.write(text)
+                written.append(place)
+            except Exception:
+                pass
+print("ADV-CONFIG-WRITTEN:", json.dumps(sorted({{os.path.dirname(p) for p in written}})))
+'''
+    notebook = make_submission(slug, {target.function: cell(slug, target.function, wrong(target.function))},
+                               default="reference")
+    insert_after_setup(notebook, source, "adversarial-config")
+    return Adversary("config_writer", slug, notebook, {**full(slug), target.code: Expect(0)},
+                     student="zx-config-writer",
+                     description="nbgrader/Jupyter/IPython configuration and Python start-up files written into "
+                                 "every folder named by the kernel's environment, /tmp and the cwd's parents")
+
+
+def runtime_chmod(slug: str) -> Adversary:
+    """The grader's runtime folder (bound into the sandbox, shared with the next kernel of the same
+    nbgrader run) made unusable: the honest student graded next must still be graded."""
+    target = lessons_of(slug)[3]
+    notebook = make_submission(slug, {target.function: cell(slug, target.function, wrong(target.function))},
+                               default="reference")
+    append_cell(notebook, "import os\nruntime = os.environ['JUPYTER_RUNTIME_DIR']\n"
+                          "print('runtime folder:', runtime, sorted(os.listdir(runtime)))\n"
+                          f"open(os.path.join(runtime, {MARKER!r}), 'w').write('left for the next kernel')\n"
+                          "os.chmod(runtime, 0)", "adversarial-runtime")
+    return Adversary("runtime_chmod", slug, notebook, {**full(slug), target.code: Expect(0)},
+                     student="zy-runtime-chmod",
+                     description="the kernel's socket folder (the grader's, bound into the sandbox) chmod 0 "
+                                 "at the end of the notebook")
+
+
+NEIGHBOURS = ("mini-a-filler", "mini-b-bomb", "mini-c-witness")  # graded in a second run, two nbgrader runs
+# side by side: the bomb alone in one, the filler then the witness in the other (so the witness starts
+# once the bomb holds every process slot).
+
+
+def fork_bomb(slug: str) -> Adversary:
+    """Stubs; a fork bomb whose processes hold on while the notebook sleeps, fork and memory bombs
+    in graded functions, a memory bomb at the top level.  Graded at the same time as an honest
+    neighbour (each cell stays under the cell timeout)."""
+    lessons = lessons_of(slug)
+    top = r'''
+import os, time
+if os.fork() == 0:  # a child of the kernel multiplies until no process may start, and holds on
     try:
-        _found.append(open(_path).read())
-    except Exception:
-        pass
-""", "return {call}", ("reading",)),
-    ("frames_peeked", "", """
-import sys as _s
-_caller = _s._getframe(1)
-return {call}""", ("frame",)),
-    ("trace_hook", """
-import sys as _s
-try:
-    _s.settrace(lambda *a: None)
-except Exception:
-    pass
-""", "return {call}", ("settrace",)),
-    ("gc_searched", """
-import gc as _gc
-try:
-    _gc.get_objects()
-except Exception:
-    pass
-""", "return {call}", ("gc.get_objects",)),
-    ("ctypes_used", """
-import ctypes as _ct
-try:
-    _ct.CDLL(None)
-except Exception:
-    pass
-""", "return {call}", ("ctypes",)),
-    ("thread_started", """
-import threading as _th, time as _time, shared.checking as _c
-def _adv_meddle():
-    while True:  # keeps switching the comparisons off while the checks run
-        _c.difference = lambda *a, **k: None
-        _time.sleep(0.001)
-_th.Thread(target=_adv_meddle, daemon=True).start()
-""", "return {call}", ("thread",)),
+        for _ in range(12):
+            try:
+                os.fork()
+            except OSError:
+                break
+        time.sleep(14)
+    finally:
+        os._exit(0)
+time.sleep(0.5)
+'''
+    memory = "hog = []\nwhile True:\n    hog.append(np.empty(2**27))  # 1 GiB at a time, until refused"
+    forks = ("import os, time\nfor _ in range(1000):\n    try:\n        if os.fork() == 0:\n"
+             "            time.sleep(3)\n            os._exit(0)\n    except OSError:\n        break")
+    answers = {lessons[0].function: stub(lessons[0].function, forks),
+               lessons[1].function: stub(lessons[1].function, memory)}
+    notebook = make_submission(slug, answers, default="stub")
+    insert_after_setup(notebook, top, "adversarial-fork-bomb")
+    for i in range(3):
+        insert_after_setup(notebook, "import time\ntime.sleep(4)", f"adversarial-hold-{i}", offset=1 + i)
+    insert_after_setup(notebook, memory, "adversarial-memory-bomb", offset=4)
+    return Adversary("fork_bomb", slug, notebook, all_lessons(slug, 0), student=NEIGHBOURS[1], neighbour=True,
+                     may_fail=True,
+                     description="a fork bomb holding every process slot for 14 s, fork and memory bombs in "
+                                 "graded functions and at the top level (stubs elsewhere), graded beside an "
+                                 "honest student")
+
+
+def adversaries(slug: str, ctx: Context, first_part: bool) -> list[Adversary]:
+    """Every adversarial submission of a part (the first landed part gets every kind)."""
+    found = [reference(slug), stubs(slug), mistakes(slug), wrong_outputs(slug), delegation(slug)]
+    found += [rotating(slug, kind, ctx) for kind in ROTATION.get(slug, {})]
+    if first_part:
+        found += [hardcoded(slug), tampered_test_cells(slug), endless_loop(slug), stalls(slug), corrupt_notebook(slug), linked_secrets(slug),
+                  files_beside(slug), os_exit(slug), flood(slug), config_writer(slug, ctx), runtime_chmod(slug),
+                  reference(slug, "zz-honest-1"), reference(slug, "zz-honest-2"),
+                  fork_bomb(slug), reference(slug, NEIGHBOURS[2])]
+        found[-1].neighbour = True
+        filler = stubs(slug)
+        filler.student, filler.neighbour, filler.may_fail = NEIGHBOURS[0], True, True
+        filler.description = "the release, untouched, graded while the fork bomb runs (before the witness)"
+        found.append(filler)
+    return apply_holes(found)
+
+
+# --------------------------------------------------------------------------
+# Attacks that work today
+# --------------------------------------------------------------------------
+
+FIRST = "01_mlp_core"
+HOLES = [
+    Hole("kernel-side-checks", "attacks-b", FIRST, ("003",),
+         "The harness runs inside the learner's kernel, so the learner's code can replace "
+         "grading.harness.collect_answers and report whatever it likes about how its answers were "
+         "computed: here linear_forward changes its input x in place and the replaced harness reports the "
+         "inputs as the cases file has them, so the judge sees no change and gives 5/5.  The same hides an "
+         "aliased result, the per-lesson time limit and a measured peak memory.  The values themselves "
+         "are still judged outside (with the helper modules redacted, only the learner's own code can "
+         "compute them).  Documented in the README (\"What this does not cover\"); the defence is the "
+         "tripwire (`grading.`), which lists the notebook for a human look (asserted by the suite)."),
 ]
 
 
-def cheat_cell(slug: str, function: str, preamble: str, body: str) -> str:
-    fill = {"{f}": function, "{slug}": slug, "{wrong}": wrong(function), "{call}": call_reference(function)}
-
-    def filled(text: str) -> str:
-        for key, value in fill.items():
-            text = text.replace(key, value)
-        return text
-    return wrapped(slug, function, filled(body), filled(preamble))
-
-
-def _offset(slug: str) -> int:
-    """Where a part's rotation starts, so that the parts together meet every cheat several times."""
-    from course import built_parts
-    offset = 0
-    for other in built_parts():
-        if other == slug:
-            return offset
-        offset += 2 * len(lessons_of(other))
-    return offset
-
-
-def cheats(slug: str) -> list[Adversary]:
-    lessons = lessons_of(slug)
-    found = []
-    for round_ in range(2):
-        answers, expected = {}, {}
-        for index, lesson in enumerate(lessons):
-            name, preamble, body, says = CHEATS[(_offset(slug) + round_ * len(lessons) + index) % len(CHEATS)]
-            answers[lesson.function] = cheat_cell(slug, lesson.function, preamble, body)
-            if name != "hidden_reference_used":
-                passed, _ = probe(slug, lesson, wrapped(slug, lesson.function, wrong(lesson.function)))
-                assert not passed, f"{slug} {lesson.code}: the wrong answer is not wrong"
-            expected[lesson.code] = Expect(0, says, name)
-        found.append(Adversary(f"cheats_{'ab'[round_]}", slug, submission(slug, answers), expected,
-                               description="a different cheat in each lesson, each with a wrong answer"))
-    takeover = """
-import IPython.core.interactiveshell as _adv_shell
-_adv_ip = get_ipython()
-_adv_run_cell = _adv_ip.run_cell
-def _adv_fake(raw_cell, *args, **kwargs):
-    return _adv_run_cell("pass" if "lesson_passed" in raw_cell else raw_cell, *args, **kwargs)
-async def _adv_fake_async(raw_cell, *args, **kwargs):
-    raw_cell = "pass" if "lesson_passed" in raw_cell else raw_cell
-    return await _adv_shell.InteractiveShell.run_cell_async(_adv_ip, raw_cell, *args, **kwargs)
-_adv_ip.run_cell, _adv_ip.run_cell_async = _adv_fake, _adv_fake_async
-"""
-    found.append(Adversary("kernel_takeover", slug, submission(slug, {}, default="stub", extra=takeover),
-                           all_lessons(slug, 0, "GradingError"),
-                           description="IPython's run_cell replaced so that test cells never run "
-                                       "(stubs everywhere)"))
+def apply_holes(found: list[Adversary]) -> list[Adversary]:
+    for hole in HOLES:
+        matches = [a for a in found if a.student == hole.student and a.slug == hole.slug]
+        if not matches:
+            continue  # another part's list
+        for adversary in matches:
+            for code in list(adversary.expected) if hole.codes is None else hole.codes:
+                adversary.expected[code] = replace(adversary.expected[code], hole=hole.id)
     return found
-
-
-def secrets(slug: str, first_part: bool) -> list[Adversary]:
-    """In the first landed part every secret kind; in the others one, in rotation."""
-    lessons = lessons_of(slug)
-    at = min(len(lessons) // 2, len(lessons) - 1)  # lessons before keep their points
-    chosen = SECRETS if first_part else [SECRETS[_offset(slug) % len(SECRETS)]]
-    found = []
-    for name, preamble, body, says in chosen:
-        target = lessons[at]
-        notebook = submission(slug, {target.function: cheat_cell(slug, target.function, preamble, body)})
-        expected = {lesson.code: Expect(5) if i < at else
-                    Expect(0, ("Grading guard",) + (says if i == at else ()), name if i == at else "after it")
-                    for i, lesson in enumerate(lessons)}
-        found.append(Adversary(name, slug, notebook, expected,
-                               description=f"in lesson {target.code}: {name.replace('_', ' ')}"))
-    return found
-
-
-def adversaries(slug: str, first_part: bool = False) -> list[Adversary]:
-    """Every adversarial submission of a part."""
-    return baselines(slug) + wrong_outputs(slug) + damaged(slug) + cheats(slug) + secrets(slug, first_part)
 
 
 KINDS = {
-    "reference": "the reference solutions",
+    "reference": "the reference solutions (also zz-honest-1/2, graded right after attackers, and mini-witness)",
     "stubs": "the release, untouched",
     "hardcoded": "answers hard-coded for the visible tests",
-    "mistake_k": "the k-th catalogued mistake of every lesson",
-    **{kind: text for kind, (_, _, text) in WRONG_OUTPUTS.items()},
+    "mistakes": "a catalogued mistake in every lesson",
+    "wrong_outputs": "NaN, wrong dtype, wrong shape, input changed in place",
+    "delegation": "every function delegates to the helper package",
+    "tampered_test_cells": "test cells edited, deleted, turned into markdown",
     "endless_loop": "while True: pass",
-    "swallows_interrupt": "a loop that swallows KeyboardInterrupt",
+    "stalls": "sleeps in many cells and a loop that swallows KeyboardInterrupt",
     "corrupt_notebook": "a truncated notebook file",
-    "linked_secrets": "links to the reference and the hidden tests in the submission folder",
-    "edited_test_cells": "test cells edited", "deleted_test_cells": "test cells deleted",
-    "markdown_test_cells": "test cells turned into markdown",
-    "cheats_a/b": "one cheat per lesson: " + ", ".join(name for name, *_ in CHEATS),
-    "kernel_takeover": "test cells never run",
-    **{name: "a secret or the interpreter's internals" for name, *_ in SECRETS},
+    "linked_secrets": "links to the reference and the hidden tests beside the notebook",
+    "files_beside": "shared/, grading/, numpy.py and a module with a function's name beside the notebook",
+    "os_exit": "os._exit(1) in a graded function",
+    "flood": "a graded function that prints 100 MB per call",
+    "config_writer": "configuration files written everywhere the kernel can name",
+    "runtime_chmod": "the grader's runtime folder made unusable",
+    "fork_bomb": "fork and memory bombs beside an honest neighbour",
+    "attacks*": "one attack per lesson: " + ", ".join(ATTACKS),
 }

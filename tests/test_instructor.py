@@ -4,9 +4,11 @@ A scratch course directory (COURSE_DIR) holds three synthetic students for every
 landed part: one perfect, one who handed in the release untouched, one with a
 catalogued mistake in every other lesson.  The make targets run from another
 directory, with HOME pointing at a folder that would sabotage grading if anything
-read it (a bogus ``python3`` kernel, an IPython startup script that switches the
-checks off, an nbgrader configuration, a matplotlib configuration): the grades
-must come out exactly right anyway.
+read it: bogus ``python3`` and ``mct-grading`` kernels, an nbgrader and an nbconvert
+configuration (read by nbgrader itself, on the host), a user ``sitecustomize``, a
+matplotlib configuration, and an IPython start-up script that would make every lesson
+fail if the grading kernel (which gets a HOME of its own in the sandbox) ever ran it.
+The grades must come out exactly right anyway, and nothing from HOME may run.
 """
 
 from __future__ import annotations
@@ -19,37 +21,49 @@ import sys
 
 import pytest
 
-from course import ROOT, built_parts, make_submission, submit
+from course import ROOT, built_parts, make_submission, submit, tool
 from shared.lessons import lessons_of
 from shared.mistakes import mistakes_of
 
-sys.path.insert(0, str(ROOT / "tools"))
-import instructor  # noqa: E402
+instructor = tool("instructor")
 
 pytestmark = pytest.mark.slow
 PARTS = built_parts()
 
 
 def sabotaging_home(home):
-    """A home folder whose every Jupyter/IPython/matplotlib file would break or fool grading."""
+    """A home folder whose Jupyter, IPython, Python and matplotlib files would break or fool grading.
+
+    What runs on the host (a kernelspec, an nbgrader configuration, a user sitecustomize) touches
+    ``marker``.  What would run in the grading kernel cannot leave a mark outside its sandbox, so it
+    changes the grades instead: the IPython start-up script makes every lesson report "not defined".
+    """
     marker = home / "sabotage-ran"
-    kernel = home / ".local" / "share" / "jupyter" / "kernels" / "python3"
-    kernel.mkdir(parents=True)
-    (kernel / "kernel.json").write_text(json.dumps({
-        "argv": ["/bin/sh", "-c", f"touch {marker}; exit 1"], "display_name": "bogus", "language": "python"}))
+    touch = f"import pathlib; pathlib.Path({str(marker)!r}).touch()\n"
+    for name in ("python3", "mct-grading"):
+        kernel = home / ".local" / "share" / "jupyter" / "kernels" / name
+        kernel.mkdir(parents=True)
+        (kernel / "kernel.json").write_text(json.dumps({
+            "argv": ["/bin/sh", "-c", f"touch {marker}; exit 1"], "display_name": "bogus", "language": "python"}))
     startup = home / ".ipython" / "profile_default" / "startup"
     startup.mkdir(parents=True)
     (startup / "00-sabotage.py").write_text(
-        f"import pathlib; pathlib.Path({str(marker)!r}).touch()\n"
-        "import numpy, shared.checking, shared.grading\n"
+        touch +
+        "import numpy, shared.checking, grading.harness\n"
         "numpy.allclose = lambda *a, **k: True\n"
         "shared.checking.difference = lambda *a, **k: None\n"
-        "shared.grading.check_matches_reference = lambda *a, **k: None\n")
+        "grading.harness.collect_answers = lambda code, namespace: {\n"
+        "    'lesson': code, 'status': 'not_defined', 'message': 'sabotaged by a start-up script in HOME'}\n")
     jupyter = home / ".jupyter"
     jupyter.mkdir()
-    (jupyter / "nbgrader_config.py").write_text(
-        "c = get_config()\nc.Execute.timeout = 1\nc.CourseDirectory.root = '/nonexistent'\n"
-        f"import pathlib; pathlib.Path({str(marker)!r}).touch()\n")
+    for name in ("nbgrader_config.py", "jupyter_nbconvert_config.py", "jupyter_config.py"):
+        (jupyter / name).write_text(
+            "c = get_config()\nc.Execute.timeout = 1\nc.CourseDirectory.root = '/nonexistent'\n"
+            "c.Autograde.autograde_preprocessors = []\n" + touch)
+    site = home / ".local" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "usercustomize.py").write_text(touch)
+    (site / "sabotage.pth").write_text(touch.replace("\n", "; ") + "\n")
     matplotlib = home / ".config" / "matplotlib"
     matplotlib.mkdir(parents=True)
     (matplotlib / "matplotlibrc").write_text("backend: no_such_backend\n")

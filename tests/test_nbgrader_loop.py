@@ -1,27 +1,36 @@
-"""The whole nbgrader loop, attacked: every adversarial submission of every landed part.
+"""The whole grading loop, attacked: every adversarial submission of every landed part.
 
 In a scratch course directory, tools/instructor.py releases every landed part,
-autogrades every submission of tests/adversarial.py in parallel (as ``make
-autograde JOBS=2`` does), writes the feedback and the grades CSV.  Then, lesson by
-lesson: the score each adversary must get, and what its feedback must say; the
-submissions that cannot be graded are listed for manual grading while all the
-others are graded; the feedback holds neither hidden tests nor the reference;
-nothing a cheat tried to write was written.  The table of kind, expected and
-actual scores goes to build/adversarial-report.md.
+autogrades every submission of tests/adversarial.py (two nbgrader runs at a
+time, as ``make autograde JOBS=2``: many students per run, so honest students
+are graded right after attackers, in the same nbgrader process), grades a fork
+bomb beside an honest student in a second run, writes the feedback and the
+grades CSV.  Then: every lesson's score is the expected one, each verdict says
+why, broken submissions are listed for manual grading and the others graded,
+feedback pages hold no hidden test, no reference and no active HTML and stay
+small, and the repository is byte-identical with nothing written outside the
+sandbox.  The table of kind, student, expected and actual scores goes to
+build/adversarial-report.md.
+
+The notebooks run with MCT_CELL_TIMEOUT=6 and MCT_NOTEBOOK_SECONDS=40 (the course
+defaults are 30 and 600) to keep the test short.  Known holes (adversarial.HOLES)
+are checked by test_known_hole_is_closed, expected to fail until fixed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
 import html
 import io
 import json
 import os
-import shutil
-import sys
+import secrets
+import re
+import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -29,32 +38,46 @@ import pytest
 from nbgrader.api import Gradebook, MissingEntry
 
 import adversarial
-from course import ROOT, built_parts, read, student_path, submit
-from shared.lessons import lessons_of
-
-sys.path.insert(0, str(ROOT / "tools"))
-import instructor  # noqa: E402
+from adversarial import HOLES, MARKER, NEIGHBOURS, RUN_SEED, Adversary
+from course import ROOT, built_parts, read, student_path, submit, tool
+from shared.lessons import TOTAL_POINTS, lessons_of
+from shared.mistakes import mistakes_of
 
 pytestmark = pytest.mark.slow
+instructor = tool("instructor")
 PARTS = built_parts()
-TIMEOUT = 6  # seconds per cell while autograding in this test (the course default is 30)
 JOBS = 2
+CELL_TIMEOUT = 6  # seconds per cell while autograding in this test
+NOTEBOOK_SECONDS = 40  # seconds per notebook (the sandbox kills the kernel after that)
+PAGE_LIMIT = 2 * 2**20  # bytes of a feedback page
+FINGERPRINTED = [ROOT / "solutions", ROOT / "shared", ROOT / "grading", ROOT / "autograde" / "parts",
+                 ROOT / "autograde" / "source", ROOT / "tools"]
 
 
 @dataclass
 class Suite:
     course: Path
-    adversaries: list[adversarial.Adversary]
+    token: str
+    adversaries: list[Adversary]
     scores: dict[tuple[str, str], dict[str, float | None]]  # (student, slug) -> lesson code -> score
-    outputs: dict[tuple[str, str], dict[str, str]]  # (student, slug) -> lesson code -> test cell output text
-    autograde_log: str
-    feedback_status: int
-    seconds: float
-    before: dict[str, str]
+    verdicts: dict[tuple[str, str], dict[str, str]]  # (student, slug) -> lesson code -> the test cell's output
+    others: dict[tuple[str, str], str]  # (student, slug) -> every other output of the graded notebook
+    listing: dict[tuple[str, str], list[str]]  # (student, slug) -> its lines under "needs manual grading"
+    logs: dict[str, str]
+    refused: dict[tuple[str, str], str]  # (student, slug) -> why the feedback tool withheld the page
+    seconds: dict[str, float] = field(default_factory=dict)
+    before: dict[str, str] = field(default_factory=dict)
+    after: dict[str, str] = field(default_factory=dict)
+
+    def graded(self, adversary: Adversary) -> Path:
+        return self.course / "autograded" / adversary.student / adversary.slug / f"{adversary.slug}.ipynb"
+
+    def page(self, adversary: Adversary) -> Path:
+        return self.course / "feedback" / adversary.student / adversary.slug / f"{adversary.slug}.html"
 
 
-def fingerprints(*folders: Path) -> dict[str, str]:
-    """sha256 of every file under the folders (what a cheat could have tried to change)."""
+def fingerprints(folders: list[Path]) -> dict[str, str]:
+    """sha256 of every file under the folders (Python's byte-code caches aside)."""
     found = {}
     for folder in folders:
         for path in sorted(folder.rglob("*")):
@@ -77,51 +100,113 @@ def environment(**values: str):
                 os.environ[key] = value
 
 
-def cell_texts(notebook_path: Path) -> dict[str, str]:
-    """lesson code -> everything the lesson's test cell printed or raised."""
-    if not notebook_path.is_file():
-        return {}
-    texts = {}
-    for cell in json.loads(notebook_path.read_text())["cells"]:
+def _text(output: dict) -> str:
+    if output.get("output_type") == "stream":
+        text = output.get("text", "")
+    elif output.get("output_type") == "error":
+        text = f"{output.get('ename', '')}: {output.get('evalue', '')}"
+    else:
+        text = output.get("data", {}).get("text/plain", "")
+    return "".join(text) if isinstance(text, list) else text
+
+
+def notebook_texts(path: Path) -> tuple[dict[str, str], str]:
+    """(lesson code -> what its test cell shows, everything the other cells show)."""
+    if not path.is_file():
+        return {}, ""
+    verdicts, others = {}, []
+    for cell in json.loads(path.read_text())["cells"]:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
-        if not grade_id.startswith("lesson_") or cell.get("cell_type") != "code":
-            continue
-        parts = []
-        for output in cell.get("outputs", []):
-            parts.append("".join(output.get("text", "")) if output.get("output_type") == "stream" else
-                         f"{output.get('ename', '')}: {output.get('evalue', '')}")
-        texts[grade_id.split("_")[1]] = "\n".join(parts)
-    return texts
+        texts = "\n".join(_text(output) for output in cell.get("outputs", []))
+        if grade_id.startswith("lesson_") and cell.get("cell_type") == "code":
+            verdicts[grade_id.split("_")[1]] = texts
+        else:
+            others.append(texts)
+    return verdicts, "\n".join(others)
+
+
+def manual_listing(*logs: str) -> dict[tuple[str, str], list[str]]:
+    found: dict[tuple[str, str], list[str]] = {}
+    for log in logs:
+        for line in log.split("needs manual grading:", 1)[-1].splitlines():
+            words = line.strip().split(" ", 2)
+            if len(words) == 3 and words[1].rstrip(":") in PARTS:
+                found.setdefault((words[0], words[1].rstrip(":")), []).append(words[2])
+    return found
+
+
+def refusals(log: str) -> dict[tuple[str, str], str]:
+    return {(m.group(1), m.group(2)): m.group(3)
+            for m in re.finditer(r"feedback for (\S+) (\S+) FAILED: (.*)", log)}
+
+
+def run(step: str, seconds: dict[str, float], function, *args) -> tuple[int, str]:
+    started = time.perf_counter()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        status = function(*args)
+    seconds[step] = seconds.get(step, 0.0) + time.perf_counter() - started
+    return status, out.getvalue()
+
+
+def check_batches(course: Path, slug: str) -> None:
+    """The attackers of the runtime folder and of the configuration are each followed, in the
+    same nbgrader run, by an honest student (the tool batches sorted students alternately)."""
+    present = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{slug}")
+                     if not any(q.is_symlink() for q in p.iterdir()))
+    batches = instructor.batches(present, JOBS)
+    for attacker, honest in (("zx-config-writer", "zz-honest-1"), ("zy-runtime-chmod", "zz-honest-2")):
+        batch = next(b for b in batches if attacker in b)
+        assert batch[batch.index(attacker) + 1:][:1] == [honest], (attacker, batches)
 
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
+    if instructor.sandbox_wanted() and instructor.bwrap_path() is None:
+        pytest.skip(instructor.missing_sandbox_message())
     course = tmp_path_factory.mktemp("course")
-    # The reference the kernels grade with is a private copy: had a cheat got through, it would
-    # have spoilt only this copy (and the test below would say so).
-    solutions = course / "reference-solutions"
-    solutions.mkdir()
-    for path in (ROOT / "solutions").glob("*.py"):
-        shutil.copy(path, solutions / path.name)
-    adversaries = [a for i, slug in enumerate(PARTS) for a in adversarial.adversaries(slug, first_part=i == 0)]
-    before = fingerprints(ROOT / "solutions", ROOT / "shared", ROOT / "autograde" / "masters", solutions)
-    with environment(MCT_CELL_TIMEOUT=str(TIMEOUT), MCT_SOLUTIONS_DIR=str(solutions)):
-        assert instructor.release(course, PARTS) == 0
-        for adversary in adversaries:
-            submit(course, adversary.student, adversary.slug, adversary.notebook)
-            for name, target in (adversary.links or {}).items():
-                (course / "submitted" / adversary.student / adversary.slug / name).symlink_to(target)
-        started = time.perf_counter()
-        log = io.StringIO()
-        with contextlib.redirect_stdout(log):
-            assert instructor.autograde(course, PARTS, None, JOBS) == 0
-        seconds = time.perf_counter() - started
-        with contextlib.redirect_stdout(io.StringIO()):
-            feedback_status = instructor.feedback(course, PARTS, None, JOBS)
-            assert instructor.grades(course, PARTS, None) == 0
-    scores, outputs = {}, {}
+    token = secrets.token_hex(4)
+    ctx = adversarial.Context(course, token)
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
+    everyone = [a for i, slug in enumerate(PARTS) for a in adversarial.adversaries(slug, ctx, first_part=i == 0)]
+    seconds["building the submissions"] = time.perf_counter() - started
+    main = [a for a in everyone if not a.neighbour]
+    neighbours = [a for a in everyone if a.neighbour]
+    before = fingerprints(FINGERPRINTED)
+    logs = {}
+    with environment(MCT_CELL_TIMEOUT=str(CELL_TIMEOUT), MCT_NOTEBOOK_SECONDS=str(NOTEBOOK_SECONDS),
+                     MCT_RUN_SEED=str(RUN_SEED), MCT_SANDBOX=os.environ.get("MCT_SANDBOX", "on")):
+        status, logs["release"] = run("release", seconds, instructor.release, course, PARTS)
+        assert status == 0, logs["release"]
+        for group in (main, neighbours):
+            for adversary in group:
+                submit(course, adversary.student, adversary.slug, adversary.notebook)
+                folder = course / "submitted" / adversary.student / adversary.slug
+                for name, target in adversary.links.items():
+                    (folder / name).symlink_to(target)
+                for name, text in adversary.files.items():
+                    (folder / name).parent.mkdir(parents=True, exist_ok=True)
+                    (folder / name).write_text(text)
+            if group is main:
+                check_batches(course, PARTS[0])
+                status, logs["autograde"] = run("autograde", seconds, instructor.autograde, course, PARTS, None, JOBS)
+            else:  # the fork bomb and its neighbours, as `make autograde STUDENTS=...`
+                status, logs["neighbours"] = run("autograde beside a fork bomb", seconds, instructor.autograde,
+                                                 course, PARTS[:1], list(NEIGHBOURS), JOBS)
+            assert status == 0, logs.get("neighbours") or logs["autograde"]
+        # Feedback for every student of the first part; of the other parts, for the attacks (one
+        # nbgrader run each: the pages of the other kinds hold nothing the first part's do not).
+        status, logs["feedback"] = run("feedback", seconds, instructor.feedback, course, PARTS[:1], None, JOBS)
+        if PARTS[1:]:
+            _, more = run("feedback", seconds, instructor.feedback, course, PARTS[1:], ["attacks"], JOBS)
+            logs["feedback"] += more
+        status, logs["grades"] = run("grades", seconds, instructor.grades, course, PARTS, None)
+        assert status == 0, logs["grades"]
+    after = fingerprints(FINGERPRINTED)
+    scores, verdicts, others = {}, {}, {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        for adversary in adversaries:
+        for adversary in everyone:
             key = (adversary.student, adversary.slug)
             row = {}
             for lesson in lessons_of(adversary.slug):
@@ -131,42 +216,75 @@ def suite(tmp_path_factory):
                 except MissingEntry:
                     row[lesson.code] = None
             scores[key] = row
-            outputs[key] = cell_texts(course / "autograded" / adversary.student / adversary.slug
-                                      / f"{adversary.slug}.ipynb")
-    result = Suite(course, adversaries, scores, outputs, log.getvalue(), feedback_status, seconds, before)
+    result = Suite(course, token, everyone, scores, verdicts, others,
+                   manual_listing(logs["autograde"], logs["neighbours"]), logs, refusals(logs["feedback"]), seconds,
+                   before, after)
+    for adversary in everyone:
+        key = (adversary.student, adversary.slug)
+        verdicts[key], others[key] = notebook_texts(result.graded(adversary))
     write_report(result)
     return result
 
 
+# --------------------------------------------------------------------------
+# The report
+# --------------------------------------------------------------------------
+
+def row_status(suite: Suite, adversary: Adversary) -> str:
+    actual = suite.scores[(adversary.student, adversary.slug)]
+    wrong = [c for c, e in adversary.expected.items() if (actual[c] or 0) != e.score]
+    if not wrong:
+        return "yes"
+    holes = {adversary.expected[c].hole for c in wrong}
+    return f"**HOLE** ({', '.join(sorted(holes))})" if "" not in holes else "**NO**"
+
+
 def write_report(suite: Suite) -> None:
-    lines = ["# Adversarial submissions graded through nbgrader", "",
-             f"{len(suite.adversaries)} submissions of {len(PARTS)} part(s), autograded in {suite.seconds:.0f} s "
-             f"with {JOBS} jobs (tests/test_nbgrader_loop.py; kinds in tests/adversarial.py). Scores are "
-             "listed lesson by lesson; `-` means not graded (the submission failed).", "",
-             "| part | kind | expected | actual | ok | what |", "| --- | --- | --- | --- | --- | --- |"]
+    total = sum(suite.seconds.values())
+    lines = ["# Adversarial submissions graded through the instructor workflow", "",
+             f"{len(suite.adversaries)} submissions of {len(PARTS)} part(s), graded by tools/instructor.py with "
+             f"{JOBS} jobs, MCT_CELL_TIMEOUT={CELL_TIMEOUT}, MCT_NOTEBOOK_SECONDS={NOTEBOOK_SECONDS}, "
+             f"MCT_RUN_SEED={RUN_SEED} (tests/test_nbgrader_loop.py; kinds in tests/adversarial.py).", "",
+             "Timings: " + ", ".join(f"{step} {s:.0f} s" for step, s in suite.seconds.items())
+             + f"; {total:.0f} s in all.", "",
+             "Scores lesson by lesson (`-`: not graded). ok: **HOLE** marks a known hole (below).", "",
+             "| part | kind | student | expected | actual | ok | flagged for a human | what |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for adversary in suite.adversaries:
-        actual = suite.scores[(adversary.student, adversary.slug)]
-        expected = {code: e.score for code, e in adversary.expected.items()}
-        shown_expected = " ".join(f"{expected[c]:g}" for c in expected)
-        shown_actual = " ".join("-" if actual[c] is None else f"{actual[c]:g}" for c in expected)
-        ok = all((actual[c] or 0) == expected[c] for c in expected)
-        lines.append(f"| {adversary.slug} | {adversary.kind} | {shown_expected} | {shown_actual} | "
-                     f"{'yes' if ok else '**NO**'} | {adversary.description} |")
-    lines += ["", "Cheats per lesson (cheats_a, cheats_b):", ""]
+        key = (adversary.student, adversary.slug)
+        actual = suite.scores[key]
+        expected = " ".join(f"{e.score:g}" for e in adversary.expected.values())
+        shown = " ".join("-" if actual[c] is None else f"{actual[c]:g}" for c in adversary.expected)
+        flags = "; ".join(suite.listing.get(key, []))[:160].replace("|", "/") or "-"
+        lines.append(f"| {adversary.slug[:2]} | {adversary.kind} | {adversary.student} | {expected} | {shown} | "
+                     f"{row_status(suite, adversary)} | {flags} | {adversary.description.replace('|', '/')} |")
+    lines += ["", "## Attacks per lesson", ""]
     for adversary in suite.adversaries:
-        if adversary.kind.startswith("cheats_"):
-            lines.append(f"- {adversary.slug} {adversary.kind}: "
-                         + ", ".join(f"{c} {e.note}" for c, e in adversary.expected.items()))
+        if adversary.kind.startswith("attacks"):
+            lines.append(f"- {adversary.slug} {adversary.student}: "
+                         + "; ".join(f"{c} {e.note}" for c, e in adversary.expected.items()))
+    lines += ["", "## Known holes (attacks that work today)", ""]
+    for hole in HOLES:
+        lines.append(f"- **{hole.id}** ({hole.student}, {hole.slug}, lessons "
+                     f"{', '.join(hole.codes) if hole.codes else 'all'}): {hole.finding}")
+    lines += ["", "## Feedback pages withheld by tools/instructor.py", ""]
+    lines += [f"- {slug} {student}: {why[:300]}" for (student, slug), why in sorted(suite.refused.items())] or ["- none"]
+    lines += ["", "## What the attacks could write inside their sandbox (all of it gone afterwards)", ""]
+    for adversary in suite.adversaries:
+        text = suite.others.get((adversary.student, adversary.slug), "")
+        for line in text.splitlines():
+            if line.startswith(("ADV-WRITES:", "ADV-CONFIG-WRITTEN:")):
+                lines.append(f"- {adversary.slug} {adversary.student}: {line[:600]}")
     (ROOT / "build").mkdir(exist_ok=True)
     (ROOT / "build" / "adversarial-report.md").write_text("\n".join(lines) + "\n")
     print("\n" + "\n".join(lines))
 
 
-def by_kind(suite: Suite, *kinds: str):
-    return [a for a in suite.adversaries if a.kind in kinds or not kinds]
-
-
 # --------------------------------------------------------------------------
+
+def by_student(suite: Suite, student: str, slug: str = PARTS[0]) -> Adversary:
+    return next(a for a in suite.adversaries if a.student == student and a.slug == slug)
+
 
 @pytest.mark.parametrize("slug", PARTS)
 def test_release_holds_only_the_student_notebook(suite, slug):
@@ -176,95 +294,162 @@ def test_release_holds_only_the_student_notebook(suite, slug):
     assert [(c.source, c.metadata) for c in released.cells] == [(c.source, c.metadata) for c in committed.cells]
 
 
-def test_every_adversary_gets_exactly_its_expected_scores(suite):
+def test_every_lesson_gets_exactly_its_expected_score(suite):
     wrong = []
     for adversary in suite.adversaries:
-        actual = suite.scores[(adversary.student, adversary.slug)]
+        key = (adversary.student, adversary.slug)
         for code, expect in adversary.expected.items():
-            if (actual[code] or 0) != expect.score:
-                wrong.append(f"{adversary.slug} {adversary.kind} lesson {code} {expect.note}: "
-                             f"expected {expect.score}, got {actual[code]}\n"
-                             f"    {suite.outputs[(adversary.student, adversary.slug)].get(code, '')[-300:]}")
+            actual = suite.scores[key][code]
+            if expect.hole:
+                continue
+            if (actual or 0) != expect.score:
+                wrong.append(f"{adversary.slug} {adversary.student} lesson {code} ({expect.note}): expected "
+                             f"{expect.score:g}, got {actual}\n    {suite.verdicts[key].get(code, '')[:400]}")
+            elif actual is None and not (adversary.fails or adversary.may_fail):
+                wrong.append(f"{adversary.slug} {adversary.student} lesson {code}: not graded")
     assert not wrong, "\n".join(wrong)
 
 
-def test_feedback_says_why_each_lesson_lost_its_points(suite):
+@pytest.mark.parametrize("hole", [pytest.param(h, id=h.id, marks=pytest.mark.xfail(strict=h.strict, reason=h.finding))
+                                  for h in HOLES])
+def test_known_hole_is_closed(suite, hole):
+    """Each known hole: its rows get the score they should (fails today; see adversarial.HOLES)."""
+    adversary = by_student(suite, hole.student, hole.slug)
+    if hole.page:
+        assert (adversary.student, adversary.slug) not in suite.refused, suite.refused[(adversary.student, adversary.slug)]
+        return
+    actual = suite.scores[(adversary.student, adversary.slug)]
+    codes = list(adversary.expected) if hole.codes is None else hole.codes
+    assert {c: actual[c] for c in codes} == {c: adversary.expected[c].score for c in codes}, \
+        suite.verdicts[(adversary.student, adversary.slug)] or suite.listing.get((adversary.student, adversary.slug))
+
+
+def test_in_process_grading_agrees_with_the_grading_loop(suite):
+    """Submissions of plain code: grade_in_process (same seed) and nbgrader give the same points."""
+    differ = []
+    for adversary in suite.adversaries:
+        for code, verdict in adversary.in_process.items():
+            actual = suite.scores[(adversary.student, adversary.slug)][code]
+            if actual != verdict.points:
+                differ.append(f"{adversary.slug} {adversary.student} {code}: in-process {verdict.points} "
+                              f"({verdict.message[:200]}), nbgrader {actual}")
+    assert not differ, "\n".join(differ)
+
+
+def test_each_verdict_says_why_and_the_feedback_shows_it(suite):
     missing = []
     for adversary in suite.adversaries:
-        if adversary.fails:
-            continue
         key = (adversary.student, adversary.slug)
-        page = html.unescape((suite.course / "feedback" / adversary.student / adversary.slug
-                              / f"{adversary.slug}.html").read_text())
+        if not suite.graded(adversary).is_file():
+            continue
+        page = html.unescape(suite.page(adversary).read_text()) if suite.page(adversary).is_file() else None
         for code, expect in adversary.expected.items():
-            text = suite.outputs[key].get(code, "")
+            text = suite.verdicts[key].get(code, "")
+            if expect.hole:
+                continue
             for words in expect.says:
                 if words not in text:
-                    missing.append(f"{adversary.slug} {adversary.kind} lesson {code}: no {words!r} in {text[-300:]!r}")
-            first_error = next((line for line in text.splitlines() if ": " in line and "Error" in line), "")
-            if first_error and first_error.split(": ", 1)[1][:60] not in page:
-                missing.append(f"{adversary.slug} {adversary.kind} lesson {code}: feedback lacks {first_error!r}")
+                    missing.append(f"{adversary.slug} {adversary.student} lesson {code}: no {words!r} in {text[:300]!r}")
+            if expect.score == 0 and not text.startswith("GradedFailure: "):
+                missing.append(f"{adversary.slug} {adversary.student} lesson {code}: no verdict: {text[:200]!r}")
+            first = text.split("\n", 1)[0].removeprefix("GradedFailure: ")[:60]
+            if page is not None and first and first not in page:
+                missing.append(f"{adversary.slug} {adversary.student} lesson {code}: feedback lacks {first!r}")
     assert not missing, "\n".join(missing)
 
 
-def test_broken_submissions_are_listed_for_manual_grading_and_the_others_graded(suite):
-    listing = suite.autograde_log.split("needs manual grading:", 1)[1]
-    for adversary in by_kind(suite, "swallows_interrupt", "corrupt_notebook", "linked_secrets"):
-        assert f"{adversary.student} {adversary.slug}: autograding failed" in listing
-    graded = [a for a in suite.adversaries if not a.fails]
-    assert all((suite.course / "autograded" / a.student / a.slug / f"{a.slug}.ipynb").is_file() for a in graded)
-
-
-def test_feedback_holds_neither_hidden_tests_nor_the_reference(suite):
-    assert suite.feedback_status == 0
+def test_broken_submissions_are_listed_and_all_others_graded(suite):
+    problems = []
     for adversary in suite.adversaries:
-        if adversary.fails:
-            continue
-        folder = suite.course / "feedback" / adversary.student / adversary.slug
-        assert instructor.feedback_problems(folder, adversary.slug) == [], adversary.kind
+        key = (adversary.student, adversary.slug)
+        listed = " ".join(suite.listing.get(key, []))
+        for words in adversary.flagged:
+            if words not in listed:
+                problems.append(f"{adversary.student} {adversary.slug}: the manual-grading list lacks {words!r}: {listed!r}")
+        holes = any(e.hole for e in adversary.expected.values())
+        if adversary.fails and suite.graded(adversary).is_file():
+            problems.append(f"{adversary.student} {adversary.slug} should not have been graded")
+        elif not (adversary.fails or adversary.may_fail or holes) and not suite.graded(adversary).is_file():
+            problems.append(f"{adversary.student} {adversary.slug} was not graded: {listed!r}")
+        elif adversary.may_fail and not suite.graded(adversary).is_file() and "autograding failed" not in listed:
+            problems.append(f"{adversary.student} {adversary.slug}: neither graded nor listed")
+    assert not problems, "\n".join(problems)
 
 
-def test_no_cheat_changed_the_course_the_reference_or_the_gradebook(suite):
-    after = fingerprints(ROOT / "solutions", ROOT / "shared", ROOT / "autograde" / "masters",
-                         suite.course / "reference-solutions")
-    changed = sorted(path for path in set(suite.before) | set(after) if suite.before.get(path) != after.get(path))
-    assert not changed
-    assert not list(suite.course.rglob("cheat-was-here"))
-    import sqlite3
+def test_forged_answers_sent_twice_score_nothing_and_are_flagged(suite):
+    forgers = [a for a in suite.adversaries if any("forged_twice" in e.note for e in a.expected.values())]
+    assert forgers
+    for adversary in forgers:
+        assert any("human look" in line for line in suite.listing.get((adversary.student, adversary.slug), [])), \
+            adversary.student
+
+
+def test_feedback_pages_hold_no_secret_and_no_active_html_and_stay_small(suite):
+    """Every page written passes the tool's own check and stays small; the tool withholds only the
+    pages it withholds by design (a folder with other files) and the known false alarm (HOLES)."""
+    page_holes = {(h.student, h.slug) for h in HOLES if h.page}
+    withheld = {(a.student, a.slug): a.feedback_refused for a in suite.adversaries if a.feedback_refused}
+    assert set(suite.refused) - page_holes == set(withheld), suite.logs["feedback"]
+    for key, words in withheld.items():
+        assert words in suite.refused[key], suite.refused[key]
+    pages = [a for a in suite.adversaries if suite.page(a).is_file()]
+    assert {a.kind for a in pages} >= {"attacks_a", "flood", "stubs", "reference", "mistakes", "attacks"}
+    for adversary in pages:
+        assert instructor.feedback_problems(suite.page(adversary).parent, adversary.slug) == [], adversary.student
+        assert suite.page(adversary).stat().st_size < PAGE_LIMIT, (adversary.student, adversary.slug)
+    page = suite.page(by_student(suite, "attacks-a")).read_text()
+    assert "&lt;script&gt;document.title" in page, "the markdown's HTML is shown as text"
+
+
+def test_the_repository_is_byte_identical_and_nothing_was_written_outside(suite):
+    changed = sorted(p for p in set(suite.before) | set(suite.after) if suite.before.get(p) != suite.after.get(p))
+    assert not changed, changed
+    left = [p for p in suite.course.rglob(f"*{MARKER}*")]
+    for folder in (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"), ROOT):
+        if folder.is_dir():
+            left += [p for p in folder.glob(f"*{MARKER}*")]
+    for folder in FINGERPRINTED:
+        left += [p for p in folder.rglob(f"*{MARKER}*")]
+    assert not left, left
     with contextlib.closing(sqlite3.connect(suite.course / "gradebook.db")) as db:
         assert db.execute("SELECT count(*) FROM grade WHERE manual_score IS NOT NULL").fetchone() == (0,)
-        assert db.execute("SELECT count(*) FROM grade WHERE extra_credit IS NOT NULL AND extra_credit != 0"
-                          ).fetchone() == (0,)
+
+
+def test_configuration_written_by_a_kernel_changes_nothing(suite):
+    writer = by_student(suite, "zx-config-writer")
+    assert "ADV-CONFIG-WRITTEN:" in suite.others[(writer.student, writer.slug)]
+    honest = suite.scores[("zz-honest-1", PARTS[0])]
+    assert all(score == 5 for score in honest.values()), honest
 
 
 def test_the_grades_csv_has_one_row_per_student_and_lesson_columns(suite):
-    import csv
     with (suite.course / "grades.csv").open() as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     assert set(rows) == {a.student for a in suite.adversaries}
-    reference = rows["reference"]
-    assert float(reference["total"]) == sum(5 * len(lessons_of(slug)) for slug in PARTS)
-    assert reference["out_of"] == "200"
+    assert float(rows["reference"]["total"]) == sum(5 * len(lessons_of(slug)) for slug in PARTS)
+    assert float(rows["stubs"]["total"]) == 0
+    assert {row["out_of"] for row in rows.values()} == {str(TOTAL_POINTS)}
 
 
 def test_hard_coded_answers_pass_the_visible_tests(suite, tmp_path, monkeypatch):
-    """nbgrader validate runs the learner's copy, so only the visible tests: the cheat fools them."""
+    """nbgrader validate runs the learner's copy, so only the visible tests: the cheat fools them
+    (and scores 0 on the hidden cases, above)."""
     from nbgrader.validator import Validator
     monkeypatch.setenv("MCT_PROGRESS_FILE", str(tmp_path / "progress.json"))
-    for adversary in by_kind(suite, "hardcoded"):
-        path = tmp_path / f"{adversary.slug}.ipynb"
-        nbformat.write(adversary.notebook, path)
-        assert Validator().validate(str(path)) == {}, adversary.slug
+    adversary = by_student(suite, "hardcoded")
+    path = tmp_path / f"{adversary.slug}.ipynb"
+    nbformat.write(adversary.notebook, path)
+    assert Validator().validate(str(path)) == {}
 
 
-def test_the_grading_guard_reads_no_global_name_at_run_time():
-    """The hook may use only what it bound when it was created: the notebook can rebind any
-    module global or builtin (shared.guard's docstring)."""
-    import dis
-    from shared import guard
-    for factory in (guard._make_hook, guard.make_sanitizer, guard._make_fingerprint):
-        used = {(code.co_name, instruction.argval)
-                for code in guard._code_tree(factory.__code__) if code is not factory.__code__
-                for instruction in dis.get_instructions(code)
-                if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
-        assert used == set(), factory.__name__
+@pytest.mark.parametrize("slug", PARTS)
+def test_every_catalogued_mistake_is_named_by_the_judge(slug):
+    """Each mistake of each lesson, graded in-process: 0 points, and the verdict names it."""
+    from grading.judge import grade_in_process
+    unnamed = []
+    for lesson in lessons_of(slug):
+        for k, mistake in enumerate(mistakes_of(lesson.function)):
+            verdict = grade_in_process(lesson.code, {lesson.function: mistake.compute}, RUN_SEED)
+            if verdict.passed or f"common mistake: {mistake.name}" not in verdict.message:
+                unnamed.append(f"{lesson.code} mistake {k} ({mistake.name}): {verdict.message[:200]}")
+    assert not unnamed, "\n".join(unnamed)
