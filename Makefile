@@ -30,7 +30,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # nbgrader's instructor panels and its menu, hidden from the learner's JupyterLab.
 NBGRADER_PANELS := create-assignment formgrader course-list assignment-list menu
 
-.PHONY: help lab test test-browser build progress grade venv clean release autograde feedback grades mutation bench-grading
+.PHONY: help bubblewrap lab test test-browser build progress grade venv clean release autograde feedback grades mutation bench-grading
 
 help:
 	@sed -n '2,/^$$/p' Makefile
@@ -78,7 +78,16 @@ lab: $(STAMP)
 	  --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
 	  notebooks/01_mlp_core.ipynb $(LAB_ARGS)
 
-test: $(STAMP)
+# Grading kernels run in Debian's bubblewrap; the tests grade real notebooks, so they need it.
+bubblewrap:
+	@command -v bwrap >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "== installing bubblewrap (the grading sandbox)"; \
+	    apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
+	      { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; }; \
+	  else echo "make test needs bubblewrap (the grading sandbox): sudo apt-get install bubblewrap"; exit 1; fi; }
+
+test: $(STAMP) bubblewrap
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Every notebook opened and run in JupyterLab in Debian's chromium (/usr/bin/chromium,

@@ -192,13 +192,20 @@ class Task:
 
 
 def _problem(text: str, student: str | None = None, slug: str | None = None) -> str:
-    """The most telling line of a failed nbgrader run (for ``student`` when the run graded several)."""
+    """The most telling line of a failed nbgrader run (for ``student`` when the run graded several:
+    only the traceback nbgrader printed for that student's submission is read)."""
     lines = text.splitlines()
     if student is not None:
-        marker = f"processing assignment '{slug}' for student '{student}'"
-        ends = [i for i, line in enumerate(lines) if marker in line and "error" in line.lower()]
-        if ends:
-            lines = lines[max(0, ends[0] - 300):ends[0]]
+        marker = f"There was an error processing assignment: "
+        starts = [i for i, line in enumerate(lines)
+                  if marker in line and line.rstrip().endswith(f"/submitted/{student}/{slug}")]
+        if starts:
+            section = []
+            for line in lines[starts[0] + 1:]:
+                if line.startswith("[AutogradeApp |") and section:
+                    break
+                section.append(line)
+            lines = section or lines
     for needle in ("NotJSONError", "CellTimeoutError", "DeadKernelError", "Kernel died", "timed out",
                    "UnresponsiveKernelError", "ValidationError", "RuntimeError", "Error"):
         for line in reversed(lines):
