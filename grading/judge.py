@@ -43,6 +43,11 @@ PARTS_DIR = ROOT / "autograde" / "parts"
 SOLUTIONS_DIR = ROOT / "solutions"
 
 
+def landed_parts() -> list[str]:
+    """Slugs of the parts that have landed: a folder in autograde/parts/ with a master."""
+    return [p.parent.name for p in sorted(PARTS_DIR.glob("[0-9][0-9]_*/master.py"))]
+
+
 # --------------------------------------------------------------------------
 # Declarations and reference solutions, loaded by path
 # --------------------------------------------------------------------------

@@ -25,17 +25,17 @@ from types import ModuleType
 
 import nbformat
 
+from grading.judge import landed_parts
 from shared.lessons import LESSONS, Lesson, lessons_of, part
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTS_DIR = ROOT / "autograde" / "parts"
 SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[^\n]*\n?", re.MULTILINE)
 BIN = Path(sys.executable).parent
 
 
 def built_parts() -> list[str]:
     """Slugs of the parts that have a master (the parts that have landed)."""
-    return sorted(p.parent.name for p in PARTS_DIR.glob("[0-9][0-9]_*/master.py"))
+    return landed_parts()
 
 
 def tool(name: str) -> ModuleType:

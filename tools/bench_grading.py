@@ -27,13 +27,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from grading.judge import landed_parts
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 INSTRUCTOR = [sys.executable, str(ROOT / "tools" / "instructor.py")]
-
-
-def landed_parts() -> list[str]:
-    return [p.parent.name for p in sorted((ROOT / "autograde" / "parts").glob("[0-9][0-9]_*/master.py"))]
 
 
 def environment(course: Path) -> dict[str, str]:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import nbformat
 
+from grading.judge import landed_parts
 from grading.sandbox import bwrap_path
 from shared.lessons import lesson as find_lesson, lesson_of_grade_id, lessons_of
 from shared.progress import record_graded
@@ -33,10 +34,6 @@ from shared.progress import record_graded
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 STUDENT = "me"
-
-
-def landed_parts() -> list[str]:
-    return [p.parent.name for p in sorted((ROOT / "autograde" / "parts").glob("[0-9][0-9]_*/master.py"))]
 
 
 def nbgrader(course: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:

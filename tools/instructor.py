@@ -45,12 +45,12 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from grading.harness import MIME
+from grading.judge import landed_parts as judge_landed_parts
 from grading.sandbox import bwrap_path, missing_sandbox_message, sandbox_wanted
 from shared.lessons import TOTAL_POINTS, lessons_of
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_COURSE = ROOT / "autograde"
-PARTS = ROOT / "autograde" / "parts"
 BIN = Path(sys.executable).parent
 # What feedback must never contain, besides the lines of the hidden tests themselves.
 SECRETS_IN_FEEDBACK = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "answer_hidden_cases", MIME)
@@ -63,9 +63,9 @@ NO_SANDBOX_NOTE = "graded WITHOUT a sandbox (MCT_SANDBOX=off): the notebooks ran
 
 
 def landed_parts() -> list[str]:
-    """Slugs of the parts with a master and a built source notebook."""
-    return [p.parent.name for p in sorted(PARTS.glob("[0-9][0-9]_*/master.py"))
-            if (ROOT / "autograde" / "source" / p.parent.name / f"{p.parent.name}.ipynb").is_file()]
+    """Slugs of the landed parts whose source notebook is built."""
+    return [slug for slug in judge_landed_parts()
+            if (ROOT / "autograde" / "source" / slug / f"{slug}.ipynb").is_file()]
 
 
 # --------------------------------------------------------------------------
