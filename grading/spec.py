@@ -64,6 +64,28 @@ class Raises:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """One rule of the contract's bad input: when ``applies(args)`` the function must raise ``error``.
+
+    ``rule`` says it in words ("segment_size < 1").  Every :class:`Raises` case of the
+    lesson must fall under a refusal with its error, and every refusal must have a hidden
+    case and a visible example: the contract tests build, for each refusal, a function
+    that forgets it, and the lesson's visible tests must catch that function.
+    """
+
+    rule: str
+    error: type[BaseException]
+    applies: Callable[[dict[str, Any]], bool]
+
+    def covers(self, args: dict[str, Any]) -> bool:
+        """Whether ``args`` fall under the rule (a predicate that cannot decide says no)."""
+        try:
+            return bool(self.applies(args))
+        except Exception:
+            return False
+
+
+@dataclass(frozen=True)
 class LessonSpec:
     """A lesson's hidden tests, declared once.
 
@@ -73,6 +95,7 @@ class LessonSpec:
     isolate:    earlier lessons' functions that the graded function calls; while
                 this lesson is graded they are replaced by the helper package's
                 versions, so a bug in an earlier lesson costs that lesson only.
+    refuses:    the rules of bad input (:class:`Refusal`), one per class of Raises case.
     fresh_result: the result must share no memory with the inputs.
     memory:     the bound that the ``measure`` cases' peak memory must keep (lessons
                 whose point is saving memory).
@@ -87,6 +110,7 @@ class LessonSpec:
     atol: float = DEFAULT_ATOL
     exact: bool = False
     isolate: tuple[str, ...] = ()
+    refuses: tuple[Refusal, ...] = ()
     fresh_result: bool = True
     memory: MemoryBound | None = None
     time_limit: float = 20.0

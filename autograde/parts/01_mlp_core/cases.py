@@ -8,7 +8,7 @@ admits, the degenerate sizes (1, square matrices), and every class of bad input.
 
 import numpy as np
 
-from grading.spec import Case, LessonSpec, Raises
+from grading.spec import Case, LessonSpec, Raises, Refusal
 
 F32 = {"rtol": 1e-5, "atol": 1e-6}  # float32 answers: summation order may differ in the last bits
 
@@ -39,6 +39,14 @@ def batch_cases(rng):
     cases.append(Raises({**good, "in_features": -1}, ValueError, "in_features is negative"))
     cases.append(Raises({**good, "out_features": 2.5}, ValueError, "out_features is 2.5, not a whole number"))
     return cases
+
+
+SIZES = ("batch_size", "in_features", "out_features")
+BATCH_REFUSALS = (
+    Refusal("a size is less than 1", ValueError, lambda a: min(a[name] for name in SIZES) < 1),
+    Refusal("a size is not a whole number", ValueError,
+            lambda a: any(not float(a[name]).is_integer() for name in SIZES)),
+)
 
 
 # 002 init_mlp_params --------------------------------------------------------
@@ -163,7 +171,7 @@ def mlp_backward_cases(rng):
 
 
 LESSONS = (
-    LessonSpec("001", batch_cases, atol=1e-12),
+    LessonSpec("001", batch_cases, atol=1e-12, refuses=BATCH_REFUSALS),
     LessonSpec("002", init_cases),
     LessonSpec("003", linear_forward_cases),
     LessonSpec("004", relu_forward_cases, equivalent_mutants=(

@@ -10,7 +10,7 @@ class of bad input.
 
 import numpy as np
 
-from grading.spec import Case, LessonSpec, MemoryBound, Raises
+from grading.spec import Case, LessonSpec, MemoryBound, Raises, Refusal
 from shared.memory import accumulation_activation_bytes
 from shared import mlp
 
@@ -61,6 +61,19 @@ def split_cases(rng):
     return cases
 
 
+def _not_whole(k):
+    return isinstance(k, bool) or not float(k).is_integer()
+
+
+SPLIT_REFUSALS = (
+    Refusal("num_micro_batches < 1", ValueError, lambda a: a["num_micro_batches"] < 1),
+    Refusal("num_micro_batches is not a whole number", ValueError, lambda a: _not_whole(a["num_micro_batches"])),
+    Refusal("X and Y have different lengths", ValueError, lambda a: len(a["X"]) != len(a["Y"])),
+    Refusal("the batch is smaller than num_micro_batches", ValueError,
+            lambda a: len(a["X"]) == len(a["Y"]) and 1 <= a["num_micro_batches"] and len(a["X"]) < a["num_micro_batches"]),
+)
+
+
 # 012 accumulate_gradients ------------------------------------------------------
 
 def accumulate_cases(rng):
@@ -104,6 +117,17 @@ def scale_cases(rng):
                        ([3, -1, 2], "a micro-batch size is negative")):
         cases.append(Raises({"accumulated": {"W": _normal(rng, 2)}, "micro_batch_sizes": sizes}, ValueError, why))
     return cases
+
+
+SCALE_REFUSALS = (
+    Refusal("micro_batch_sizes is empty", ValueError, lambda a: len(list(a["micro_batch_sizes"])) == 0),
+    Refusal("a micro-batch size is less than 1", ValueError, lambda a: min(a["micro_batch_sizes"]) < 1),
+)
+
+
+STEP_REFUSALS = (
+    Refusal("the batch is smaller than num_micro_batches", ValueError, lambda a: len(a["X"]) < a["num_micro_batches"]),
+)
 
 
 # 014 grad_accumulation_step ----------------------------------------------------
@@ -156,7 +180,7 @@ STEP_MEMORY = MemoryBound(
 
 
 LESSONS = (
-    LessonSpec("011", split_cases, fresh_result=False,  # the micro-batches may be views of X and Y
+    LessonSpec("011", split_cases, refuses=SPLIT_REFUSALS, fresh_result=False,  # the micro-batches may be views of X and Y
                equivalent_mutants=(
         *((f"{mutation} | or num_micro_batches < 1:",
            "only num_micro_batches = 0 is let through, and np.array_split then raises the same ValueError")
@@ -164,11 +188,11 @@ LESSONS = (
         ("`int(x)` -> `x` | k = int(num_micro_batches)",
          "once validated, num_micro_batches is a whole number, and np.array_split splits alike for 3 and 3.0"))),
     LessonSpec("012", accumulate_cases),
-    LessonSpec("013", scale_cases, equivalent_mutants=(
+    LessonSpec("013", scale_cases, refuses=SCALE_REFUSALS, equivalent_mutants=(
         ("`list(x)` -> `x` | sizes = list(micro_batch_sizes)",
          "the contract takes a sequence of sizes, which min() and sum() can both read as it is "
          "(only a one-shot iterator, which the docstring does not allow, would differ)"),)),
-    LessonSpec("014", step_cases, rtol=1e-12, atol=1e-14, memory=STEP_MEMORY,
+    LessonSpec("014", step_cases, rtol=1e-12, atol=1e-14, memory=STEP_MEMORY, refuses=STEP_REFUSALS,
                isolate=("split_into_micro_batches", "accumulate_gradients", "scale_accumulated_gradients"),
                equivalent_mutants=(
         ("`float(x)` -> `x` | return new_params, float(loss_sum / sum(sizes))",

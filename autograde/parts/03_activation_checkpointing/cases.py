@@ -10,7 +10,7 @@ input.  Biases are perturbed so that every layer's ReLU mask has both signs.
 
 import numpy as np
 
-from grading.spec import Case, LessonSpec, MemoryBound, Raises
+from grading.spec import Case, LessonSpec, MemoryBound, Raises, Refusal
 from shared import mlp
 
 CLOSE = {"rtol": 1e-12, "atol": 1e-14}  # accepts einsum/np.dot answers, which may differ in the last bits
@@ -46,6 +46,9 @@ def _segment_sizes(rng):
              "1 < s < L (a shorter last segment when s does not divide L)",
              "s = L: one segment", "s > L: one segment", "random L and s", "random L and s"]
     return zip(L, s, about)
+
+
+SEGMENT_REFUSAL = Refusal("segment_size < 1", ValueError, lambda a: a["segment_size"] < 1)
 
 
 # 015 mlp_forward_checkpointed --------------------------------------------------
@@ -184,8 +187,11 @@ def estimate_cases(rng):
     return cases
 
 
+ESTIMATE_REFUSALS = tuple(Refusal(f"{name} < 1", ValueError, lambda a, name=name: a[name] < 1) for name in NAMES)
+
+
 LESSONS = (
-    LessonSpec("015", forward_cases, **CLOSE, fresh_result=False, memory=FORWARD_MEMORY,  # the checkpoints hold X itself
+    LessonSpec("015", forward_cases, **CLOSE, refuses=(SEGMENT_REFUSAL,), fresh_result=False, memory=FORWARD_MEMORY,  # the checkpoints hold X itself
                equivalent_mutants=(
         ("`<` -> `<=` | if i < num_layers:",
          "it only adds a ReLU after the last layer, whose result `a` is never used again (z is returned)"),
@@ -205,7 +211,7 @@ LESSONS = (
         *((f"{mutation} | if i > 1:",
            "it only adds the gradient for layer 0's input at the very end, which nothing uses")
           for mutation in ("`>` -> `>=`", "constant 1 - 1", "constant 1 -> 0")))),
-    LessonSpec("018", estimate_cases, equivalent_mutants=(
+    LessonSpec("018", estimate_cases, refuses=ESTIMATE_REFUSALS, equivalent_mutants=(
         ("swap the first two arguments of `min` | recomputed = 2 * min(segment_size, num_layers - 1)",
          "min is symmetric in its two arguments"),
         ("`int(x)` -> `x` | return {\"standard_bytes\": int(standard), \"checkpointed_bytes\": int(checkpointed),",
