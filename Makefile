@@ -30,7 +30,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # nbgrader's instructor panels and its menu, hidden from the learner's JupyterLab.
 NBGRADER_PANELS := create-assignment formgrader course-list assignment-list menu
 
-.PHONY: help bubblewrap lab test test-browser build progress grade venv clean release autograde feedback grades mutation bench-grading
+.PHONY: help bubblewrap lab test test-browser build progress grade venv clean release autograde feedback grades mutation catalogue bench-grading
 
 help:
 	@sed -n '2,/^$$/p' Makefile
@@ -126,6 +126,9 @@ grades: $(STAMP)
 
 mutation: $(STAMP)
 	$(PY) tools/mutation.py
+
+catalogue: $(STAMP)
+	$(PY) tests/catalogue.py
 
 N ?= 6
 bench-grading: $(STAMP)

@@ -115,11 +115,20 @@ def kernel_input(slug: str, drawn: dict[str, list[Case | Raises]]) -> dict[str, 
 # Judging one lesson
 # --------------------------------------------------------------------------
 
+#: Why a lesson lost its points.  Only "value" means the answer had the right form (types,
+#: dtypes, shapes, keys), kept the contract (errors, no mutation, fresh arrays, memory) and
+#: differed in numbers alone; the contract tests allow no other reason to be hidden from
+#: the visible tests.
+REASONS = ("passed", "value", "form", "refusal", "crash", "mutation", "alias", "memory",
+           "not started", "no answers", "grading")
+
+
 @dataclass(frozen=True)
 class Verdict:
     code: str
     passed: bool
     message: str
+    reason: str = "grading"
 
     @property
     def points(self) -> int:
@@ -138,6 +147,13 @@ def _case_label(index: int, total: int, case: Case | Raises) -> str:
 def judge_case(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: dict[str, Any],
                mistakes: Sequence[Mistake]) -> str | None:
     """Why the learner's answer to one case is wrong, or None when it is right."""
+    problem = case_problem(lesson, spec, case, answer, mistakes)
+    return None if problem is None else problem[1]
+
+
+def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: dict[str, Any],
+                 mistakes: Sequence[Mistake]) -> tuple[str, str] | None:
+    """``(reason, message)`` when the learner's answer to one case is wrong (see REASONS), else None."""
     name = lesson.function
     values = list(case.args.values())
     kind = answer.get("kind")
@@ -146,19 +162,19 @@ def judge_case(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: di
         if kind == "raised" and answer.get("error") == wanted:
             return None
         if kind == "raised":
-            return (f"{name} should raise {wanted} when {case.about}, but it raised "
-                    f"{answer.get('error')}: {answer.get('message')}")
-        return f"{name} should raise {wanted} when {case.about}, but it returned normally"
+            return "refusal", (f"{name} should raise {wanted} when {case.about}, but it raised "
+                               f"{answer.get('error')}: {answer.get('message')}")
+        return "refusal", f"{name} should raise {wanted} when {case.about}, but it returned normally"
     if kind == "unsendable":
-        return f"{name} returned a value that cannot be graded: {answer.get('message')}"
+        return "form", f"{name} returned a value that cannot be graded: {answer.get('message')}"
     if kind == "raised":
         error_name, text = answer.get("error"), answer.get("message", "")
         message = f"{name} raised {error_name}: {text}"
         crash = _crashing_mistake(error_name, text, mistakes, values)
         where = answer.get("traceback", "").strip()
-        return _with_mistake(message + (f"\n  where:\n{where}" if where else ""), crash)
+        return "crash", _with_mistake(message + (f"\n  where:\n{where}" if where else ""), crash)
     if kind != "returned":
-        return f"the answer to this case is malformed ({kind!r})"
+        return "grading", f"the answer to this case is malformed ({kind!r})"
     result = wire.from_plain(answer["result"])
     after = answer.get("args_after")
     if after is not None:
@@ -166,7 +182,7 @@ def judge_case(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: di
         for arg_name, old, new in zip(case.args, values, after_values):
             if difference(new, old, arg_name, exact=True) is not None:
                 mistake = recognise_mutating_mistake(after_values, mistakes, tuple(copy.deepcopy(values)))
-                return _with_mistake(
+                return "mutation", _with_mistake(
                     f"{name} changed its input `{arg_name}` in place. Functions in this course must not "
                     f"mutate their inputs: work on a copy (e.g. x = x + y instead of x += y).", mistake)
     expected = reference_function(lesson)(*copy.deepcopy(values))
@@ -175,15 +191,24 @@ def judge_case(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: di
     if message is not None:
         mistake = recognise_mistake(result, mistakes, tuple(copy.deepcopy(values)), expected=expected,
                                     **tolerances)
-        return _with_mistake(message, mistake)
+        return _value_or_form(result, expected), _with_mistake(message, mistake)
     if isinstance(case, Case) and case.measure and spec.memory is not None:
         problem = _memory_problem(name, spec, case, answer)
         if problem:
-            return problem
+            return "memory", problem
     if spec.fresh_result and answer.get("aliases"):
-        return (f"{answer['aliases'][0]}: return new arrays (e.g. x + 0 or x.copy()), so that changing "
+        return "alias", (f"{answer['aliases'][0]}: return new arrays (e.g. x + 0 or x.copy()), so that changing "
                 f"the result can never change the caller's data")
     return None
+
+
+def _value_or_form(result: Any, expected: Any) -> str:
+    """"value" when ``result`` has the form of ``expected`` (types, dtypes, shapes, keys) and
+    differs only in numbers, else "form"."""
+    with np.errstate(all="ignore"):
+        loose = difference(result, expected, "x", rtol=0.0, atol=np.inf)  # any finite number is close
+    value_only = ("NaN", "infinite", "differs from the expected values", "is True, expected", "is False, expected")
+    return "value" if loose is None or any(text in loose for text in value_only) else "form"
 
 
 def _memory_problem(name: str, spec: LessonSpec, case: Case, answer: dict[str, Any]) -> str | None:
@@ -220,26 +245,28 @@ def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, A
     spec = lesson_spec(code)
     if payload is None:
         return Verdict(code, False, "no answers reached the grader: the test cell did not get to its hidden "
-                                    "tests (did an earlier line of the cell, or the notebook, stop it?)")
+                                    "tests (did an earlier line of the cell, or the notebook, stop it?)", "no answers")
     status = payload.get("status")
     if status != "answered":
         text = payload.get("message") or _STATUS_MESSAGES.get(status, f"grading failed ({status})")
-        return Verdict(code, False, str(text))
+        reason = {"timeout": "crash", "crashed": "crash", "not_defined": "not started"}.get(status, "grading")
+        return Verdict(code, False, str(text), reason)
     answers = payload.get("answers")
     if not isinstance(answers, list) or len(answers) != len(cases):
         return Verdict(code, False, "the answers that reached the grader are malformed; no points")
     if all(a.get("kind") == "raised" and a.get("error") == "NotImplementedError" for a in answers):
         return Verdict(code, False, f"not started: {lesson.function} still raises NotImplementedError "
-                                    f"(replace that line with your code)")
+                                    f"(replace that line with your code)", "not started")
     mistakes = mistakes_of(lesson.function)
     for index, (case, answer) in enumerate(zip(cases, answers)):
         try:
-            problem = judge_case(lesson, spec, case, answer, mistakes)
+            problem = case_problem(lesson, spec, case, answer, mistakes)
         except wire.WireError as error:
-            problem = f"the answer could not be read: {error}"
+            problem = "form", f"the answer could not be read: {error}"
         if problem is not None:
-            return Verdict(code, False, f"{problem}\n  {_case_label(index, len(cases), case)}")
-    return Verdict(code, True, f"{len(cases)} hidden cases right")
+            reason, text = problem
+            return Verdict(code, False, f"{text}\n  {_case_label(index, len(cases), case)}", reason)
+    return Verdict(code, True, f"{len(cases)} hidden cases right", "passed")
 
 
 

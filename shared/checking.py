@@ -123,6 +123,15 @@ def _fmt(x: Any) -> str:
     return repr(x)
 
 
+def _fmt_pair(actual: Any, expected: Any) -> tuple[str, str]:
+    """Two numbers with enough digits to see that they differ (17 significant digits at most)."""
+    for digits in (6, 10, 17):
+        mine, theirs = f"{float(actual):.{digits}g}", f"{float(expected):.{digits}g}"
+        if mine != theirs:
+            break
+    return mine, theirs
+
+
 # --------------------------------------------------------------------------
 # Comparing values: each function returns None when equal, else a message
 # --------------------------------------------------------------------------
@@ -182,10 +191,11 @@ def _numeric_difference(actual: np.ndarray, expected: np.ndarray, name: str, *,
     flat = int(_argmax(diff))
     index = tuple(int(i) for i in _unravel_index(flat, actual.shape))
     where = f" at index {index}" if index else ""
-    bound = "exactly" if exact else f"within rtol={rtol:g}, atol={atol:g}"
+    bound = "exactly (bitwise)" if exact else f"within rtol={rtol:g}, atol={atol:g}"
+    mine, theirs = _fmt_pair(actual[index], expected[index])
     return (f"{name} is wrong in {int(wrong.sum())} of {actual.size} entries ({bound}): "
             f"the largest error is {_fmt(diff[index])}{where}, "
-            f"where you have {_fmt(actual[index])} and the expected value is {_fmt(expected[index])}")
+            f"where you have {mine} and the expected value is {theirs}")
 
 
 def scalar_difference(actual: Any, expected: float, name: str, *,
@@ -528,3 +538,26 @@ def expect_error(function: Callable[..., Any], args: Sequence[Any], names: Seque
                            f"{type(other).__name__}: {other}") from other
     raise CheckFailure(f"{label} should raise {error.__name__} when {about} "
                        f"(called with {describe_args(names, args)}), but it returned normally")
+
+
+def check_raises(function: Callable[..., Any], args: Mapping[str, Any], error: type[BaseException],
+                 about: str) -> None:
+    """``expect_error`` with the arguments by name: ``check_raises(f, {"k": 0}, ValueError, "k is 0")``."""
+    expect_error(function, list(args.values()), list(args), error, about)
+
+
+def check_memory(function: Callable[..., Any], args: Mapping[str, Any], allowed_bytes: int, rule: str) -> Any:
+    """The call's peak memory (tracemalloc, see ``shared.memory``) must stay within ``allowed_bytes``.
+
+    ``rule`` says in words what the bound is; the message gives measured and allowed bytes.
+    Returns the call's result.
+    """
+    from .memory import format_bytes, measure_peak_memory
+    names, values = list(args), snapshot(list(args.values()))
+    label = _label(function)
+    measured = measure_peak_memory(lambda: call_learner(function, values, names))
+    if measured.peak_bytes > allowed_bytes:
+        raise CheckFailure(f"{label} allocated {format_bytes(measured.peak_bytes)} at its peak on this case, "
+                           f"and this lesson allows {format_bytes(allowed_bytes)} ({rule})")
+    return measured.result
+

@@ -13,12 +13,14 @@ _FUNCTIONS = {lesson.function: lesson for lesson in LESSONS}
 
 
 def setup_notebook() -> None:
-    """The course's plot style, and two IPython hooks for the learner:
+    """The course's plot style, and IPython hooks for the learner:
 
     - a test cell that fails records its lesson as failed (the progress panel
       turns ✓ into ✗ until the tests pass again);
     - a test cell run before its implementation cell says which cell to run,
-      instead of a bare NameError.
+      instead of a bare NameError;
+    - a test cell of a lesson whose stub is untouched says the lesson is not
+      started, instead of a NotImplementedError traceback.
     """
     use_course_style()
     try:
@@ -29,7 +31,7 @@ def setup_notebook() -> None:
     if shell is None:
         return
     shell.events.register("post_run_cell", _record_failed_test_cell)
-    shell.set_custom_exc((NameError,), _explain_missing_function)
+    shell.set_custom_exc((NameError, NotImplementedError), _explain)
 
 
 def _record_failed_test_cell(result) -> None:
@@ -40,11 +42,42 @@ def _record_failed_test_cell(result) -> None:
         record_failure(match.group(1))
 
 
-def _explain_missing_function(shell, etype, value, tb, tb_offset=None):
+def _explain(shell, etype, value, tb, tb_offset=None):
+    """Show the error as the course's one-line explanation when there is one.
+
+    It stays an error (the cell's output is still an ``error`` that nbgrader and
+    nbclient see, with the exception's own name and value); only the traceback
+    lines shown are replaced.
+    """
+    if issubclass(etype, NotImplementedError):
+        message = _not_started(tb)
+    else:
+        message = _missing_function(value)
+    if message is not None:
+        try:
+            value._render_traceback_ = lambda: [message]
+        except AttributeError:  # an exception object that takes no attributes: the plain traceback
+            pass
+    return shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+
+
+def _not_started(tb) -> str | None:
+    """An untouched stub: which lesson is not started (the innermost frame is the stub)."""
+    last = tb
+    while last is not None and last.tb_next is not None:
+        last = last.tb_next
+    lesson = _FUNCTIONS.get(last.tb_frame.f_code.co_name) if last is not None else None
+    if lesson is None:
+        return None
+    return (f"\x1b[0;33mNot started:\x1b[0m `{lesson.function}` still raises NotImplementedError. Replace that "
+            f"line in the Implementation cell of lesson {lesson.code} · {lesson.title} with your code, run that "
+            f"cell, then this one.")
+
+
+def _missing_function(value) -> str | None:
     name = getattr(value, "name", None)
     lesson = _FUNCTIONS.get(name)
     if lesson is None:
-        return shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
-    print(f"\x1b[0;31mNameError:\x1b[0m `{name}` is not defined yet: run the Implementation cell of lesson "
-          f"{lesson.code} · {lesson.title} (the cell with `def {name}`) first, then this cell again.")
-    return None
+        return None
+    return (f"\x1b[0;31mNameError:\x1b[0m `{name}` is not defined yet: run the Implementation cell of lesson "
+            f"{lesson.code} · {lesson.title} (the cell with `def {name}`) first, then this cell again.")

@@ -253,3 +253,25 @@ def test_a_block_is_the_reference_function_of_its_lesson(name, block, lesson):
             expected = reference(*copy.deepcopy(args))
             message = difference(block(*copy.deepcopy(args)), expected, name, **spec.tolerances(case))
             assert message is None, f"{where}: {message}"
+
+
+def test_an_untouched_stub_and_a_missing_function_are_explained_not_traced(capsys):
+    """In IPython, a test cell run on the stub says "Not started" and names the lesson; one run
+    before its implementation cell says which cell to run."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from shared.notebook import setup_notebook
+    shell = InteractiveShell.instance()
+    try:
+        setup_notebook()
+        shell.run_cell("def relu_forward(z):\n    raise NotImplementedError('Replace this line')\n")
+        shell.run_cell("relu_forward(1.0)")
+        out = capsys.readouterr().out
+        assert "Not started:" in out and "lesson 004 · ReLU forward" in out and "Traceback" not in out
+        assert shell.last_execution_result is None or not shell.last_execution_result.success
+        shell.run_cell("del relu_forward")
+        shell.run_cell("relu_forward(1.0)")
+        out = capsys.readouterr().out
+        assert "is not defined yet: run the Implementation cell of lesson 004" in out
+    finally:
+        InteractiveShell.clear_instance()

@@ -31,7 +31,7 @@
 import numpy as np
 import matplotlib.pyplot as plt
 
-from shared.checking import CheckFailure, call, check, check_call, check_equal, check_shape
+from shared.checking import CheckFailure, call, check, check_call, check_equal, check_raises, check_shape
 from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
 from shared.plotting import plot_loss_curve
@@ -125,6 +125,10 @@ check(np.array_equal(X, X_again) and np.array_equal(Y, Y_again),
       "the same seed must give the same batch: create the generator from `seed` inside the function")
 X_other, _ = call(make_synthetic_regression_batch, 2, 3, 2, seed=1, returns=("X", "Y"))
 check(not np.array_equal(X, X_other), "different seeds should give different batches")
+# Bad sizes are refused with ValueError (0, negative, or not a whole number):
+good = {"batch_size": 4, "in_features": 3, "out_features": 2, "seed": 0}
+for name, bad in (("batch_size", 0), ("in_features", -1), ("out_features", 2.5)):
+    check_raises(make_synthetic_regression_batch, {**good, name: bad}, ValueError, f"{name} is {bad}")
 lesson_passed("001")
 
 # %% [markdown]
@@ -202,23 +206,24 @@ def init_mlp_params(in_features, hidden, out_features, seed):
 # ### Tests
 
 # %% tags=["tests"]
-params = call(init_mlp_params, 4, 5, 3, seed=7)
+params = call(init_mlp_params, 8, 5, 3, seed=7)
 check(isinstance(params, dict), f"init_mlp_params should return a dict, got {type(params).__name__}")
 check(set(params) == {"W1", "b1", "W2", "b2"},
       f"the keys should be W1, b1, W2, b2; got {sorted(params)}")
-check_shape(params["W1"], (4, 5), "W1", "W has shape (fan_in, fan_out)")
+check_shape(params["W1"], (8, 5), "W1", "W has shape (fan_in, fan_out)")
 check_shape(params["W2"], (5, 3), "W2", "W has shape (fan_in, fan_out)")
 check_equal(params["b1"], np.zeros(5), "b1")
 check_equal(params["b2"], np.zeros(3), "b2")
 # The first two numbers of default_rng(7) are 0.00123015 and 0.29874554; W1 is drawn first.
-check_equal(params["W1"][0, :2], np.array([0.00123015, 0.29874554]) * np.sqrt(2 / 4), "W1[0, :2]",
-            atol=1e-8, mistakes=mistakes_of("init_mlp_params"), mistake_args=(4, 5, 3, 7),
+check_equal(params["W1"][0, :2], np.array([0.00123015, 0.29874554]) * np.sqrt(2 / 8), "W1[0, :2]",
+            atol=1e-8, mistakes=mistakes_of("init_mlp_params"), mistake_args=(8, 5, 3, 7),
             mistake_view=lambda p: p["W1"][0, :2])
-check_equal(init_mlp_params(4, 5, 3, seed=7), params, "a second call with the same seed")
-big = call(init_mlp_params, 400, 300, 1, seed=0)
+check_equal(init_mlp_params(8, 5, 3, seed=7), params, "a second call with the same seed")
+# Large layers, whose sample standard deviations are within 0.5% of the true ones:
+big = call(init_mlp_params, 400, 300, 60, seed=0)
 check(abs(big["W1"].std() - np.sqrt(2 / 400)) < 0.002,
       f"W1's standard deviation is {big['W1'].std():.4f}; He initialisation gives sqrt(2/fan_in) = {np.sqrt(2 / 400):.4f}")
-check(abs(big["W2"].std() - np.sqrt(2 / 300)) < 0.02,
+check(abs(big["W2"].std() - np.sqrt(2 / 300)) < 0.002,
       f"W2's standard deviation is {big['W2'].std():.4f}; its fan_in is 300, so it should be {np.sqrt(2 / 300):.4f}")
 lesson_passed("002")
 
@@ -227,6 +232,8 @@ lesson_passed("002")
 #
 # - **LeCun/Xavier scale instead of He.** `sqrt(1 / fan_in)` is right for tanh
 #   networks; with ReLU the activations then shrink by $\sqrt{2}$ per layer.
+# - **2/fan_in as the standard deviation.** $2/n_{\text{in}}$ is the *variance*;
+#   multiply by its square root, `np.sqrt(2 / fan_in)`.
 # - **Scaling by fan_out.** The variance that matters is the sum over a unit's
 #   *inputs*, so the count is fan_in.
 # - **W stored as (fan_out, fan_in)**, the PyTorch `nn.Linear` layout. This
@@ -534,6 +541,10 @@ check_call(mse_loss_and_grad, {"Y_hat": Y_hat, "Y": Y},
 loss, _ = call(mse_loss_and_grad, Y, Y, returns=("loss", "dY_hat"))
 check(loss == 0.0, f"the loss of a perfect prediction should be 0, got {loss}")
 check(isinstance(loss, float), f"the loss should be a Python float, got {type(loss).__name__}")
+# float32 inputs: the gradient stays float32 and the loss is still a Python float (not np.float32):
+check_call(mse_loss_and_grad, {"Y_hat": np.array([[1.0, 2.0], [3.0, 5.0]], dtype=np.float32),
+                               "Y": np.array([[1.0, 0.0], [2.0, 5.0]], dtype=np.float32)},
+           (1.25, np.array([[0.0, 1.0], [0.5, 0.0]], dtype=np.float32)), mistakes=mistakes_of("mse_loss_and_grad"))
 # The gradient is the slope: a small step against it lowers the loss.
 rng = np.random.default_rng(0)
 Y_hat, Y = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
@@ -633,6 +644,13 @@ E = np.zeros_like(W); E[1, 0] = 1e-6
 numeric = (np.sum((x @ (W + E)) * G) - np.sum((x @ (W - E)) * G)) / 2e-6
 check(abs(dW[1, 0] - numeric) < 1e-6,
       f"dW[1, 0] = {dW[1, 0]:.6f} but a finite difference gives {numeric:.6f}")
+# float32 in, float32 out (all three gradients):
+check_call(linear_backward, {"dZ": np.array([[1.0, 0.0, -1.0], [2.0, 1.0, 0.0]], dtype=np.float32),
+                             "x": np.array([[1.0, 2.0], [0.0, -1.0]], dtype=np.float32),
+                             "W": np.array([[1.0, 2.0, 3.0], [0.0, 1.0, -1.0]], dtype=np.float32)},
+           (np.array([[-2.0, 1.0], [4.0, 1.0]], dtype=np.float32),
+            np.array([[1.0, 0.0, -1.0], [0.0, -1.0, -2.0]], dtype=np.float32),
+            np.array([3.0, 1.0, -1.0], dtype=np.float32)), mistakes=mistakes_of("linear_backward"))
 lesson_passed("007")
 
 # %% [markdown]
@@ -784,6 +802,7 @@ lesson_passed("009")
 #   two; the tests name it. In a large model this is a whole activation-sized
 #   array for nothing.
 # - **dW without the transpose** and **db not summed over the batch**, as in lesson 007.
+# - **Returning (db1, dW1)**: the order is (dW1, db1), weights first, as in lesson 007.
 #
 # ### Checkpoint
 #

@@ -32,7 +32,7 @@ import matplotlib.pyplot as plt
 
 from shared import mlp
 from shared.checking import CheckFailure, call, check, check_call, check_equal, check_shape
-from shared.checking import expect_error
+from shared.checking import check_memory, check_raises, expect_error
 from shared.memory import (accumulation_activation_bytes, format_bytes, format_measured, format_ratio,
                            measure_peak_memory)
 from shared.mistakes import mistakes_of
@@ -123,6 +123,13 @@ expect_error(split_into_micro_batches, [X, Y, 0], ["X", "Y", "num_micro_batches"
              "num_micro_batches is 0")
 expect_error(split_into_micro_batches, [X, Y[:9], 2], ["X", "Y", "num_micro_batches"], ValueError,
              "X has 10 rows and Y has 9")
+expect_error(split_into_micro_batches, [X, Y, 2.5], ["X", "Y", "num_micro_batches"], ValueError,
+             "num_micro_batches is 2.5, not a whole number")
+# float32 data stays float32 (views or copies, never converted):
+check_call(split_into_micro_batches, {"X": X[:5].astype(np.float32), "Y": Y[:5].astype(np.float32),
+                                      "num_micro_batches": 2},
+           [(X[:3].astype(np.float32), Y[:3].astype(np.float32)), (X[3:5].astype(np.float32), Y[3:5].astype(np.float32))],
+           mistakes=mistakes_of("split_into_micro_batches"))
 lesson_passed("011")
 
 # %% [markdown]
@@ -206,6 +213,15 @@ again = call(accumulate_gradients, first, g2, 2)
 check(again is not first and all(not np.shares_memory(again[k], first[k]) for k in first),
       "accumulate_gradients returned arrays that share memory with `accumulated`: build new arrays "
       "(accumulated[k] + n * g[k]) instead of adding in place")
+# The first micro-batch of size 1: n * g equals g, but the result must still be new arrays.
+single = call(accumulate_gradients, None, g1, 1)
+check(all(not np.shares_memory(single[k], g1[k]) for k in g1),
+      "with accumulated=None and micro_batch_size=1 you returned micro_grads' own arrays: return new ones "
+      "(e.g. 1 * g), or the caller's gradients change when the sum grows")
+# float32 gradients stay float32:
+check_call(accumulate_gradients, {"accumulated": {"b": np.array([1.0], dtype=np.float32)},
+                                  "micro_grads": {"b": np.array([0.5], dtype=np.float32)}, "micro_batch_size": 2},
+           {"b": np.array([2.0], dtype=np.float32)}, mistakes=mistakes_of("accumulate_gradients"))
 lesson_passed("012")
 
 # %% [markdown]
@@ -285,6 +301,9 @@ check_call(scale_accumulated_gradients, {"accumulated": acc, "micro_batch_sizes"
            mistakes=mistakes_of("scale_accumulated_gradients"))
 expect_error(scale_accumulated_gradients, [acc, []], ["accumulated", "micro_batch_sizes"], ValueError,
              "micro_batch_sizes is empty")
+for sizes in ([2, 0], [3, -1, 2]):
+    check_raises(scale_accumulated_gradients, {"accumulated": acc, "micro_batch_sizes": sizes}, ValueError,
+                 f"a micro-batch size is less than 1 ({sizes})")
 lesson_passed("013")
 
 # %% [markdown]
@@ -381,6 +400,17 @@ check_call(grad_accumulation_step, {"params": p0, "X": X10, "Y": Y10, "num_micro
 check_call(grad_accumulation_step, {"params": p0, "X": X10, "Y": Y10, "num_micro_batches": 1,
                                     "learning_rate": 0.1},
            (full_step, full_loss), mistakes=mistakes_of("grad_accumulation_step"), rtol=1e-12, atol=1e-14)
+check_raises(grad_accumulation_step, {"params": p0, "X": X10[:2], "Y": Y10[:2], "num_micro_batches": 3,
+                                      "learning_rate": 0.1},
+             ValueError, "the batch (2 examples) is smaller than num_micro_batches (3)")
+# The point of the lesson: only one micro-batch's activations are alive at a time.
+p_mem = mlp.init_params([64, 64, 64, 64, 4], seed=2)
+X_mem, Y_mem = rng.standard_normal((512, 64)), rng.standard_normal((512, 4))
+allowed = int(1.5 * accumulation_activation_bytes(512, 64, 4, 8)) + 4 * sum(v.nbytes for v in p_mem.values())
+check_memory(grad_accumulation_step, {"params": p_mem, "X": X_mem, "Y": Y_mem, "num_micro_batches": 8,
+                                      "learning_rate": 0.05},
+             allowed, "1.5 x one micro-batch's activations, plus four parameter-sized dicts: run the micro-batches "
+                      "one after another, never the whole batch at once")
 lesson_passed("014")
 
 # %% [markdown]

@@ -1,0 +1,382 @@
+"""A catalogue of plausible wrong answers for every lesson, and what each one scores.
+
+The visible tests in a notebook promise something: "All tests passed" should mean
+that the only way left to lose the hidden points is to be wrong on values (on
+inputs the learner has not seen).  This module holds the wrong answers that check
+that promise, lesson by lesson, in four kinds:
+
+- ``contract``: derived mechanically from the lesson's declaration
+  (``autograde/parts/NN_slug/cases.py``), one per promise the hidden tests grade:
+  each :class:`~grading.spec.Refusal` forgotten (the function returns, or raises
+  the wrong error), an input changed in place, float32/float16 results widened to
+  float64, a Python float or int returned as a NumPy scalar, an input array
+  returned as the result.  Each applies only when the hidden cases can see it.
+- ``shortcut``: the right numbers computed the expensive way, for lessons whose
+  point is memory (their declaration has a :class:`~grading.spec.MemoryBound`).
+- ``mistake``: the lesson's named common mistakes (``shared.mistakes``).
+- ``plausible``: other wrong answers a learner could write, beyond one-point mutants.
+- ``right``: right answers written another way (``einsum``, loops, another
+  summation order); these must pass both the visible and the hidden tests.
+
+:func:`visible_failure` runs a lesson's visible test cell (as the learner's
+notebook holds it) with the function replaced; :func:`hidden_verdict` grades the
+function with the real cases, harness and judge.  ``python tests/catalogue.py``
+(``make catalogue``) prints the per-lesson table.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import functools
+import io
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from course import built_lessons, grade_id_of, read, reference_solutions, student_path  # noqa: E402
+from grading.judge import Verdict, grade_in_process, lesson_spec, reference_function  # noqa: E402
+from grading.spec import Case, Raises, draw_cases  # noqa: E402
+from shared import mlp  # noqa: E402
+from shared.lessons import Lesson, lesson as find_lesson  # noqa: E402
+from shared.mistakes import mistakes_of  # noqa: E402
+
+#: The run seeds whose cases decide which contract entries apply to a lesson.
+SEEDS = (0, 1, 2)
+
+
+@dataclass(frozen=True)
+class Entry:
+    code: str
+    name: str
+    kind: str  # "contract", "shortcut", "mistake", "plausible" or "right"
+    function: Callable[..., Any]
+
+
+# --------------------------------------------------------------------------
+# Running the visible tests and the hidden ones
+# --------------------------------------------------------------------------
+
+_namespaces: dict[str, dict[str, Any]] = {}
+
+
+def _part_namespace(slug: str) -> dict[str, Any]:
+    """The learner's set-up cell and every reference solution of the part, run once."""
+    if slug not in _namespaces:
+        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        reference = reference_solutions(slug)
+        for cell in read(student_path(slug)).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade_id") == "setup":
+                exec(cell.source.replace("setup_notebook()", ""), namespace)  # noqa: S102 (course code)
+            elif meta.get("solution"):
+                exec(reference[meta["grade_id"]], namespace)  # noqa: S102
+        _namespaces[slug] = namespace
+    return _namespaces[slug]
+
+
+def _test_cell(lesson: Lesson) -> str:
+    return next(cell.source for cell in read(student_path(lesson.part.slug)).cells
+                if grade_id_of(cell) == lesson.grade_id)
+
+
+def visible_failure(lesson: Lesson, function: Callable[..., Any]) -> str | None:
+    """Run the lesson's visible tests with ``function`` as the learner's: None when they pass,
+    else what stopped them (the first line of the failure)."""
+    passed: list[str] = []
+    namespace = dict(_part_namespace(lesson.part.slug))
+    namespace[lesson.function] = function
+    namespace["lesson_passed"] = passed.append
+    try:
+        with redirect_stdout(io.StringIO()), np.errstate(all="ignore"):
+            exec(_test_cell(lesson), namespace)  # noqa: S102 (the course's own test cell)
+    except BaseException as error:  # noqa: BLE001 (any failure of the cell is the answer)
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    return None if passed == [lesson.code] else f"the cell ended without lesson_passed({lesson.code!r})"
+
+
+def hidden_verdict(lesson: Lesson, function: Callable[..., Any], seed: int = 0) -> Verdict:
+    namespace = dict(reference_function(lesson).__globals__)
+    namespace[lesson.function] = function
+    return grade_in_process(lesson.code, namespace, seed)
+
+
+# --------------------------------------------------------------------------
+# Contract entries, derived from the declaration
+# --------------------------------------------------------------------------
+
+def _arrays(value: Any) -> Iterator[np.ndarray]:
+    """Every ndarray in a nest of dicts, lists and tuples."""
+    if isinstance(value, np.ndarray):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _arrays(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _arrays(item)
+
+
+def _map(value: Any, leaf: Callable[[Any], Any]) -> Any:
+    if isinstance(value, dict):
+        return {key: _map(item, leaf) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map(item, leaf) for item in value)
+    return leaf(value)
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+def _named(lesson: Lesson, body: Callable[[dict[str, Any], Callable[..., Any]], Any]) -> Callable[..., Any]:
+    """A function with the lesson's signature whose answer is ``body(args, reference)``."""
+    reference = reference_function(lesson)
+    names = list(__import__("inspect").signature(reference).parameters)
+
+    @functools.wraps(reference)
+    def wrong(*args, **kwargs):
+        given = dict(zip(names, args))
+        given.update(kwargs)
+        return body(given, reference)
+    return wrong
+
+
+def _drawn(lesson: Lesson, seeds: tuple[int, ...] = SEEDS) -> list[Case | Raises]:
+    from grading.judge import case_seed
+    return [case for seed in seeds for case in draw_cases(lesson_spec(lesson.code), case_seed(seed, lesson.code))]
+
+
+def _reference_results(lesson: Lesson, seeds: tuple[int, ...] = SEEDS) -> list[tuple[dict[str, Any], Any]]:
+    reference = reference_function(lesson)
+    results = []
+    for case in _drawn(lesson, seeds):
+        if isinstance(case, Case):
+            with np.errstate(all="ignore"):
+                results.append((case.args, reference(**copy.deepcopy(case.args))))
+    return results
+
+
+def contract_entries(lesson: Lesson) -> list[Entry]:
+    """One wrong answer per promise that the lesson's hidden cases grade."""
+    spec = lesson_spec(lesson.code)
+    entries = []
+    for refusal in spec.refuses:
+        def returns(args, reference, refusal=refusal):
+            return None if refusal.covers(args) else reference(**args)
+
+        def raises_other(args, reference, refusal=refusal):
+            if refusal.covers(args):
+                other = TypeError if refusal.error is not TypeError else ValueError
+                raise other(f"(not the contract's {refusal.error.__name__})")
+            return reference(**args)
+        entries.append(Entry(lesson.code, f"does not refuse: {refusal.rule}", "contract", _named(lesson, returns)))
+        entries.append(Entry(lesson.code, f"refuses {refusal.rule} with the wrong error", "contract",
+                             _named(lesson, raises_other)))
+
+    results = _reference_results(lesson)
+    if any(any(a.dtype.kind == "f" for a in _arrays(args)) for args, _ in results):
+        def mutates(args, reference):
+            answer = reference(**copy.deepcopy(args))
+            first = next(a for a in _arrays(args) if a.dtype.kind == "f" and a.size and a.flags.writeable)
+            first *= 2.0
+            first += 1.0
+            return answer
+        entries.append(Entry(lesson.code, "changes an input in place", "contract", _named(lesson, mutates)))
+    if any(a.dtype.kind == "f" and a.dtype != np.float64 for args, _ in results for a in _arrays(args)):
+        def widens(args, reference):
+            return _map(reference(**args), lambda v: v.astype(np.float64)
+                        if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v)
+        entries.append(Entry(lesson.code, "returns float64 for narrower float inputs", "contract",
+                             _named(lesson, widens)))
+    if any(type(leaf) is float for _, result in results for leaf in _leaves(result)):
+        def numpy_float(args, reference):
+            return _map(reference(**args), lambda v: np.float32(v) if type(v) is float else v)
+        entries.append(Entry(lesson.code, "returns a NumPy scalar for a Python float", "contract",
+                             _named(lesson, numpy_float)))
+    if any(type(leaf) is int for _, result in results for leaf in _leaves(result)):
+        def numpy_int(args, reference):
+            return _map(reference(**args), lambda v: np.int64(v) if type(v) is int else v)
+        entries.append(Entry(lesson.code, "returns a NumPy integer for a Python int", "contract",
+                             _named(lesson, numpy_int)))
+    # Only where every run's cases have a result equal to an input (a declared case such as 012's
+    # "first micro-batch of size 1"), not where a random draw makes one equal by chance.
+    if spec.fresh_result and all(any(_input_twin(args, result) is not None
+                                     for args, result in _reference_results(lesson, (seed,))) for seed in SEEDS):
+        def aliases(args, reference):
+            return _map(reference(**args), lambda v: (_input_twin(args, v) if isinstance(v, np.ndarray)
+                                                      and _input_twin(args, v) is not None else v))
+        entries.append(Entry(lesson.code, "returns an input array itself", "contract", _named(lesson, aliases)))
+    return entries
+
+
+def _input_twin(args: dict[str, Any], result: Any) -> np.ndarray | None:
+    """An input array equal to (one of) the result's arrays, which a lazy answer could return as is."""
+    for out in _arrays(result):
+        for given in _arrays(args):
+            if given.dtype == out.dtype and given.shape == out.shape and np.array_equal(given, out):
+                return given
+    return None
+
+
+# --------------------------------------------------------------------------
+# Shortcuts: the right numbers at the wrong cost
+# --------------------------------------------------------------------------
+
+def whole_batch_step(params, X, Y, num_micro_batches, learning_rate):
+    """014 the expensive way: one forward and backward pass over the whole batch."""
+    if isinstance(num_micro_batches, bool) or int(num_micro_batches) != num_micro_batches \
+            or not 1 <= num_micro_batches <= len(X):
+        raise ValueError("bad num_micro_batches")
+    loss, grads = mlp.loss_and_grads(X, Y, params)
+    return {key: params[key] - learning_rate * grads[key] for key in params}, loss
+
+
+def store_everything_forward(X, params, segment_size):
+    """015 the expensive way: keep every activation, pick the checkpoints at the end."""
+    if segment_size < 1:
+        raise ValueError("segment_size must be at least 1")
+    layers = mlp.num_layers(params)
+    kept, a = {0: X}, X
+    for i in range(1, layers + 1):
+        z = a @ params[f"W{i}"] + params[f"b{i}"]
+        if i < layers:
+            a = np.maximum(z, 0)
+            kept[i] = a
+            kept[-i] = z  # the pre-activations too, as a standard forward pass keeps them
+    return z, {i: kept[i] for i in range(0, layers, segment_size)}
+
+
+def recompute_everything_backward(d_out, params, checkpoints, segment_size):
+    """017 the expensive way: recompute every segment first, then run the backward pass."""
+    blocks = reference_function(find_lesson("016"))
+    layers = mlp.num_layers(params)
+    cache = {}
+    for start in checkpoints:
+        cache.update(blocks(checkpoints[start], params, start, min(start + segment_size, layers)))
+    grads, delta = {}, d_out
+    for i in range(layers, 0, -1):
+        a_prev = cache[f"A{i - 1}"]
+        grads[f"W{i}"], grads[f"b{i}"] = a_prev.T @ delta, delta.sum(axis=0)
+        if i > 1:
+            delta = (delta @ params[f"W{i}"].T) * (a_prev > 0)
+    return {key: grads[key] for key in params}
+
+
+#: lesson code -> (function name, the shortcut, words the verdict must contain)
+SHORTCUTS: dict[str, tuple[str, Callable[..., Any], str]] = {
+    "014": ("grad_accumulation_step", whole_batch_step, "only one micro-batch may be alive at a time"),
+    "015": ("mlp_forward_checkpointed", store_everything_forward, "keep only each segment's input"),
+    "017": ("mlp_backward_checkpointed", recompute_everything_backward, "recompute one segment at a time"),
+}
+
+
+# --------------------------------------------------------------------------
+# Plausible wrong answers and right answers written differently, by hand
+# --------------------------------------------------------------------------
+
+from plausible import EXPENSIVE, PLAUSIBLE, RIGHT  # noqa: E402  (lesson code -> [(name, function)])
+
+
+def catalogue(lesson: Lesson) -> list[Entry]:
+    entries = contract_entries(lesson)
+    if lesson.code in SHORTCUTS:
+        entries.append(Entry(lesson.code, "the expensive way (memory)", "shortcut", SHORTCUTS[lesson.code][1]))
+    entries += [Entry(lesson.code, name, "shortcut", f) for name, f in EXPENSIVE.get(lesson.code, ())]
+    entries += [Entry(lesson.code, m.name, "mistake", m.compute) for m in mistakes_of(lesson.function)]
+    entries += [Entry(lesson.code, name, "plausible", f) for name, f in PLAUSIBLE.get(lesson.code, ())]
+    entries += [Entry(lesson.code, name, "right", f) for name, f in RIGHT.get(lesson.code, ())]
+    return entries
+
+
+@dataclass(frozen=True)
+class Outcome:
+    entry: Entry
+    visible: str | None  # None: the visible tests passed
+    verdict: Verdict
+
+    @property
+    def problem(self) -> str | None:
+        """Why this outcome breaks the notebook's promise, or None."""
+        entry, verdict = self.entry, self.verdict
+        if entry.kind == "right":
+            if self.visible is not None:
+                return f"a right answer fails the visible tests: {self.visible}"
+            if not verdict.passed:
+                return f"a right answer loses the hidden points: {verdict.message}"
+            return None
+        if verdict.passed:
+            return "a wrong answer earns the hidden points"
+        if self.visible is None and verdict.reason != "value":
+            return (f"passes the visible tests but loses the hidden points for a reason other than values "
+                    f"({verdict.reason}): {verdict.message.splitlines()[0]}")
+        if entry.kind in ("contract", "shortcut") and self.visible is None:
+            return "the visible tests do not check this promise"
+        return None
+
+
+def outcome(entry: Entry, seed: int = 0) -> Outcome:
+    lesson = find_lesson(entry.code)
+    return Outcome(entry, visible_failure(lesson, entry.function), hidden_verdict(lesson, entry.function, seed))
+
+
+def table(lessons: list[Lesson] | None = None) -> str:
+    """The per-lesson report: catalogue size, passing the visible tests, earning hidden points."""
+    rows = ["| lesson | catalogue (contract/shortcut/mistake/plausible) | right answers | pass visible "
+            "(value-only) | earn hidden | broken promises |", "|---|---|---|---|---|---|"]
+    for lesson in lessons or built_lessons():
+        outcomes = [outcome(e) for e in catalogue(lesson)]
+        wrong = [o for o in outcomes if o.entry.kind != "right"]
+        right = [o for o in outcomes if o.entry.kind == "right"]
+        counts = "/".join(str(sum(o.entry.kind == k for o in wrong))
+                          for k in ("contract", "shortcut", "mistake", "plausible"))
+        visible = [o for o in wrong if o.visible is None]
+        rows.append(f"| {lesson.code} {lesson.function} | {len(wrong)} ({counts}) | "
+                    f"{sum(o.problem is None for o in right)}/{len(right)} pass both | "
+                    f"{len(visible)} ({sum(o.verdict.reason == 'value' for o in visible)}) | "
+                    f"{sum(o.verdict.passed for o in wrong)} | {sum(o.problem is not None for o in outcomes)} |")
+    return "\n".join(rows)
+
+
+def memory_table(lessons: list[Lesson] | None = None) -> str:
+    """For each lesson graded on memory: its bound and the measured peaks on its hidden memory case
+    (run seed 0), of the reference and of each shortcut."""
+    from grading.judge import case_seed
+    from shared.memory import format_bytes, measure_peak_memory
+    rows = ["| lesson | bound (rule) | allowed | reference | shortcuts |", "|---|---|---|---|---|"]
+    for lesson in lessons or built_lessons():
+        spec = lesson_spec(lesson.code)
+        if spec.memory is None:
+            continue
+        case = next(c for c in draw_cases(spec, case_seed(0, lesson.code)) if isinstance(c, Case) and c.measure)
+
+        def peak(function):
+            return format_bytes(measure_peak_memory(function, **copy.deepcopy(case.args)).peak_bytes)
+        shortcuts = [e for e in catalogue(lesson) if e.kind == "shortcut"]
+        rows.append(f"| {lesson.code} | {spec.memory.rule} | {format_bytes(spec.memory.allowed(case.args))} | "
+                    f"{peak(reference_function(lesson))} | "
+                    + "; ".join(f"{e.name}: {peak(e.function)}" for e in shortcuts) + " |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(table())
+    print()
+    print(memory_table())

@@ -1,0 +1,419 @@
+"""Wrong answers a learner could plausibly write (beyond one-point mutants), and right
+answers written another way, for the catalogue (``tests/catalogue.py``).
+
+``PLAUSIBLE[code]`` must lose the lesson's points, and may pass the visible tests
+only when it is wrong in values alone; ``EXPENSIVE[code]`` gives the right numbers
+at a memory cost the lesson does not allow (both test kinds must refuse it); ``RIGHT[code]`` must pass both the visible
+and the hidden tests (the tolerances accept another summation order, einsum,
+np.dot and loops).  Each function takes exactly the graded function's arguments.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from shared import mlp
+
+
+def _positive_sizes(*sizes):
+    for size in sizes:
+        if isinstance(size, bool) or int(size) != size or size < 1:
+            raise ValueError(f"bad size {size!r}")
+
+
+# 001 ------------------------------------------------------------------------
+
+def batch_w_over_d(batch_size, in_features, out_features, seed):
+    _positive_sizes(batch_size, in_features, out_features)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((batch_size, in_features))
+    W_true = rng.standard_normal((in_features, out_features)) / in_features  # 1/d, not 1/sqrt(d)
+    return X, np.sin(X @ W_true)
+
+
+def batch_float32(batch_size, in_features, out_features, seed):
+    _positive_sizes(batch_size, in_features, out_features)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((batch_size, in_features), dtype=np.float32)
+    W_true = rng.standard_normal((in_features, out_features), dtype=np.float32) / np.sqrt(in_features)
+    return X, np.sin(X @ W_true)
+
+
+def batch_with_normal(batch_size, in_features, out_features, seed):
+    _positive_sizes(batch_size, in_features, out_features)
+    rng = np.random.default_rng(seed)
+    X = rng.normal(0.0, 1.0, size=(batch_size, in_features))
+    W_true = rng.normal(0.0, 1.0, size=(in_features, out_features)) / math.sqrt(in_features)
+    return X, np.sin(np.dot(X, W_true))
+
+
+# 002 ------------------------------------------------------------------------
+
+def init_second_fan_in_wrong(in_features, hidden, out_features, seed):
+    rng = np.random.default_rng(seed)
+    W1 = rng.standard_normal((in_features, hidden)) * np.sqrt(2.0 / in_features)
+    W2 = rng.standard_normal((hidden, out_features)) * np.sqrt(2.0 / in_features)  # W1's fan-in again
+    return {"W1": W1, "b1": np.zeros(hidden), "W2": W2, "b2": np.zeros(out_features)}
+
+
+def init_int_biases(in_features, hidden, out_features, seed):
+    rng = np.random.default_rng(seed)
+    W1 = rng.standard_normal((in_features, hidden)) * np.sqrt(2.0 / in_features)
+    W2 = rng.standard_normal((hidden, out_features)) * np.sqrt(2.0 / hidden)
+    return {"W1": W1, "b1": np.zeros(hidden, dtype=int), "W2": W2, "b2": np.zeros(out_features, dtype=int)}
+
+
+def init_with_normal(in_features, hidden, out_features, seed):
+    rng = np.random.default_rng(seed)
+    W1 = rng.normal(0.0, math.sqrt(2 / in_features), size=(in_features, hidden))
+    W2 = rng.normal(0.0, math.sqrt(2 / hidden), size=(hidden, out_features))
+    return {"W1": W1, "b1": np.zeros(hidden), "W2": W2, "b2": np.zeros(out_features)}
+
+
+# 003-004 --------------------------------------------------------------------
+
+def linear_bias_as_column(x, W, b):
+    return x @ W + b.reshape(-1, 1) if x.shape[0] == W.shape[1] else x @ W + b[:, None].T
+
+
+def linear_einsum(x, W, b):
+    return np.einsum("bi,io->bo", x, W) + b
+
+
+def linear_loops(x, W, b):
+    out = np.empty((x.shape[0], W.shape[1]), dtype=np.result_type(x, W, b))
+    for row in range(x.shape[0]):
+        for col in range(W.shape[1]):
+            out[row, col] = sum(x[row, i] * W[i, col] for i in range(W.shape[0])) + b[col]
+    return out
+
+
+def relu_in_place(z):
+    z[z < 0] = 0
+    return z
+
+
+def relu_abs(z):
+    return (z + np.abs(z)) / 2
+
+
+def relu_where(z):
+    return np.where(z > 0, z, np.zeros_like(z))
+
+
+def relu_mask(z):
+    return z * (z > 0)
+
+
+# 005-006 --------------------------------------------------------------------
+
+def mlp_forward_einsum(X, params):
+    Z1 = np.einsum("bi,ih->bh", X, params["W1"]) + params["b1"]
+    A1 = np.maximum(Z1, 0)
+    return np.einsum("bh,ho->bo", A1, params["W2"]) + params["b2"], {"A0": X, "Z1": Z1, "A1": A1}
+
+
+def mlp_forward_no_a0(X, params):
+    Z1 = X @ params["W1"] + params["b1"]
+    A1 = np.maximum(Z1, 0)
+    return A1 @ params["W2"] + params["b2"], {"Z1": Z1, "A1": A1}
+
+
+def mse_numpy_scalar(Y_hat, Y):
+    diff = Y_hat - Y
+    return np.mean(diff ** 2), 2 * diff / diff.size
+
+
+def mse_sum_over_batch_rows(Y_hat, Y):
+    diff = Y_hat - Y
+    return float(np.mean(np.sum(diff ** 2, axis=1))), 2 * diff / len(diff)
+
+
+def mse_loops(Y_hat, Y):
+    total = 0.0
+    for a, b in zip(Y_hat.ravel().tolist(), Y.ravel().tolist()):
+        total += (a - b) ** 2
+    diff = Y_hat - Y
+    return total / diff.size, diff * (2 / diff.size)
+
+
+# 007-010 --------------------------------------------------------------------
+
+def linear_backward_einsum(dZ, x, W):
+    return np.einsum("bo,io->bi", dZ, W), np.einsum("bi,bo->io", x, dZ), np.einsum("bo->o", dZ)
+
+
+def linear_backward_mean_dw(dZ, x, W):
+    return dZ @ W.T, x.T @ dZ / len(x), dZ.sum(axis=0)
+
+
+def relu_backward_where(dA, Z):
+    return np.where(Z > 0, dA, 0.0).astype(dA.dtype)
+
+
+def relu_backward_bool(dA, Z):
+    return (dA * (Z > 0)) != 0
+
+
+def first_backward_mean(dZ1, X, W1):
+    return X.T @ dZ1 / len(X), dZ1.sum(axis=0)
+
+
+def first_backward_dot(dZ1, X, W1):
+    return np.dot(X.T, dZ1), np.sum(dZ1, axis=0)
+
+
+def mlp_backward_einsum(dY_hat, params, cache):
+    dW2 = np.einsum("bh,bo->ho", cache["A1"], dY_hat)
+    dZ1 = np.einsum("bo,ho->bh", dY_hat, params["W2"]) * (cache["Z1"] > 0)
+    return {"W1": np.einsum("bi,bh->ih", cache["A0"], dZ1), "b1": dZ1.sum(axis=0), "W2": dW2,
+            "b2": dY_hat.sum(axis=0)}
+
+
+def mlp_backward_missing_bias_keys(dY_hat, params, cache):
+    dW2 = cache["A1"].T @ dY_hat
+    dZ1 = (dY_hat @ params["W2"].T) * (cache["Z1"] > 0)
+    return {"W1": cache["A0"].T @ dZ1, "W2": dW2}
+
+
+# 011-014 --------------------------------------------------------------------
+
+def _check_split(X, Y, k):
+    if isinstance(k, bool) or int(k) != k or k < 1 or len(X) != len(Y) or len(X) < k:
+        raise ValueError("bad split")
+
+
+def split_loop(X, Y, num_micro_batches):
+    _check_split(X, Y, num_micro_batches)
+    k = int(num_micro_batches)
+    base, extra = divmod(len(X), k)
+    out, start = [], 0
+    for j in range(k):
+        stop = start + base + (1 if j < extra else 0)
+        out.append((X[start:stop], Y[start:stop]))
+        start = stop
+    return out
+
+
+def split_as_arrays(X, Y, num_micro_batches):
+    _check_split(X, Y, num_micro_batches)
+    return [(x, y) for x, y in zip(np.array_split(X, num_micro_batches), np.array_split(Y, num_micro_batches))][::-1]
+
+
+def accumulate_loop(accumulated, micro_grads, micro_batch_size):
+    out = {}
+    for key, grad in micro_grads.items():
+        base = 0 if accumulated is None else accumulated[key]
+        out[key] = base + grad * micro_batch_size
+    return out
+
+
+def accumulate_mean(accumulated, micro_grads, micro_batch_size):
+    if accumulated is None:
+        return {key: grad * 1.0 for key, grad in micro_grads.items()}
+    return {key: (accumulated[key] + grad) / 2 for key, grad in micro_grads.items()}
+
+
+def scale_loop(accumulated, micro_batch_sizes):
+    sizes = list(micro_batch_sizes)
+    if not sizes or min(sizes) < 1:
+        raise ValueError("bad sizes")
+    total = 0
+    for n in sizes:
+        total += n
+    return {key: value * (1.0 / total) for key, value in accumulated.items()}
+
+
+def scale_by_max(accumulated, micro_batch_sizes):
+    sizes = list(micro_batch_sizes)
+    if not sizes or min(sizes) < 1:
+        raise ValueError("bad sizes")
+    return {key: value / (max(sizes) * len(sizes)) for key, value in accumulated.items()}
+
+
+def step_without_helpers(params, X, Y, num_micro_batches, learning_rate):
+    k = num_micro_batches
+    if isinstance(k, bool) or int(k) != k or k < 1 or len(X) < k:
+        raise ValueError("bad num_micro_batches")
+    total = {key: np.zeros_like(value) for key, value in params.items()}
+    loss_sum = 0.0
+    for X_j, Y_j in zip(np.array_split(X, int(k)), np.array_split(Y, int(k))):
+        loss, grads = mlp.loss_and_grads(X_j, Y_j, params)
+        for key in total:
+            total[key] += len(X_j) * grads[key]
+        loss_sum += len(X_j) * loss
+    return {key: params[key] - learning_rate * total[key] / len(X) for key in params}, loss_sum / len(X)
+
+
+def step_last_loss(params, X, Y, num_micro_batches, learning_rate):
+    k = num_micro_batches
+    if isinstance(k, bool) or int(k) != k or k < 1 or len(X) < k:
+        raise ValueError("bad num_micro_batches")
+    total = {key: np.zeros_like(value) for key, value in params.items()}
+    for X_j, Y_j in zip(np.array_split(X, int(k)), np.array_split(Y, int(k))):
+        loss, grads = mlp.loss_and_grads(X_j, Y_j, params)
+        for key in total:
+            total[key] += len(X_j) * grads[key]
+    return {key: params[key] - learning_rate * total[key] / len(X) for key in params}, loss  # the last one's
+
+
+# 015-018 --------------------------------------------------------------------
+
+def _layer(a, params, i):
+    return np.einsum("bi,io->bo", a, params[f"W{i}"]) + params[f"b{i}"]
+
+
+def forward_checkpointed_einsum(X, params, segment_size):
+    if segment_size < 1:
+        raise ValueError("segment_size must be at least 1")
+    layers = mlp.num_layers(params)
+    checkpoints, a = {}, X
+    for i in range(1, layers + 1):
+        if (i - 1) % segment_size == 0:
+            checkpoints[i - 1] = a
+        z = _layer(a, params, i)
+        a = np.maximum(z, 0)
+    return z, checkpoints
+
+
+def forward_checkpointed_division(X, params, segment_size):
+    layers = mlp.num_layers(params)
+    checkpoints, a = {}, X
+    for i in range(1, layers + 1):
+        if (i - 1) // segment_size * segment_size == i - 1:  # ZeroDivisionError for s = 0
+            checkpoints[i - 1] = a
+        z = a @ params[f"W{i}"] + params[f"b{i}"]
+        a = np.maximum(z, 0)
+    return z, checkpoints
+
+
+def forward_checkpointed_copies(X, params, segment_size):
+    if segment_size < 1:
+        raise ValueError("segment_size must be at least 1")
+    layers = mlp.num_layers(params)
+    checkpoints, a = {}, X
+    for i in range(1, layers + 1):
+        if (i - 1) % segment_size == 0:
+            checkpoints[i - 1] = a.copy()
+        z = a @ params[f"W{i}"] + params[f"b{i}"]
+        a = np.maximum(z, 0)
+    return z, checkpoints
+
+
+def recompute_einsum(checkpoint, params, start_layer, end_layer):
+    last = min(end_layer, mlp.num_layers(params) - 1)
+    cache, a = {f"A{start_layer}": checkpoint}, checkpoint
+    for i in range(start_layer + 1, last + 1):
+        z = _layer(a, params, i)
+        a = np.maximum(z, 0)
+        cache[f"Z{i}"], cache[f"A{i}"] = z, a
+    return cache
+
+
+def recompute_no_z(checkpoint, params, start_layer, end_layer):
+    last = min(end_layer, mlp.num_layers(params) - 1)
+    cache, a = {f"A{start_layer}": checkpoint}, checkpoint
+    for i in range(start_layer + 1, last + 1):
+        a = np.maximum(a @ params[f"W{i}"] + params[f"b{i}"], 0)
+        cache[f"A{i}"] = a
+    return cache
+
+
+def backward_checkpointed_einsum(d_out, params, checkpoints, segment_size):
+    layers = mlp.num_layers(params)
+    grads, delta = {}, d_out
+    for start in sorted(checkpoints, reverse=True):
+        end = min(start + segment_size, layers)
+        cache = recompute_einsum(checkpoints[start], params, start, end)
+        for i in range(end, start, -1):
+            a_prev = cache[f"A{i - 1}"]
+            grads[f"W{i}"] = np.einsum("bi,bo->io", a_prev, delta)
+            grads[f"b{i}"] = np.einsum("bo->o", delta)
+            if i > 1:
+                delta = np.einsum("bo,io->bi", delta, params[f"W{i}"]) * (a_prev > 0)
+        del cache
+    return {key: grads[key] for key in params}
+
+
+def backward_checkpointed_without_bias(d_out, params, checkpoints, segment_size):
+    grads = backward_checkpointed_einsum(d_out, params, checkpoints, segment_size)
+    return {key: value for key, value in grads.items() if key[0] == "W"}
+
+
+def _estimate(batch_size, width, num_layers, segment_size, bytes_per_element, *, count_x=False, floor=False):
+    for value in (batch_size, width, num_layers, segment_size, bytes_per_element):
+        if value < 1:
+            raise ValueError("arguments must be at least 1")
+    array = batch_size * width * bytes_per_element
+    working = 2 * array + batch_size * width
+    standard = (2 * (num_layers - 1) + count_x) * array + working
+    segments = num_layers // segment_size if floor else -(-num_layers // segment_size)
+    checkpointed = (segments - 1 + count_x + 2 * min(segment_size, num_layers - 1)) * array + working
+    return {"standard_bytes": standard, "checkpointed_bytes": checkpointed,
+            "saved_fraction": 1 - checkpointed / standard}
+
+
+def estimate_integer_ceil(batch_size, width, num_layers, segment_size, bytes_per_element=8):
+    return _estimate(batch_size, width, num_layers, segment_size, bytes_per_element)
+
+
+def estimate_saved_as_percent(batch_size, width, num_layers, segment_size, bytes_per_element=8):
+    out = _estimate(batch_size, width, num_layers, segment_size, bytes_per_element)
+    return {**out, "saved_fraction": 100 * out["saved_fraction"]}
+
+
+def estimate_bytes_per_element_ignored(batch_size, width, num_layers, segment_size, bytes_per_element=8):
+    return _estimate(batch_size, width, num_layers, segment_size, 8)
+
+
+PLAUSIBLE = {
+    "001": [("W_true scaled by 1/d", batch_w_over_d), ("float32 draws", batch_float32)],
+    "002": [("the second layer's scale from the first layer's fan-in", init_second_fan_in_wrong),
+            ("integer zero biases", init_int_biases)],
+    "003": [("the bias added as a column", linear_bias_as_column)],
+    "004": [("ReLU in place (z[z < 0] = 0)", relu_in_place)],
+    "005": [("the cache without A0", mlp_forward_no_a0)],
+    "006": [("the loss left a NumPy scalar", mse_numpy_scalar),
+            ("the loss summed over outputs, averaged over rows", mse_sum_over_batch_rows)],
+    "007": [("dW averaged over the batch", linear_backward_mean_dw)],
+    "008": [("a boolean gradient", relu_backward_bool)],
+    "009": [("dW1 averaged over the batch", first_backward_mean)],
+    "010": [("the bias gradients left out", mlp_backward_missing_bias_keys)],
+    "011": [("the micro-batches in reverse order", split_as_arrays)],
+    "012": [("a running mean instead of a weighted sum", accumulate_mean)],
+    "013": [("divided by max size times the count", scale_by_max)],
+    "014": [("the last micro-batch's loss returned", step_last_loss)],
+    "015": [("segment_size 0 crashes with ZeroDivisionError", forward_checkpointed_division)],
+    "016": [("the cache without the pre-activations Z", recompute_no_z)],
+    "017": [("the bias gradients left out", backward_checkpointed_without_bias)],
+    "018": [("saved_fraction as a percentage", estimate_saved_as_percent),
+            ("bytes_per_element ignored (always 8)", estimate_bytes_per_element_ignored)],
+}
+
+#: Other right numbers at a cost in memory the lesson does not allow.
+EXPENSIVE = {
+    "015": [("the checkpoints copied", forward_checkpointed_copies)],
+}
+
+RIGHT = {
+    "001": [("rng.normal and np.dot", batch_with_normal)],
+    "002": [("rng.normal with the scale", init_with_normal)],
+    "003": [("einsum", linear_einsum), ("loops", linear_loops)],
+    "004": [("(z + |z|) / 2", relu_abs), ("np.where", relu_where), ("z * (z > 0)", relu_mask)],
+    "005": [("einsum", mlp_forward_einsum)],
+    "006": [("a Python loop for the loss", mse_loops)],
+    "007": [("einsum", linear_backward_einsum)],
+    "008": [("np.where", relu_backward_where)],
+    "009": [("np.dot", first_backward_dot)],
+    "010": [("einsum", mlp_backward_einsum)],
+    "011": [("a loop over sizes from divmod", split_loop)],
+    "012": [("a loop with 0 as the start", accumulate_loop)],
+    "013": [("a loop and a multiplication by 1/total", scale_loop)],
+    "014": [("without the earlier lessons' functions", step_without_helpers)],
+    "015": [("einsum", forward_checkpointed_einsum)],
+    "016": [("einsum", recompute_einsum)],
+    "017": [("einsum", backward_checkpointed_einsum)],
+    "018": [("integer ceiling division", estimate_integer_ceil)],
+}

@@ -1,0 +1,137 @@
+"""Property-based layer (Hypothesis): the declared input space, explored beyond the seeds graded.
+
+Each lesson's declaration (``autograde/parts/NN_slug/cases.py``) is a distribution
+over inputs: shapes, sizes, dtypes, edge cases and bad input.  Hypothesis draws
+from it (a case of the declaration for a drawn seed, in float64 or, where the
+lesson admits it, float32) and checks
+
+- on the reference: it refuses exactly what the refusals say, with their error;
+  it changes no input; it answers the same twice; float32 in gives float32 out;
+  and the judge accepts its answer;
+- on every catalogued wrong answer (named mistakes and plausible ones): Hypothesis
+  finds a drawn case on which it differs from the reference, so the declared
+  cases can tell it apart, not just the few seeds a grading run uses.
+
+Runs are derandomized (the same examples every time) and kept small.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, find, given, settings, strategies as st
+from hypothesis.errors import NoSuchExample
+
+from catalogue import _arrays, _map, catalogue
+from course import built_lessons, tagged
+from grading.judge import lesson_spec, reference_function
+from grading.spec import Case, Raises, draw_cases
+from shared.checking import difference
+
+# Generation only (no shrinking: the first telling case is enough), the same examples every run.
+SETTINGS = settings(max_examples=25, deadline=None, database=None, derandomize=True, phases=[Phase.generate],
+                    suppress_health_check=list(HealthCheck))
+SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
+
+
+def admits_float32(lesson) -> bool:
+    return any(a.dtype == np.float32 for case in draw_cases(lesson_spec(lesson.code), 0)
+               if isinstance(case, Case) for a in _arrays(case.args))
+
+
+def as_float32(args):
+    return _map(args, lambda v: v.astype(np.float32) if isinstance(v, np.ndarray) and v.dtype == np.float64 else v)
+
+
+@functools.lru_cache(maxsize=64)
+def _cases(code: str, seed: int):
+    return draw_cases(lesson_spec(code), seed)
+
+
+def drawn_case(lesson, seed: int, index: int, narrow: bool):
+    cases = _cases(lesson.code, seed)
+    case = cases[index % len(cases)]
+    if narrow and isinstance(case, Case) and not case.measure:
+        return Case(as_float32(case.args), case.about, rtol=1e-4, atol=1e-5)
+    return case
+
+
+def answer(function, args):
+    with np.errstate(all="ignore"):
+        return function(**copy.deepcopy(args))
+
+
+LESSONS = [tagged(lesson) for lesson in built_lessons()]
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_the_reference_keeps_its_contract_on_drawn_cases(lesson):
+    spec = lesson_spec(lesson.code)
+    reference = reference_function(lesson)
+    narrow_ok = admits_float32(lesson)
+
+    @SETTINGS
+    @given(seed=SEEDS, index=st.integers(0, 99), narrow=st.booleans())
+    def check(seed, index, narrow):
+        case = drawn_case(lesson, seed, index, narrow and narrow_ok)
+        if isinstance(case, Raises):
+            assert any(r.error is case.error and r.covers(case.args) for r in spec.refuses)
+            with pytest.raises(case.error):
+                answer(reference, case.args)
+            return
+        if case.measure:
+            return  # large memory cases: graded on bytes elsewhere (tests/test_technique.py)
+        assert not any(r.covers(case.args) for r in spec.refuses)
+        before = copy.deepcopy(case.args)
+        with np.errstate(all="ignore"):
+            first = reference(**case.args)
+        assert difference(case.args, before, "the inputs", exact=True) is None, "the reference changed an input"
+        assert difference(answer(reference, case.args), first, "a second answer", exact=True) is None
+        floats_in = [a.dtype for a in _arrays(case.args) if a.dtype.kind == "f"]
+        if floats_in and all(d == np.float32 for d in floats_in):
+            widened = [a.dtype for a in _arrays(first) if a.dtype.kind == "f" and a.dtype != np.float32]
+            assert not widened, f"float32 inputs gave {widened} results ({case.about})"
+
+    check()
+
+
+def _mistake_params():
+    params = []
+    for lesson in built_lessons():
+        for entry in catalogue(lesson):
+            if entry.kind in ("mistake", "plausible"):
+                params.append(pytest.param(lesson, entry, id=f"{lesson.grade_id}-{entry.name}",
+                                           marks=tagged(lesson).marks))
+    return params
+
+
+@pytest.mark.parametrize("lesson, entry", _mistake_params())
+def test_hypothesis_finds_a_case_that_tells_the_wrong_answer_apart(lesson, entry):
+    spec = lesson_spec(lesson.code)
+    reference = reference_function(lesson)
+
+    def tells_apart(drawn) -> bool:
+        seed, index = drawn
+        case = drawn_case(lesson, seed, index, False)
+        if isinstance(case, Case) and case.measure:
+            return False  # the large memory cases are for bytes, and slow to answer here
+        given = copy.deepcopy(case.args)
+        try:
+            with np.errstate(all="ignore"):
+                wrong = entry.function(**given)
+        except Exception as error:  # noqa: BLE001 (crashing where the reference answers tells it apart)
+            return not (isinstance(case, Raises) and isinstance(error, case.error))
+        if isinstance(case, Raises):
+            return True
+        if difference(given, case.args, "the inputs", exact=True) is not None:
+            return True  # it changed an input in place
+        right = answer(reference, case.args)
+        return difference(wrong, right, "x", **spec.tolerances(case)) is not None
+
+    try:
+        find(st.tuples(SEEDS, st.integers(0, 99)), tells_apart, settings=SETTINGS)
+    except NoSuchExample:
+        pytest.fail(f"in {SETTINGS.max_examples} drawn cases nothing tells '{entry.name}' from the reference")
