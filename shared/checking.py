@@ -229,7 +229,7 @@ def difference(actual: Any, expected: Any, name: str, **tolerances: Any) -> str 
         if type(expected) is float and isinstance(actual, (np.generic, _ndarray)) and not isinstance(actual, float):
             return (f"{name} should be a Python float, but it is {describe(actual)}: "
                     f"convert it with float(...)")
-        if type(expected) is int and isinstance(actual, (np.generic, _ndarray)):
+        if type(expected) is int and (isinstance(actual, (np.generic, _ndarray, float))):
             return f"{name} should be a Python int, but it is {describe(actual)}: convert it with int(...)"
         scalar_tol = {k: v for k, v in tolerances.items() if k in ("rtol", "atol")}
         return scalar_difference(actual, float(expected), name, **scalar_tol)

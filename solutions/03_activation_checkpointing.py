@@ -56,8 +56,8 @@ def recompute_block_activations(checkpoint, params, start_layer, end_layer):
 
     Returns:
         dict with "A{start_layer}" (the checkpoint itself) and, for each hidden layer
-        i = start_layer + 1 ... min(end_layer, L - 1), "Z{i}" and "A{i}", bitwise equal
-        to ``mlp.forward``'s cache entries.
+        i = start_layer + 1 ... min(end_layer, L - 1), "Z{i}" and "A{i}", equal to
+        ``mlp.forward``'s cache entries (bit for bit with ``@``; the tests allow rtol 1e-9).
     """
     last_hidden = min(end_layer, mlp.num_layers(params) - 1)
     cache = {f"A{start_layer}": checkpoint}

@@ -216,6 +216,10 @@ def contract_entries(lesson: Lesson) -> list[Entry]:
             return _map(reference(**args), lambda v: np.int64(v) if type(v) is int else v)
         entries.append(Entry(lesson.code, "returns a NumPy integer for a Python int", "contract",
                              _named(lesson, numpy_int)))
+
+        def float_int(args, reference):
+            return _map(reference(**args), lambda v: float(v) if type(v) is int else v)
+        entries.append(Entry(lesson.code, "returns a float for a Python int", "contract", _named(lesson, float_int)))
     # Only where every run's cases have a result equal to an input (a declared case such as 012's
     # "first micro-batch of size 1"), not where a random draw makes one equal by chance.
     if spec.fresh_result and all(any(_input_twin(args, result) is not None

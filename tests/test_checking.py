@@ -111,3 +111,19 @@ def test_a_crash_that_a_mistake_reproduces_is_named():
     message = failure(check_call, learner, {"x": np.ones((2, 3)), "W": np.ones((3, 4))}, np.full((2, 4), 3.0),
                       mistakes=[mistake])
     assert "raised ValueError" in message and "common mistake: multiplied by W.T" in message
+
+
+@pytest.mark.parametrize("actual", [3.0, np.float64(3.0), np.int64(3), np.array(3)])
+def test_an_int_must_be_a_python_int(actual):
+    assert "should be a Python int" in difference(actual, 3, "n")
+
+
+@pytest.mark.parametrize("actual", [np.float32(1.25), np.array(1.25)])
+def test_a_float_must_be_a_python_float(actual):
+    assert "should be a Python float" in difference(actual, 1.25, "loss")
+
+
+def test_a_value_difference_shows_enough_digits_to_see_it():
+    message = difference(np.array([0.1 + 1e-13]), np.array([0.1]), "x", rtol=1e-15, atol=0.0)
+    mine, theirs = message.split("where you have ")[1].split(" and the expected value is ")
+    assert mine != theirs
