@@ -832,6 +832,46 @@ def wrong_outputs(slug: str) -> Adversary:
     return adversary
 
 
+def mixed(slug: str) -> Adversary:
+    """One notebook for a later part: lesson i is, in turn, a catalogued mistake, a wrong output
+    (NaN, dtype, shape or an input changed), a delegation to the helper package (where the helper
+    has the lesson's function) and the untouched stub; the first part grades each kind in a
+    notebook of its own."""
+    kinds = list(WRONG_OUTPUTS)
+    answers, says, notes = {}, {}, {}
+    for i, lesson in enumerate(lessons_of(slug)):
+        kind = ("mistake", "wrong output", "delegation", "stub")[i % 4]
+        if kind == "delegation" and lesson.code not in HELPER_CALLS:
+            kind = "mistake"
+        if kind == "mistake":
+            catalogue = mistakes_of(lesson.function)
+            k = i % len(catalogue)
+            answers[lesson.function] = (f"def {lesson.function}(*args, **kwargs):\n"
+                                        f"    from shared.mistakes import mistakes_of\n"
+                                        f"    return mistakes_of({lesson.function!r})[{k}].compute(*args, **kwargs)\n")
+            says[lesson.code], notes[lesson.code] = (f"common mistake: {catalogue[k].name}",), catalogue[k].name
+        elif kind == "wrong output":
+            order = kinds[i % len(kinds):] + kinds[:i % len(kinds)]
+            change = next((k for k in order if _applies(k, lesson)), order[0])
+            template, words = WRONG_OUTPUTS[change]
+            body = template.format(call=f"_adv_reference_{lesson.function}(*args, **kwargs)")
+            answers[lesson.function] = cell(slug, lesson.function, body, CHANGES_HELPER)
+            says[lesson.code], notes[lesson.code] = words, change
+        elif kind == "delegation":
+            answers[lesson.function] = helper_function(lesson)
+            says[lesson.code], notes[lesson.code] = ("computes the answer of lesson",), "delegation"
+        else:
+            answers[lesson.function] = stub(lesson.function)
+            says[lesson.code], notes[lesson.code] = ("not started",), "stub"
+    adversary = Adversary("mixed", slug, make_submission(slug, answers, default="reference"), {},
+                          "in turn: a catalogued mistake, a wrong output, a delegation to the helper package, "
+                          "the stub")
+    expected_from_process(adversary, says, notes)
+    earned = [c for c, e in adversary.expected.items() if e.score]
+    assert not earned, f"{slug}: lessons {earned} of the mixed submission earn points"
+    return adversary
+
+
 def delegation(slug: str) -> Adversary:
     """Every function only calls the helper-package function that computes its answer."""
     answers = {lesson.function: helper_function(lesson) for lesson in lessons_of(slug) if lesson.code in HELPER_CALLS}
@@ -1074,7 +1114,12 @@ time.sleep(0.5)
 
 
 def adversaries(slug: str, ctx: Context, first_part: bool) -> list[Adversary]:
-    """Every adversarial submission of a part (the first landed part gets every kind)."""
+    """Every adversarial submission of a part: the first landed part gets every kind, each in a
+    notebook of its own; a later part its reference, one mixed notebook and its rotating attacks
+    (each kind is graded in every part, in fewer notebooks, so that seven parts stay within
+    the test budget)."""
+    if not first_part:
+        return apply_holes([reference(slug), mixed(slug)] + [rotating(slug, kind, ctx) for kind in ROTATION.get(slug, {})])
     found = [reference(slug), stubs(slug), mistakes(slug), wrong_outputs(slug), delegation(slug)]
     found += [rotating(slug, kind, ctx) for kind in ROTATION.get(slug, {})]
     if first_part:
