@@ -4,6 +4,12 @@ Parameters are a dict ``{"W1", "b1", ..., "WL", "bL"}``; ``W`` is (fan_in,
 fan_out) so a layer is ``x @ W + b``.  Hidden layers use ReLU, the last layer is
 linear.  Parts 2 to 7 build on these functions rather than on the learner's
 Part 1 code, so a bug there does not block a later part.
+
+Every function computes in the dtype of its inputs (Part 4 runs them in
+float16): nothing is silently upcast.  Where half precision cannot hold the
+intermediate result of a reduction, the sum is *accumulated* in float32 and the
+result rounded back to float16 once, as mixed-precision hardware does: the bias
+gradient (a sum over the batch) and the loss (a mean of squares).
 """
 
 from __future__ import annotations
@@ -69,16 +75,35 @@ def backward(d_out: np.ndarray, params: Params, cache: dict[str, np.ndarray]) ->
     for i in range(layers, 0, -1):
         a_prev = cache[f"A{i - 1}"]
         grads[f"W{i}"] = a_prev.T @ d
-        grads[f"b{i}"] = d.sum(axis=0)
+        grads[f"b{i}"] = _sum_over_batch(d)
         if i > 1:  # the input X needs no gradient
             d = (d @ params[f"W{i}"].T) * (cache[f"Z{i - 1}"] > 0)
     return {key: grads[key] for key in params}
 
 
+def _sum_over_batch(d: np.ndarray) -> np.ndarray:
+    """``d.sum(axis=0)`` in d's dtype; float16 rows are accumulated in float32.
+
+    (NumPy adds float16 rows one by one in float16: 4096 rows of 0.1 sum to 256, not 409.5.
+    Its float16 matrix products already accumulate in float32.)
+    """
+    if d.dtype == np.float16:
+        return d.sum(axis=0, dtype=np.float32).astype(np.float16)
+    return d.sum(axis=0)
+
+
 @answers("006")
 def mse_loss_and_grad(Y_hat: np.ndarray, Y: np.ndarray) -> tuple[float, np.ndarray]:
-    """Mean squared error over all entries, and its gradient w.r.t. ``Y_hat``."""
+    """Mean squared error over all entries, and its gradient w.r.t. ``Y_hat`` (in Y_hat's dtype).
+
+    In float16 the mean and the gradient are computed in float32 and the gradient is rounded
+    to float16 once: a sum of squares overflows half precision quickly, and the number of
+    entries need not fit in it (65504 is its largest finite value).
+    """
     diff = Y_hat - Y
+    if diff.dtype == np.float16:
+        wide = diff.astype(np.float32)
+        return float(np.mean(wide ** 2)), (2.0 * wide / wide.size).astype(np.float16)
     return float(np.mean(diff ** 2)), 2.0 * diff / diff.size
 
 
