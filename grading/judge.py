@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from shared.checking import Mistake, describe_args, difference, recognise_mistake, recognise_mutating_mistake
+from shared.checking import (Mistake, describe_args, difference, recognise_aliasing_mistake, recognise_mistake,
+                             recognise_mutating_mistake)
 from shared.lessons import Lesson, lesson as find_lesson, lessons_of
 from shared.mistakes import mistakes_of
 
@@ -197,8 +198,9 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
         if problem:
             return "memory", problem
     if spec.fresh_result and answer.get("aliases"):
-        return "alias", (f"{answer['aliases'][0]}: return new arrays (e.g. x + 0 or x.copy()), so that changing "
-                f"the result can never change the caller's data")
+        mistake = recognise_aliasing_mistake(mistakes, tuple(copy.deepcopy(values)), expected=expected, **tolerances)
+        return "alias", _with_mistake(f"{answer['aliases'][0]}: return new arrays (e.g. x + 0 or x.copy()), so "
+                                      f"that changing the result can never change the caller's data", mistake)
     return None
 
 

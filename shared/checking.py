@@ -33,6 +33,7 @@ _abs = np.abs
 _argmax = np.argmax
 _unravel_index = np.unravel_index
 _array_equal = np.array_equal
+_shares_memory = np.shares_memory
 _issubdtype = np.issubdtype
 _floating = np.floating
 _number = np.number
@@ -181,8 +182,8 @@ def _numeric_difference(actual: np.ndarray, expected: np.ndarray, name: str, *,
             return (f"{name} contains {what} value(s) out of {actual.size} where finite values "
                     f"are expected (a division by zero, an overflow, or an uninitialised np.empty?)")
         same = (a == e) | (_isnan(a) & _isnan(e))
-        if not exact:
-            same |= _abs(a - e) <= atol + rtol * _abs(e)
+        if not exact:  # a tolerance is relative to a finite value (rtol * inf would accept anything)
+            same |= _isfinite(e) & (_abs(a - e) <= atol + rtol * _abs(e))
         wrong = ~same
         if not wrong.any():
             return None
@@ -208,10 +209,14 @@ def scalar_difference(actual: Any, expected: float, name: str, *,
     if isinstance(actual, (bool, np.bool_)) or not isinstance(actual, (int, float, np.number)):
         return f"{name} should be a number, but it is {describe(actual)}"
     actual_f = float(actual)
-    if math.isnan(actual_f) and not math.isnan(expected):
+    if math.isnan(actual_f) and math.isnan(expected):
+        return None
+    if math.isnan(actual_f):
         return f"{name} is NaN, expected {_fmt(expected)}"
     if math.isinf(actual_f) and not math.isinf(expected):
         return f"{name} is infinite, expected {_fmt(expected)}"
+    if not math.isfinite(expected) and actual_f != expected:  # a tolerance times inf would accept anything
+        return f"{name} is {_fmt(actual_f)}, expected {_fmt(expected)}"
     if abs(actual_f - expected) <= atol + rtol * abs(expected) or actual_f == expected:
         return None
     return f"{name} is {_fmt(actual_f)}, expected {_fmt(expected)} (off by {_fmt(actual_f - expected)})"
@@ -351,6 +356,37 @@ def recognise_mutating_mistake(mutated: Sequence[Any], mistakes: Sequence[Mistak
         changed_at_all = any(difference(new, old, "x", exact=True) is not None
                              for new, old in zip(copies, args))
         if changed_alike and changed_at_all:
+            return mistake
+    return None
+
+
+def shared_arrays(result: Any, args: Sequence[Any]) -> bool:
+    """Whether an array inside ``result`` shares memory with an array inside ``args``."""
+    def arrays(value: Any) -> list:
+        if isinstance(value, _ndarray):
+            return [value]
+        if isinstance(value, (tuple, list)):
+            return [a for item in value for a in arrays(item)]
+        if isinstance(value, _MAPPINGS):
+            return [a for item in value.values() for a in arrays(item)]
+        return []
+    inputs = arrays(list(args))
+    return any(a.size and b.size and _shares_memory(a, b) for a in arrays(result) for b in inputs)
+
+
+def recognise_aliasing_mistake(mistakes: Sequence[Mistake], args: tuple, *, expected: Any,
+                               **tolerances: Any) -> Mistake | None:
+    """The first mistake that gives the right answer on ``args`` but hands back memory of an input
+    (e.g. ``np.asarray(x, np.float32)``, which returns ``x`` itself when it already is float32):
+    the mistake to name when a learner's right answer shares memory with an input."""
+    for mistake in mistakes:
+        copies = _deepcopy(args)
+        try:
+            with _errstate(all="ignore"):
+                wrong = mistake.compute(*copies)
+        except Exception:
+            continue
+        if difference(wrong, expected, "x", **tolerances) is None and shared_arrays(wrong, copies):
             return mistake
     return None
 

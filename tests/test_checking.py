@@ -127,3 +127,15 @@ def test_a_value_difference_shows_enough_digits_to_see_it():
     message = difference(np.array([0.1 + 1e-13]), np.array([0.1]), "x", rtol=1e-15, atol=0.0)
     mine, theirs = message.split("where you have ")[1].split(" and the expected value is ")
     assert mine != theirs
+
+
+def test_a_tolerance_never_accepts_a_finite_value_for_an_infinite_one():
+    """rtol * inf is inf: an expected inf (a float16 overflow, say) must be matched by inf itself."""
+    expected = np.array([1.0, np.inf, -np.inf], dtype=np.float16)
+    assert difference(expected.copy(), expected, "x", rtol=1e-3, atol=1e-8) is None
+    clipped = np.array([1.0, 65504.0, -np.inf], dtype=np.float16)
+    assert "wrong in 1 of 3 entries" in difference(clipped, expected, "x", rtol=1e-3, atol=1e-8)
+    assert difference(np.array([1.0, -np.inf, np.inf]), expected.astype(np.float64), "x", rtol=1.0) is not None
+    assert difference(1e308, float("inf"), "x", rtol=1e-3) is not None
+    assert difference(float("inf"), float("inf"), "x", rtol=1e-3) is None
+    assert difference(float("nan"), float("nan"), "x") is None
