@@ -130,6 +130,62 @@ def test_plot_helper_draws_a_log_loss_curve():
 
 
 # --------------------------------------------------------------------------
+# shared.mlp in float16 (Part 4): no silent upcast, sums accumulated in float32
+# --------------------------------------------------------------------------
+
+@pytest.mark.part_4
+def test_the_mlp_computes_in_float16_without_upcasting():
+    from shared import mlp
+    rng = np.random.default_rng(0)
+    params64 = mlp.init_params([4, 8, 8, 2], seed=0)
+    params = {key: value.astype(np.float16) for key, value in params64.items()}
+    X, Y = rng.standard_normal((16, 4)), rng.standard_normal((16, 2))
+    out, cache = mlp.forward(X.astype(np.float16), params)
+    assert out.dtype == np.float16 and {value.dtype for value in cache.values()} == {np.dtype(np.float16)}
+    loss, d_out = mlp.mse_loss_and_grad(out, Y.astype(np.float16))
+    assert type(loss) is float and d_out.dtype == np.float16
+    grads = mlp.backward(d_out, params, cache)
+    assert {value.dtype for value in grads.values()} == {np.dtype(np.float16)}
+    assert {value.dtype for value in mlp.sgd_update(params, grads, 0.1).values()} == {np.dtype(np.float16)}
+    # the same numbers as float64, to float16's precision
+    loss64, grads64 = mlp.loss_and_grads(X, Y, {key: value.astype(np.float64) for key, value in params.items()})
+    assert loss == pytest.approx(loss64, rel=1e-2)
+    for key in grads:
+        assert np.allclose(grads[key], grads64[key], rtol=2e-2, atol=1e-3), key
+
+
+@pytest.mark.part_4
+def test_float16_sums_are_accumulated_in_float32():
+    from shared import mlp
+    d = np.full((4096, 3), 0.1, dtype=np.float16)
+    assert d.sum(axis=0)[0] == 256  # NumPy alone: float16 rows added one by one stall at 256
+    params = {"W1": np.zeros((2, 3), dtype=np.float16), "b1": np.zeros(3, dtype=np.float16)}
+    grads = mlp.backward(d, params, {"A0": np.ones((4096, 2), dtype=np.float16)})
+    assert grads["b1"].dtype == np.float16 and np.all(grads["b1"] == np.float16(409.5))
+    assert np.all(grads["W1"] == np.float16(409.5))  # NumPy's float16 matrix product accumulates in float32
+    # the loss of many entries: its count (70000) and its squares (300**2) are beyond float16's range
+    loss, d_out = mlp.mse_loss_and_grad(np.full((70000, 1), 300.0, dtype=np.float16), np.zeros((70000, 1), np.float16))
+    assert loss == 90000.0
+    assert d_out.dtype == np.float16 and np.all(d_out == np.float16(600.0 / 70000))
+
+
+@pytest.mark.part_4
+def test_float64_and_float32_mlp_arithmetic_is_unchanged():
+    from shared import mlp
+    rng = np.random.default_rng(1)
+    for dtype in (np.float64, np.float32):
+        Y_hat, Y = rng.standard_normal((7, 3)).astype(dtype), rng.standard_normal((7, 3)).astype(dtype)
+        loss, grad = mlp.mse_loss_and_grad(Y_hat, Y)
+        diff = Y_hat - Y
+        assert loss == float(np.mean(diff ** 2)) and np.array_equal(grad, 2.0 * diff / diff.size)
+        assert grad.dtype == dtype
+        params = {key: value.astype(dtype) for key, value in mlp.init_params([3, 4, 3], seed=2).items()}
+        out, cache = mlp.forward(Y_hat, params)
+        grads = mlp.backward(grad, params, cache)
+        assert np.array_equal(grads["b2"], grad.sum(axis=0)) and grads["b2"].dtype == dtype
+
+
+# --------------------------------------------------------------------------
 # shared.answers: a helper that answers a lesson refuses to run while it is graded
 # --------------------------------------------------------------------------
 
@@ -231,8 +287,8 @@ BLOCKS = _blocks()
 
 
 def test_every_isolated_function_has_a_block():
-    isolated = {name for slug in ("01_mlp_core", "02_gradient_accumulation", "03_activation_checkpointing")
-                for spec in lesson_specs(slug).values() for name in spec.isolate}
+    from grading.judge import landed_parts
+    isolated = {name for slug in landed_parts() for spec in lesson_specs(slug).values() for name in spec.isolate}
     assert isolated <= {param.values[0] for param in BLOCKS}
 
 
