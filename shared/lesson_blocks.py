@@ -249,3 +249,86 @@ def recompute_block_activations(checkpoint, params, start_layer, end_layer):
         a = np.maximum(z, 0)
         cache[f"Z{i}"], cache[f"A{i}"] = z, a
     return cache
+
+
+@answers("019")
+def cast_to_half_precision(params):
+    """The float16 copy of a parameter dict, which the forward and backward passes use.
+
+    Args:
+        params: dict of float arrays (float16, float32 or float64), e.g. "W1", "b1", ...; not modified.
+
+    Returns:
+        A new dict with the same keys; each value is ``params[key]`` rounded to float16, in a
+        new array that owns its memory (also when the input already is float16). Values beyond
+        float16's range become inf or -inf and tiny ones become 0: the cast only rounds.
+
+    Raises:
+        TypeError: if a value is not a float array (the message names its key and dtype).
+    """
+    for key, value in params.items():
+        if not np.issubdtype(value.dtype, np.floating):
+            raise TypeError(f"params[{key!r}] has dtype {value.dtype}: only float arrays can be cast to float16")
+    with np.errstate(over="ignore"):  # beyond 65504 becomes inf, as it should: the loss scaler looks for it
+        return {key: value.astype(np.float16) for key, value in params.items()}
+
+
+@answers("021")
+def scale_loss(loss, d_out, loss_scale):
+    """Scale the loss, and so the gradient the backward pass starts from, by the loss scale.
+
+    Args:
+        loss: the batch's loss, a float (computed in float32).
+        d_out: (batch, outputs) float32 array (float16 is accepted too): the gradient of the
+            loss w.r.t. the network's output.
+        loss_scale: S, a positive finite number, e.g. 65536.0 = 2**16.
+
+    Returns:
+        (scaled_loss, scaled_d_out): ``loss * S`` as a Python float, and ``d_out * S`` computed
+        in float32 and returned as a new float16 array (products beyond 65504 become inf).
+
+    Raises:
+        ValueError: if loss_scale is not finite, or not positive.
+    """
+    if not np.isfinite(loss_scale):
+        raise ValueError(f"loss_scale must be finite, got {loss_scale}")
+    if loss_scale <= 0:
+        raise ValueError(f"loss_scale must be positive, got {loss_scale}")
+    with np.errstate(over="ignore"):  # an overflow becomes inf, which the scaler detects later
+        scaled_d_out = (d_out.astype(np.float32) * np.float32(loss_scale)).astype(np.float16)
+    return float(loss) * loss_scale, scaled_d_out
+
+
+@answers("022")
+def unscale_gradients(grads, loss_scale):
+    """Divide the loss scale out of the gradients, in float32.
+
+    Args:
+        grads: dict of float16 arrays (float32 is accepted too), the gradients of the scaled loss.
+        loss_scale: S, the positive finite number the loss was scaled by.
+
+    Returns:
+        A new dict with the same keys: ``grads[key]`` as float32, divided by S (inf and NaN stay
+        as they are). ``grads`` is not modified.
+
+    Raises:
+        ValueError: if loss_scale is not finite, or not positive.
+    """
+    if not np.isfinite(loss_scale):
+        raise ValueError(f"loss_scale must be finite, got {loss_scale}")
+    if loss_scale <= 0:
+        raise ValueError(f"loss_scale must be positive, got {loss_scale}")
+    return {key: value.astype(np.float32) / np.float32(loss_scale) for key, value in grads.items()}
+
+
+@answers("023")
+def has_non_finite_gradients(grads):
+    """Whether any gradient value is inf, -inf or NaN.
+
+    Args:
+        grads: dict of float arrays (float16 or float32); not modified.
+
+    Returns:
+        True if any value of any array in ``grads`` is not finite, else False (a Python bool).
+    """
+    return any(not np.isfinite(value).all() for value in grads.values())

@@ -90,3 +90,25 @@ def accumulation_activation_bytes(batch_size: int, width: int, num_layers: int,
     and the largest one has ceil(batch_size / num_micro_batches) examples."""
     largest = -(-batch_size // num_micro_batches)
     return mlp_activation_bytes(largest, width, num_layers, bytes_per_element)
+
+
+def mixed_precision_activation_bytes(batch_size: int, width: int, num_layers: int) -> int:
+    """Predicted activation memory of a mixed-precision step of the helper MLP (Part 4).
+
+    The forward and backward passes run in float16, so :func:`mlp_activation_bytes` with
+    2 bytes per element, plus the float16 copy of the input batch X that the step makes.
+    """
+    return mlp_activation_bytes(batch_size, width, num_layers, bytes_per_element=2) + batch_size * width * 2
+
+
+def mixed_precision_memory_bound(batch_size: int, width: int, num_layers: int, master_bytes: int) -> int:
+    """The most a mixed-precision step of the helper MLP may allocate at its peak (lesson 024).
+
+    Half the float32 step's activations (:func:`mlp_activation_bytes` with 4 bytes per element),
+    plus a margin of five float16 (batch, width) arrays (X's float16 copy and working space),
+    plus four times the float32 master weights' bytes (the float16 copy and float16 gradients,
+    the float32 gradients, the new master weights: 12 bytes per parameter, and 4 to spare).
+    A step that computes in float32 stores twice the bytes and breaks it.
+    """
+    half_of_float32 = mlp_activation_bytes(batch_size, width, num_layers, bytes_per_element=4) // 2
+    return half_of_float32 + 5 * batch_size * width * 2 + 4 * master_bytes

@@ -284,11 +284,30 @@ def recompute_everything_backward(d_out, params, checkpoints, segment_size):
     return {key: grads[key] for key in params}
 
 
+def float32_step(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """024 the expensive way: the same step and scaler, but forward and backward in float32."""
+    if any(value.dtype != np.float32 for value in master_params.values()):
+        raise TypeError("master weights must be float32")
+    if growth_interval < 1 or not np.isfinite(scaler_state["scale"]) or scaler_state["scale"] <= 0:
+        raise ValueError("growth_interval must be at least 1 and the scale positive and finite")
+    with np.errstate(over="ignore", invalid="ignore"):
+        _, grads = mlp.loss_and_grads(X.astype(np.float32), Y.astype(np.float32), master_params)
+    scale = scaler_state["scale"]
+    if not all(np.isfinite(g).all() for g in grads.values()):
+        return master_params, {"scale": scale * 0.5, "growth_tracker": 0}, True
+    tracker = scaler_state["growth_tracker"] + 1
+    if tracker == growth_interval:
+        scale, tracker = scale * 2.0, 0
+    return ({key: master_params[key] - learning_rate * grads[key] for key in master_params},
+            {"scale": scale, "growth_tracker": tracker}, False)
+
+
 #: lesson code -> (function name, the shortcut, words the verdict must contain)
 SHORTCUTS: dict[str, tuple[str, Callable[..., Any], str]] = {
     "014": ("grad_accumulation_step", whole_batch_step, "only one micro-batch may be alive at a time"),
     "015": ("mlp_forward_checkpointed", store_everything_forward, "keep only each segment's input"),
     "017": ("mlp_backward_checkpointed", recompute_everything_backward, "recompute one segment at a time"),
+    "024": ("mixed_precision_step", float32_step, "run the forward and backward passes in float16"),
 }
 
 

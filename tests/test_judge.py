@@ -184,7 +184,8 @@ def reference_namespace(code):
 
 
 def test_every_part_declares_its_lessons_and_the_isolated_names_have_helper_versions():
-    for slug in ("01_mlp_core", "02_gradient_accumulation", "03_activation_checkpointing"):
+    from grading.judge import landed_parts
+    for slug in landed_parts():
         for code, spec in lesson_specs(slug).items():
             assert lesson_spec(code) is not None
             for name in spec.isolate:
@@ -235,3 +236,22 @@ def test_long_doubles_are_refused_and_big_endian_arrays_cross_as_the_same_number
     big = np.arange(4.0).astype(">f8")
     back = wire.loads(wire.dumps(big))
     assert back.dtype == np.float64 and np.array_equal(back, big)
+
+
+def test_a_right_answer_that_aliases_an_input_loses_the_points_and_names_the_mistake():
+    """A mistake with the right values can still be named: it hands back an input's memory."""
+    namespace = reference_namespace("020")
+    namespace["make_master_params"] = lambda params: {key: np.asarray(value, dtype=np.float32)
+                                                      for key, value in params.items()}
+    verdict = grade_in_process("020", namespace)
+    assert not verdict.passed and "shares memory with `params`" in verdict.message
+    assert "common mistake: the master aliases the model's parameters." in verdict.message
+
+
+def test_float16_arrays_and_scalars_cross_the_wire_bit_for_bit():
+    """Part 4 grades float16 answers: inf, NaN, subnormals and -0.0 come back exactly."""
+    values = np.array([65504.0, -65504.0, np.inf, -np.inf, np.nan, 2.0**-24, -(2.0**-24), 2.0**-14, -0.0, 0.1],
+                      dtype=np.float16)
+    back = round_trip({"W1": values.reshape(2, 5), "scale": np.float16(2.0**-10)})
+    assert back["W1"].dtype == np.float16 and back["W1"].tobytes() == values.tobytes()
+    assert type(back["scale"]) is np.float16 and back["scale"] == np.float16(2.0**-10)

@@ -1,0 +1,320 @@
+"""Hidden cases of Part 4 (lessons 019-024), declared once.
+
+Each lesson's ``cases(rng)`` draws fresh inputs from the grader's generator;
+the judge compares the learner's answers with the reference solutions on
+exactly these inputs.  The cases span each contract: float64, float32 and
+float16 inputs (an input that already has the target dtype must still be
+copied), values beyond float16's range and below it, loss scales that are
+powers of two (as the scaler's are) and one that is not, inf and NaN in one
+gradient array only, and for the step: clean steps, the step at which the scale
+grows, overflows in the backward pass (with a finite loss) and in the forward
+pass, and every class of bad input.  The step's memory is measured on a large
+batch (lesson 024's MemoryBound).
+"""
+
+import numpy as np
+
+from grading.spec import Case, LessonSpec, MemoryBound, Raises, Refusal
+from shared import mlp
+from shared.memory import mixed_precision_memory_bound
+
+HALF = {"rtol": 1e-3, "atol": 2.0**-24}     # float16 answers: one unit in the last place (normal or subnormal)
+SINGLE = {"rtol": 1e-6, "atol": 0.0}        # float32 answers: a few units in the last place
+STEP = {"rtol": 1e-6, "atol": 1e-9}         # the step's float32 master weights
+
+
+def _normal(rng, shape, dtype=np.float64):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _seed(rng):
+    return int(rng.integers(0, 2**31))
+
+
+def _params(rng, dtypes=(np.float64,), widths=None):
+    """An MLP-shaped parameter dict (W1, b1, ...), each value of a dtype drawn from ``dtypes``,
+    biases nonzero."""
+    widths = widths or [int(n) for n in rng.integers(1, 6, size=int(rng.integers(3, 5)))]
+    params = mlp.init_params(widths, seed=_seed(rng))
+    return {key: (value + 0.5 * _normal(rng, value.shape) if key[0] == "b" else value)
+            .astype(dtypes[int(rng.integers(0, len(dtypes)))]) for key, value in params.items()}
+
+
+def _not_float(a):
+    return any(not np.issubdtype(np.asarray(value).dtype, np.floating) for value in a["params"].values())
+
+
+def _with_bad_value(rng, dtype):
+    params = _params(rng)
+    key = str(rng.choice(sorted(params)))
+    params[key] = (10 * params[key]).astype(dtype)
+    return params
+
+
+NOT_FLOAT = Refusal("a value of params is not a float array", TypeError, _not_float)
+
+
+def _bad_params(rng):
+    return [Raises({"params": _with_bad_value(rng, np.int64)}, TypeError, "a value of params is an integer array"),
+            Raises({"params": _with_bad_value(rng, np.bool_)}, TypeError, "a value of params is a boolean array")]
+
+
+# 019 cast_to_half_precision ----------------------------------------------------
+
+def _out_of_range(rng, shape, dtype):
+    """Values in float16's range, with some beyond 65504 and some below 2**-25 (and some subnormal)."""
+    values = _normal(rng, shape)
+    flat = values.reshape(-1)
+    n = flat.size
+    picks = rng.permutation(n)
+    flat[picks[: max(1, n // 4)]] *= 1e5                      # -> +-inf
+    flat[picks[max(1, n // 4): max(2, n // 2)]] *= 1e-9         # -> 0
+    flat[picks[max(2, n // 2): max(3, 3 * n // 4)]] *= 1e-6     # -> subnormal
+    return values.astype(dtype)
+
+
+def cast_cases(rng):
+    cases = [Case({"params": _params(rng)}, "float64 parameters, values in float16's range")]
+    shapes = {"W1": (3, 4), "b1": (4,), "W2": (4, 2), "b2": (2,)}
+    cases.append(Case({"params": {key: _out_of_range(rng, shape, np.float32) for key, shape in shapes.items()}},
+                      "float32 values beyond 65504 (inf), below 2**-25 (0) and subnormal"))
+    # an input that already is float16: np.asarray or astype(copy=False) would hand it back itself
+    cases.append(Case({"params": _params(rng, (np.float16,))}, "float16 parameters: the copy must be new arrays"))
+    cases.append(Case({"params": _params(rng, (np.float16, np.float32, np.float64))}, "mixed float dtypes"))
+    cases.append(Case({"params": {"W1": _out_of_range(rng, (5, 3), np.float64), "b1": np.zeros(0)}},
+                      "float64 values out of range, and an empty array"))
+    return cases + _bad_params(rng)
+
+
+# 020 make_master_params --------------------------------------------------------
+
+def master_cases(rng):
+    return [
+        Case({"params": _params(rng, (np.float16,))}, "float16 parameters (a half-precision model)"),
+        Case({"params": _params(rng)}, "float64 parameters (from mlp.init_params)"),
+        # float32 input: np.asarray(x, np.float32) would hand back x itself
+        Case({"params": _params(rng, (np.float32,))}, "float32 parameters: the master must be new arrays"),
+        Case({"params": _params(rng, (np.float16, np.float32, np.float64))}, "mixed float dtypes"),
+        Case({"params": _params(rng, (np.float64,), [int(rng.integers(2, 7)) for _ in range(5)])},
+             "a deeper MLP in float64"),
+    ] + _bad_params(rng)
+
+
+# 021 scale_loss ----------------------------------------------------------------
+
+def _power_of_two(rng, low, high):
+    return float(2.0 ** int(rng.integers(low, high + 1)))
+
+
+def _small_gradients(rng, shape, dtype=np.float32):
+    """A loss gradient with entries from 2**-34 to 2**-2: many would underflow in float16 unscaled."""
+    signs = rng.choice([-1.0, 1.0], size=shape)
+    return (signs * 2.0 ** rng.uniform(-34, -2, size=shape)).astype(dtype)
+
+
+def _loss(rng):
+    return float(rng.uniform(0.01, 3.0))
+
+
+def scale_cases(rng):
+    def case(d_out, scale, about, loss=None):
+        return Case({"loss": _loss(rng) if loss is None else loss, "d_out": d_out, "loss_scale": scale},
+                    about, **HALF)
+
+    def shape():
+        return (int(rng.integers(2, 9)), int(rng.integers(1, 4)))
+
+    cases = [case(_small_gradients(rng, shape()), 65536.0, "S = 2**16 (beyond float16's 65504), small gradients")]
+    cases.append(case(_small_gradients(rng, shape()), _power_of_two(rng, 4, 20), "S a random power of two"))
+    big = _small_gradients(rng, shape()) * np.float32(2.0**16)
+    cases.append(case(big, _power_of_two(rng, 12, 18), "large gradients: some products overflow to inf"))
+    cases.append(case(_small_gradients(rng, shape()), _power_of_two(rng, 8, 16),
+                      "the loss as a NumPy float32 (return a Python float)", loss=np.float32(_loss(rng))))
+    cases.append(case(_small_gradients(rng, shape(), np.float16), _power_of_two(rng, 2, 10),
+                      "d_out already float16"))
+    cases.append(case(_small_gradients(rng, shape()), float(rng.uniform(100.0, 5000.0)),
+                      "S not a power of two"))
+    cases.append(case(_small_gradients(rng, shape()), _power_of_two(rng, -4, -1), "S below 1 (after many backoffs)"))
+    d_out = _small_gradients(rng, (3, 2))
+    for bad, why in ((0.0, "loss_scale is 0"), (-_power_of_two(rng, 0, 16), "loss_scale is negative"),
+                     (np.inf, "loss_scale is infinite"), (np.nan, "loss_scale is NaN")):
+        cases.append(Raises({"loss": 0.5, "d_out": d_out, "loss_scale": bad}, ValueError, why))
+    return cases
+
+
+def _scale_refusals(name, scale):
+    return (Refusal(f"{name} is not finite", ValueError, lambda a: not np.isfinite(scale(a))),
+            Refusal(f"{name} <= 0", ValueError, lambda a: scale(a) <= 0))
+
+
+# 022 unscale_gradients ---------------------------------------------------------
+
+def _scaled_gradients(rng, dtype=np.float16, special=False):
+    """Gradients of a scaled loss (float16 by default), optionally with inf and NaN entries."""
+    grads = {}
+    for key, shape in (("W1", (3, int(rng.integers(2, 5)))), ("b1", (int(rng.integers(2, 5)),)),
+                       ("W2", (2, 2)), ("b2", (2,))):
+        signs = rng.choice([-1.0, 1.0], size=shape)
+        grads[key] = signs * 2.0 ** rng.uniform(-20, 15, size=shape)
+    if special:
+        grads["W2"][0, 0], grads["b1"][-1] = np.inf, np.nan
+    return {key: value.astype(dtype) for key, value in grads.items()}
+
+
+def unscale_cases(rng):
+    cases = [Case({"grads": _scaled_gradients(rng), "loss_scale": 65536.0}, "S = 2**16", **SINGLE),
+             Case({"grads": _scaled_gradients(rng), "loss_scale": _power_of_two(rng, 3, 24)},
+                  "S a random power of two", **SINGLE),
+             Case({"grads": _scaled_gradients(rng, special=True), "loss_scale": _power_of_two(rng, 8, 16)},
+                  "inf and NaN entries (they stay inf and NaN)", **SINGLE),
+             Case({"grads": _scaled_gradients(rng), "loss_scale": float(rng.uniform(100.0, 5000.0))},
+                  "S not a power of two", **SINGLE),
+             Case({"grads": _scaled_gradients(rng, np.float32), "loss_scale": _power_of_two(rng, 8, 16)},
+                  "float32 gradients", **SINGLE),
+             Case({"grads": _scaled_gradients(rng), "loss_scale": _power_of_two(rng, -4, -1)},
+                  "S below 1 (after many backoffs)", **SINGLE)]
+    grads = _scaled_gradients(rng)
+    for bad, why in ((0.0, "loss_scale is 0"), (-_power_of_two(rng, 0, 16), "loss_scale is negative"),
+                     (np.inf, "loss_scale is infinite"), (np.nan, "loss_scale is NaN")):
+        cases.append(Raises({"grads": grads, "loss_scale": bad}, ValueError, why))
+    return cases
+
+
+# 023 has_non_finite_gradients --------------------------------------------------
+
+def finite_cases(rng):
+    def grads(dtype, where=None, value=np.inf):
+        """Finite gradients, with ``value`` at one random entry of array ``where`` (an index into the keys)."""
+        found = {key: _normal(rng, shape, dtype) for key, shape in
+                 (("W1", (3, 4)), ("b1", (4,)), ("W2", (4, 2)), ("b2", (2,)))}
+        if where is not None:
+            key = list(found)[where]
+            found[key].flat[int(rng.integers(0, found[key].size))] = value
+        return found
+
+    later = lambda: int(rng.integers(1, 4))  # noqa: E731  (an array after the first)
+    # The order matters for naming: each mistake first fails on a case that tells it from the others.
+    return [
+        Case({"grads": grads(np.float16)}, "all finite (float16)"),
+        Case({"grads": grads(np.float16, 0, np.nan)}, "a NaN in the first array only"),
+        Case({"grads": grads(np.float32, 0, np.inf)}, "an inf in the first array only"),
+        Case({"grads": grads(np.float16, later(), np.nan)}, "a NaN in a later array only"),
+        Case({"grads": grads(np.float32, later(), -np.inf)}, "a -inf in a later array only"),
+        Case({"grads": grads(np.float32, 3, np.inf)}, "an inf in the last bias only"),
+        Case({"grads": grads(np.float32)}, "all finite (float32)"),
+    ]
+
+
+# 024 mixed_precision_step ------------------------------------------------------
+
+# The memory case: a float32 step stores about 5 MiB, the float16 one 2.5 MiB.  Narrow and long, because
+# NumPy's float16 matrix products run in software: their cost grows with batch * width**2, the bytes with
+# batch * width.
+MEMORY_BATCH, MEMORY_WIDTH, MEMORY_LAYERS = 16384, 8, 4
+# float16 rounding noise on the memory case (a step computed in float32 gives the same numbers within it,
+# so that such a step is judged by its memory); every other case is compared tightly (STEP).
+MEMORY_CASE_TOLERANCE = {"rtol": 1e-3, "atol": 2e-4}
+
+ARG_NAMES = ("master_params", "X", "Y", "scaler_state", "learning_rate", "growth_interval")
+
+
+def _master(rng, widths):
+    return _params(rng, (np.float32,), widths)
+
+
+def _step(master, X, Y, scale, tracker, interval, learning_rate=None):
+    return dict(zip(ARG_NAMES, (master, X, Y, {"scale": scale, "growth_tracker": tracker},
+                                0.05 if learning_rate is None else learning_rate, interval)))
+
+
+def step_cases(rng):
+    def network(widths=None):
+        widths = widths or [int(rng.integers(2, 6))] + [int(rng.integers(2, 6))] * int(rng.integers(1, 3)) \
+            + [int(rng.integers(1, 4))]
+        batch = int(rng.integers(4, 12))
+        return (_master(rng, widths), _normal(rng, (batch, widths[0]), np.float32),
+                _normal(rng, (batch, widths[-1]), np.float32))
+
+    def clean(about, *, tracker=None, interval=None, widths=None, data=np.float32, **tolerances):
+        master, X, Y = network(widths)
+        interval = interval or int(rng.integers(3, 10))
+        tracker = int(rng.integers(0, interval - 1)) if tracker is None else tracker
+        return Case(_step(master, X.astype(data), Y.astype(data), _power_of_two(rng, 6, 12), tracker, interval),
+                    about, **(tolerances or STEP))
+
+    def overflow(about, *, tracker=None, forward=False):
+        master, X, Y = network()
+        interval = int(rng.integers(3, 10))
+        tracker = int(rng.integers(1, interval - 1)) if tracker is None else tracker
+        if forward:  # an input beyond 65504: inf from the first layer on, and a non-finite loss
+            X[int(rng.integers(0, len(X))), 0] = 1e5
+        else:  # targets a thousand times larger: the scaled loss gradient overflows float16, the loss is finite
+            Y = (1000 * Y + np.sign(Y) * 1000).astype(np.float32)
+        return Case(_step(master, X, Y, _power_of_two(rng, 11, 16), tracker, interval), about, **STEP)
+
+    widths = [MEMORY_WIDTH] * MEMORY_LAYERS + [1]
+    memory = Case(_step(_master(rng, widths), _normal(rng, (MEMORY_BATCH, MEMORY_WIDTH), np.float32),
+                        _normal(rng, (MEMORY_BATCH, 1), np.float32), _power_of_two(rng, 6, 10),
+                        int(rng.integers(0, 5)), 2000, 0.01),
+                  f"memory measured: batch {MEMORY_BATCH}, width {MEMORY_WIDTH}, {MEMORY_LAYERS} layers",
+                  measure=True, **MEMORY_CASE_TOLERANCE)
+    # The order matters for naming: each mistake first fails on a case that tells it from the others.
+    cases = [memory,
+             clean("a clean step"),
+             clean("the clean step that completes growth_interval: the scale doubles", tracker=-1),
+             clean("growth_interval 1: the scale doubles after every clean step", tracker=0, interval=1),
+             overflow("the scaled gradients overflow float16 (the loss is finite): skipped"),
+             overflow("an overflow when the tracker is one step from growing: reset, not grown", tracker=-1),
+             overflow("the forward pass overflows (an input beyond 65504): skipped", forward=True),
+             clean("X and Y in float64 (cast them)", data=np.float64),
+             clean("a deeper MLP with unequal widths", widths=[int(n) for n in rng.integers(2, 7, size=6)])]
+    for case in cases:  # tracker=-1 stands for "one step from the growth interval"
+        state = case.args["scaler_state"]
+        if state["growth_tracker"] < 0:
+            state["growth_tracker"] = case.args["growth_interval"] - 1
+    master, X, Y = network()
+    for scale, why in ((0.0, "the scale is 0"), (-_power_of_two(rng, 0, 16), "the scale is negative"),
+                       (np.inf, "the scale is infinite"), (np.nan, "the scale is NaN")):
+        cases.append(Raises(_step(master, X, Y, scale, 0, 5), ValueError, why))
+    cases.append(Raises(_step(master, X, Y, 1024.0, 0, 0), ValueError, "growth_interval is 0"))
+    cases.append(Raises(_step(master, X, Y, 1024.0, 0, -int(rng.integers(1, 5))), ValueError,
+                        "growth_interval is negative"))
+    for dtype in (np.float64, np.float16):
+        wrong = {key: value.astype(dtype) for key, value in master.items()}
+        cases.append(Raises(_step(wrong, X, Y, 1024.0, 0, 5), TypeError,
+                            f"the master weights are {np.dtype(dtype).name}, not float32"))
+    return cases
+
+
+def _master_bytes(args):
+    return sum(value.nbytes for value in args["master_params"].values())
+
+
+STEP_MEMORY = MemoryBound(
+    lambda args: mixed_precision_memory_bound(len(args["X"]), args["X"].shape[1],
+                                              sum(1 for key in args["master_params"] if key[0] == "W"),
+                                              _master_bytes(args)),
+    rule="half of a float32 step's activations, plus five float16 (batch, width) arrays and four times the "
+         "master weights' bytes",
+    shortcut="run the forward and backward passes in float16 (the half copy of the weights, X cast to "
+             "float16, the scaled loss gradient in float16); a step that computes in float32 stores twice "
+             "the activation bytes")
+
+STEP_REFUSALS = (
+    *_scale_refusals("the scale", lambda a: a["scaler_state"]["scale"]),
+    Refusal("growth_interval < 1", ValueError, lambda a: a["growth_interval"] < 1),
+    Refusal("a master weight is not float32", TypeError,
+            lambda a: any(np.asarray(value).dtype != np.float32 for value in a["master_params"].values())),
+)
+
+
+LESSONS = (
+    LessonSpec("019", cast_cases, **HALF, refuses=(NOT_FLOAT,)),  # casting via float32 may round twice
+    LessonSpec("020", master_cases, exact=True, refuses=(NOT_FLOAT,)),
+    LessonSpec("021", scale_cases, **HALF, refuses=_scale_refusals("loss_scale", lambda a: a["loss_scale"])),
+    LessonSpec("022", unscale_cases, **SINGLE, refuses=_scale_refusals("loss_scale", lambda a: a["loss_scale"])),
+    LessonSpec("023", finite_cases),
+    LessonSpec("024", step_cases, **STEP, memory=STEP_MEMORY, refuses=STEP_REFUSALS,
+               fresh_result=False,  # a skipped step may hand back the master weights themselves, unchanged
+               isolate=("cast_to_half_precision", "scale_loss", "unscale_gradients", "has_non_finite_gradients")),
+)
