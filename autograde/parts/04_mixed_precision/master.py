@@ -310,7 +310,9 @@ lesson_passed("020")
 # ### Math
 #
 # $$L_S = S\,L, \qquad \frac{\partial L_S}{\partial \theta} = S\,\frac{\partial L}{\partial \theta}, \qquad
-# \texttt{scaled\_d\_out} = \operatorname{fl}_{16}\!\left(S \cdot \texttt{d\_out}\right).$$
+# \tilde d_{\text{out}} = \operatorname{fl}_{16}\!\left(S \cdot d_{\text{out}}\right),$$
+#
+# where $d_{\text{out}}$ is `d_out` and $\tilde d_{\text{out}}$ the `scaled_d_out` returned.
 #
 # With $S = 2^{16}$: a gradient of $2^{-30}$, which float16 rounds to 0, becomes
 # $2^{-14}$, float16's smallest normal number.
@@ -484,7 +486,9 @@ lesson_passed("022")
 #
 # ### Math
 #
-# $$\text{found\_inf} = \bigvee_{k \in \text{keys}}\ \bigvee_{i}\ \neg\operatorname{isfinite}\left(g_{k,i}\right).$$
+# $$\text{found inf} = \bigvee_{k \in \text{keys}}\ \bigvee_{i}\ \neg\operatorname{isfinite}\left(g_{k,i}\right),$$
+#
+# where $g_{k,i}$ is the $i$-th value of array $k$ and $\vee$ is "or".
 #
 # ### Implementation
 
