@@ -447,13 +447,14 @@ def _short(value: Any) -> str:
 
 
 def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: Any, *,
-               mistakes: Sequence[Mistake] = (), output: str | None = None,
+               mistakes: Sequence[Mistake] = (), output: str | None = None, fresh: bool = False,
                **tolerances: Any) -> Any:
     """Call the learner's function on ``args`` (name -> value) and check its answer.
 
     Checks, in this order: the call does not crash (``NotImplementedError``
     passes through), no argument is modified in place, and the result equals
     ``expected``; a wrong result that matches one of ``mistakes`` is named.
+    With ``fresh=True``, no array of the result may share memory with an argument.
     Returns the learner's result.
     """
     names, values = list(args), list(args.values())
@@ -479,7 +480,29 @@ def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: 
                            f"{recognised.hint}") from None
     check_equal(result, expected, output or f"{label}({', '.join(names)})", mistakes=mistakes,
                 mistake_args=tuple(snapshot(values)), **tolerances)
+    if fresh:
+        check_fresh(result, given, names, label)
     return result
+
+
+def _arrays_in(value: Any) -> list:
+    if isinstance(value, _ndarray):
+        return [value]
+    if isinstance(value, _MAPPINGS):
+        return [a for item in value.values() for a in _arrays_in(item)]
+    if isinstance(value, (tuple, list)):
+        return [a for item in value for a in _arrays_in(item)]
+    return []
+
+
+def check_fresh(result: Any, args: Sequence[Any], names: Sequence[str], label: str) -> None:
+    """No array of ``result`` shares memory with an argument (the result must be new arrays)."""
+    for name, arg in zip(names, args):
+        for given in _arrays_in(arg):
+            if any(out.size and given.size and np.shares_memory(out, given) for out in _arrays_in(result)):
+                raise CheckFailure(f"the result of {label} shares memory with its input `{name}`: return new "
+                                   f"arrays (e.g. x.astype(dtype) or x.copy()), so that changing the result can "
+                                   f"never change the caller's data")
 
 
 class Deferred:

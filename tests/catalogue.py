@@ -200,7 +200,8 @@ def contract_entries(lesson: Lesson) -> list[Entry]:
             first += 1.0
             return answer
         entries.append(Entry(lesson.code, "changes an input in place", "contract", _named(lesson, mutates)))
-    if any(a.dtype.kind == "f" and a.dtype != np.float64 for args, _ in results for a in _arrays(args)):
+    if any(any(a.dtype.kind == "f" and a.dtype != np.float64 for a in _arrays(args))
+           and any(r.dtype.kind == "f" and r.dtype != np.float64 for r in _arrays(result)) for args, result in results):
         def widens(args, reference):
             return _map(reference(**args), lambda v: v.astype(np.float64)
                         if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v)

@@ -139,3 +139,12 @@ def test_a_tolerance_never_accepts_a_finite_value_for_an_infinite_one():
     assert difference(1e308, float("inf"), "x", rtol=1e-3) is not None
     assert difference(float("inf"), float("inf"), "x", rtol=1e-3) is None
     assert difference(float("nan"), float("nan"), "x") is None
+
+
+def test_check_call_with_fresh_refuses_a_result_that_shares_memory_with_an_input():
+    def lazy(x):
+        return x
+
+    with pytest.raises(CheckFailure, match="shares memory with its input `x`"):
+        check_call(lazy, {"x": np.ones(3)}, np.ones(3), fresh=True)
+    check_call(lazy, {"x": np.ones(3)}, np.ones(3))  # allowed unless asked
