@@ -485,21 +485,22 @@ def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: 
     return result
 
 
-def _arrays_in(value: Any) -> list:
+def arrays_in(value: Any) -> list:
+    """Every ndarray in a nest of dicts, lists and tuples."""
     if isinstance(value, _ndarray):
         return [value]
     if isinstance(value, _MAPPINGS):
-        return [a for item in value.values() for a in _arrays_in(item)]
+        return [a for item in value.values() for a in arrays_in(item)]
     if isinstance(value, (tuple, list)):
-        return [a for item in value for a in _arrays_in(item)]
+        return [a for item in value for a in arrays_in(item)]
     return []
 
 
 def check_fresh(result: Any, args: Sequence[Any], names: Sequence[str], label: str) -> None:
     """No array of ``result`` shares memory with an argument (the result must be new arrays)."""
     for name, arg in zip(names, args):
-        for given in _arrays_in(arg):
-            if any(out.size and given.size and np.shares_memory(out, given) for out in _arrays_in(result)):
+        for given in arrays_in(arg):
+            if any(out.size and given.size and np.shares_memory(out, given) for out in arrays_in(result)):
                 raise CheckFailure(f"the result of {label} shares memory with its input `{name}`: return new "
                                    f"arrays (e.g. x.astype(dtype) or x.copy()), so that changing the result can "
                                    f"never change the caller's data")

@@ -778,16 +778,20 @@ def hardcoded(slug: str) -> Adversary:
     return adversary
 
 
+def mistake_answer(lesson: Lesson, i: int) -> tuple[str, str]:
+    """(solution cell, mistake name): lesson's catalogued mistake number i (mod how many it has)."""
+    catalogue = mistakes_of(lesson.function)
+    k = i % len(catalogue)
+    return (f"def {lesson.function}(*args, **kwargs):\n"
+            f"    from shared.mistakes import mistakes_of\n"
+            f"    return mistakes_of({lesson.function!r})[{k}].compute(*args, **kwargs)\n"), catalogue[k].name
+
+
 def mistakes(slug: str) -> Adversary:
     """Lesson i makes its catalogued mistake i (mod how many it has)."""
     answers, notes = {}, {}
     for i, lesson in enumerate(lessons_of(slug)):
-        catalogue = mistakes_of(lesson.function)
-        k = i % len(catalogue)
-        answers[lesson.function] = (f"def {lesson.function}(*args, **kwargs):\n"
-                                    f"    from shared.mistakes import mistakes_of\n"
-                                    f"    return mistakes_of({lesson.function!r})[{k}].compute(*args, **kwargs)\n")
-        notes[lesson.code] = catalogue[k].name
+        answers[lesson.function], notes[lesson.code] = mistake_answer(lesson, i)
     adversary = Adversary("mistakes", slug, make_submission(slug, answers, default="reference"), {},
                           "a catalogued mistake in every lesson (named in the verdict)")
     return expected_from_process(adversary, {c: (f"common mistake: {n}",) for c, n in notes.items()}, notes)
@@ -813,17 +817,22 @@ def _applies(kind: str, lesson: Lesson) -> bool:
     return namespace["_adv_first"](result, namespace["_ADV_CHANGES"][kind])[1]
 
 
+def wrong_output_answer(slug: str, lesson: Lesson, i: int) -> tuple[str, tuple[str, ...], str]:
+    """(solution cell, words of the verdict, change): the right answer with change number i (NaN,
+    dtype, shape, input changed), or the next one that applies to the lesson's answers."""
+    kinds = list(WRONG_OUTPUTS)
+    order = kinds[i % len(kinds):] + kinds[:i % len(kinds)]
+    kind = next((k for k in order if _applies(k, lesson)), order[0])
+    template, words = WRONG_OUTPUTS[kind]
+    body = template.format(call=f"_adv_reference_{lesson.function}(*args, **kwargs)")
+    return cell(slug, lesson.function, body, CHANGES_HELPER), words, kind
+
+
 def wrong_outputs(slug: str) -> Adversary:
     """Lesson i returns the right answer with one change (NaN, dtype, shape, input changed), rotating."""
-    kinds = list(WRONG_OUTPUTS)
     answers, says, notes = {}, {}, {}
     for i, lesson in enumerate(lessons_of(slug)):
-        order = kinds[i % len(kinds):] + kinds[:i % len(kinds)]
-        kind = next((k for k in order if _applies(k, lesson)), order[0])
-        template, words = WRONG_OUTPUTS[kind]
-        body = template.format(call=f"_adv_reference_{lesson.function}(*args, **kwargs)")
-        answers[lesson.function] = cell(slug, lesson.function, body, CHANGES_HELPER)
-        says[lesson.code], notes[lesson.code] = words, kind
+        answers[lesson.function], says[lesson.code], notes[lesson.code] = wrong_output_answer(slug, lesson, i)
     adversary = Adversary("wrong_outputs", slug, make_submission(slug, answers, default="reference"), {},
                           "the right answer with a NaN, a wrong dtype or shape, or an input changed in place")
     expected_from_process(adversary, says, notes)
@@ -837,26 +846,16 @@ def mixed(slug: str) -> Adversary:
     (NaN, dtype, shape or an input changed), a delegation to the helper package (where the helper
     has the lesson's function) and the untouched stub; the first part grades each kind in a
     notebook of its own."""
-    kinds = list(WRONG_OUTPUTS)
     answers, says, notes = {}, {}, {}
     for i, lesson in enumerate(lessons_of(slug)):
         kind = ("mistake", "wrong output", "delegation", "stub")[i % 4]
         if kind == "delegation" and lesson.code not in HELPER_CALLS:
             kind = "mistake"
         if kind == "mistake":
-            catalogue = mistakes_of(lesson.function)
-            k = i % len(catalogue)
-            answers[lesson.function] = (f"def {lesson.function}(*args, **kwargs):\n"
-                                        f"    from shared.mistakes import mistakes_of\n"
-                                        f"    return mistakes_of({lesson.function!r})[{k}].compute(*args, **kwargs)\n")
-            says[lesson.code], notes[lesson.code] = (f"common mistake: {catalogue[k].name}",), catalogue[k].name
+            answers[lesson.function], notes[lesson.code] = mistake_answer(lesson, i)
+            says[lesson.code] = (f"common mistake: {notes[lesson.code]}",)
         elif kind == "wrong output":
-            order = kinds[i % len(kinds):] + kinds[:i % len(kinds)]
-            change = next((k for k in order if _applies(k, lesson)), order[0])
-            template, words = WRONG_OUTPUTS[change]
-            body = template.format(call=f"_adv_reference_{lesson.function}(*args, **kwargs)")
-            answers[lesson.function] = cell(slug, lesson.function, body, CHANGES_HELPER)
-            says[lesson.code], notes[lesson.code] = words, change
+            answers[lesson.function], says[lesson.code], notes[lesson.code] = wrong_output_answer(slug, lesson, i)
         elif kind == "delegation":
             answers[lesson.function] = helper_function(lesson)
             says[lesson.code], notes[lesson.code] = ("computes the answer of lesson",), "delegation"

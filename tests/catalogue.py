@@ -29,6 +29,7 @@ from __future__ import annotations
 import builtins
 import copy
 import functools
+import inspect
 import io
 import sys
 from collections.abc import Callable, Iterator
@@ -46,6 +47,7 @@ from course import built_lessons, grade_id_of, read, reference_solutions, studen
 from grading.judge import Verdict, grade_in_process, lesson_spec, reference_function  # noqa: E402
 from grading.spec import Case, Raises, draw_cases  # noqa: E402
 from shared import mlp  # noqa: E402
+from shared.checking import arrays_in  # noqa: E402
 from shared.lessons import Lesson, lesson as find_lesson  # noqa: E402
 from shared.mistakes import mistakes_of  # noqa: E402
 
@@ -115,18 +117,6 @@ def hidden_verdict(lesson: Lesson, function: Callable[..., Any], seed: int = 0) 
 # Contract entries, derived from the declaration
 # --------------------------------------------------------------------------
 
-def _arrays(value: Any) -> Iterator[np.ndarray]:
-    """Every ndarray in a nest of dicts, lists and tuples."""
-    if isinstance(value, np.ndarray):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _arrays(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _arrays(item)
-
-
 def _map(value: Any, leaf: Callable[[Any], Any]) -> Any:
     if isinstance(value, dict):
         return {key: _map(item, leaf) for key, item in value.items()}
@@ -149,7 +139,7 @@ def _leaves(value: Any) -> Iterator[Any]:
 def _named(lesson: Lesson, body: Callable[[dict[str, Any], Callable[..., Any]], Any]) -> Callable[..., Any]:
     """A function with the lesson's signature whose answer is ``body(args, reference)``."""
     reference = reference_function(lesson)
-    names = list(__import__("inspect").signature(reference).parameters)
+    names = list(inspect.signature(reference).parameters)
 
     @functools.wraps(reference)
     def wrong(*args, **kwargs):
@@ -192,16 +182,16 @@ def contract_entries(lesson: Lesson) -> list[Entry]:
                              _named(lesson, raises_other)))
 
     results = _reference_results(lesson)
-    if any(any(a.dtype.kind == "f" for a in _arrays(args)) for args, _ in results):
+    if any(any(a.dtype.kind == "f" for a in arrays_in(args)) for args, _ in results):
         def mutates(args, reference):
             answer = reference(**copy.deepcopy(args))
-            first = next(a for a in _arrays(args) if a.dtype.kind == "f" and a.size and a.flags.writeable)
+            first = next(a for a in arrays_in(args) if a.dtype.kind == "f" and a.size and a.flags.writeable)
             first *= 2.0
             first += 1.0
             return answer
         entries.append(Entry(lesson.code, "changes an input in place", "contract", _named(lesson, mutates)))
-    if any(any(a.dtype.kind == "f" and a.dtype != np.float64 for a in _arrays(args))
-           and any(r.dtype.kind == "f" and r.dtype != np.float64 for r in _arrays(result)) for args, result in results):
+    if any(any(a.dtype.kind == "f" and a.dtype != np.float64 for a in arrays_in(args))
+           and any(r.dtype.kind == "f" and r.dtype != np.float64 for r in arrays_in(result)) for args, result in results):
         def widens(args, reference):
             return _map(reference(**args), lambda v: v.astype(np.float64)
                         if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v)
@@ -226,16 +216,18 @@ def contract_entries(lesson: Lesson) -> list[Entry]:
     if spec.fresh_result and all(any(_input_twin(args, result) is not None
                                      for args, result in _reference_results(lesson, (seed,))) for seed in SEEDS):
         def aliases(args, reference):
-            return _map(reference(**args), lambda v: (_input_twin(args, v) if isinstance(v, np.ndarray)
-                                                      and _input_twin(args, v) is not None else v))
+            def twin_or_itself(v):
+                twin = _input_twin(args, v) if isinstance(v, np.ndarray) else None
+                return v if twin is None else twin
+            return _map(reference(**args), twin_or_itself)
         entries.append(Entry(lesson.code, "returns an input array itself", "contract", _named(lesson, aliases)))
     return entries
 
 
 def _input_twin(args: dict[str, Any], result: Any) -> np.ndarray | None:
     """An input array equal to (one of) the result's arrays, which a lazy answer could return as is."""
-    for out in _arrays(result):
-        for given in _arrays(args):
+    for out in arrays_in(result):
+        for given in arrays_in(args):
             if given.dtype == out.dtype and given.shape == out.shape and np.array_equal(given, out):
                 return given
     return None

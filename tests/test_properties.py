@@ -25,7 +25,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings, strategies as st
 from hypothesis.errors import NoSuchExample
 
-from catalogue import _arrays, _map, catalogue
+from catalogue import _map, catalogue
+from shared.checking import arrays_in
 from course import built_lessons, tagged
 from grading.judge import lesson_spec, reference_function
 from grading.spec import Case, Raises, draw_cases
@@ -39,7 +40,7 @@ SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
 
 def admits_float32(lesson) -> bool:
     return any(a.dtype == np.float32 for case in draw_cases(lesson_spec(lesson.code), 0)
-               if isinstance(case, Case) for a in _arrays(case.args))
+               if isinstance(case, Case) for a in arrays_in(case.args))
 
 
 def as_float32(args):
@@ -90,9 +91,9 @@ def test_the_reference_keeps_its_contract_on_drawn_cases(lesson):
             first = reference(**case.args)
         assert difference(case.args, before, "the inputs", exact=True) is None, "the reference changed an input"
         assert difference(answer(reference, case.args), first, "a second answer", exact=True) is None
-        floats_in = [a.dtype for a in _arrays(case.args) if a.dtype.kind == "f"]
+        floats_in = [a.dtype for a in arrays_in(case.args) if a.dtype.kind == "f"]
         if floats_in and all(d == np.float32 for d in floats_in):
-            widened = [a.dtype for a in _arrays(first) if a.dtype == np.float64]
+            widened = [a.dtype for a in arrays_in(first) if a.dtype == np.float64]
             assert not widened, f"float32 inputs gave float64 results ({case.about})"
 
     check()
