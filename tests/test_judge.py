@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from grading import wire
-from grading.judge import grade_in_process, lesson_spec, lesson_specs, reference_function
+from grading.judge import grade_in_process, landed_parts, lesson_spec, lesson_specs, reference_function
 from shared import lesson_blocks
 from shared.lessons import lesson as find_lesson
 
@@ -184,7 +184,7 @@ def reference_namespace(code):
 
 
 def test_every_part_declares_its_lessons_and_the_isolated_names_have_helper_versions():
-    for slug in ("01_mlp_core", "02_gradient_accumulation", "03_activation_checkpointing"):
+    for slug in landed_parts():
         for code, spec in lesson_specs(slug).items():
             assert lesson_spec(code) is not None
             for name in spec.isolate:
@@ -235,3 +235,21 @@ def test_long_doubles_are_refused_and_big_endian_arrays_cross_as_the_same_number
     big = np.arange(4.0).astype(">f8")
     back = wire.loads(wire.dumps(big))
     assert back.dtype == np.float64 and np.array_equal(back, big)
+
+
+# --------------------------------------------------------------------------
+# Collectives: every worker holds its own arrays (LessonSpec.workers_apart)
+# --------------------------------------------------------------------------
+
+def test_arrays_shared_between_workers_are_found_and_one_workers_own_views_are_not():
+    from shared.checking import arrays_shared_between_workers
+    buffer = np.arange(6.0)
+    own_views = [{"W": buffer[:4].reshape(2, 2), "b": buffer[4:]}, {"W": np.ones((2, 2)), "b": np.ones(2)}]
+    assert arrays_shared_between_workers(own_views) == []
+    mean = np.ones(3)
+    found = arrays_shared_between_workers([mean, mean.copy(), mean[1:]])
+    assert found == ["the result[2] (worker 2) shares memory with the result[0] (worker 0)"]
+    nested = [{"W": mean}, {"W": mean}]
+    assert arrays_shared_between_workers(nested, "the replicas") == [
+        "the replicas[1]['W'] (worker 1) shares memory with the replicas[0]['W'] (worker 0)"]
+    assert arrays_shared_between_workers("not a list") == []
