@@ -253,3 +253,30 @@ def test_arrays_shared_between_workers_are_found_and_one_workers_own_views_are_n
     assert arrays_shared_between_workers(nested, "the replicas") == [
         "the replicas[1]['W'] (worker 1) shares memory with the replicas[0]['W'] (worker 0)"]
     assert arrays_shared_between_workers("not a list") == []
+
+
+@pytest.mark.part_5
+def test_workers_sharing_one_array_lose_the_points_and_the_mistake_is_named():
+    namespace = reference_namespace("028")
+    ring = namespace["ring_all_reduce_mean"]
+
+    def ring_all_reduce_mean(worker_arrays, cluster=None):
+        results, traffic = ring(worker_arrays, cluster)
+        return [results[0]] * len(results), traffic  # right values, right traffic, one array for all
+    namespace["ring_all_reduce_mean"] = ring_all_reduce_mean
+    verdict = grade_in_process("028", namespace)
+    assert not verdict.passed
+    assert "(worker 1) shares memory with the result[0][0] (worker 0)" in verdict.message
+    assert "common mistake: workers sharing one array object." in verdict.message
+    assert grade_in_process("030", reference_namespace("030")).passed  # one worker's views of its own buffer pass
+
+
+@pytest.mark.part_5
+def test_revealed_building_blocks_import_the_cluster_from_the_package():
+    from grading import redact
+    source = redact.revealed_blocks(("ring_all_reduce_mean",))
+    assert "from shared.cluster import Cluster" in source and "from ." not in source
+    blocks = {"__name__": "mct_building_blocks"}
+    exec(compile(source, "<blocks>", "exec"), blocks)
+    results, traffic = blocks["ring_all_reduce_mean"]([np.ones(4), 3 * np.ones(4)])
+    assert np.array_equal(results[1], 2 * np.ones(4)) and traffic["rounds"] == 2
