@@ -209,7 +209,7 @@ def step_cases(rng):
         cases.append(Raises({"params": params, "X": _normal(rng, (B, 2)), "Y": _normal(rng, (B, 1)),
                              "num_workers": N, "learning_rate": 0.1}, ValueError, why))
     # large enough that one shard's activations and the whole batch's differ by megabytes
-    B, D, L, N = 4096, 64, 4, 4
+    B, D, L, N = 2048, 64, 4, 4
     cases.append(case(B, N, [D] * (L - 1), f"memory measured: B = {B}, width {D}, {L} layers, N = {N}",
                       width=D, outputs=4, measure=True))
     return cases
