@@ -461,8 +461,9 @@ lesson_passed("027")
 #
 # ### Concepts
 #
-# - Flatten each array (`ravel()`) and cut it with `np.array_split(flat, N)`:
-#   the first $S \bmod N$ chunks (in numbers) are one longer, so any length works.
+# - Flatten each array (`ravel()`) and cut it with `np.array_split(flat, N)`: for
+#   an array of $n$ numbers the first $n \bmod N$ chunks are one number longer, so
+#   any length works.
 # - The chunks are views of the worker's input: replace a chunk by a new array
 #   (`chunk + received`), never add in place, and the inputs stay as they were.
 # - The schedule below is the contract: the tests compare the ledger's bytes per
