@@ -101,8 +101,13 @@ def _aliases(result: Any, args: dict[str, Any], earlier: list[tuple[str, np.ndar
     return found
 
 
+def _per_worker(result: Any) -> Any:
+    """The per-worker values of a result: the result itself, or the first item of a returned tuple."""
+    return result[0] if type(result) is tuple and result else result
+
+
 def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
-                earlier: list[tuple[str, np.ndarray]]) -> dict[str, Any]:
+                earlier: list[tuple[str, np.ndarray]], workers_apart: bool = False) -> dict[str, Any]:
     args = wire.from_plain(case["args"])
     measure = bool(case.get("measure"))
     if measure:  # the lesson's technique is graded: the peak bytes this call allocates
@@ -120,6 +125,10 @@ def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
     seconds = time.perf_counter() - started
     answer: dict[str, Any] = {"kind": "returned", "seconds": seconds,
                               "aliases": _aliases(result, args, earlier)}
+    if workers_apart:  # the lesson's result holds one value per worker: do workers share arrays?
+        from shared.checking import arrays_shared_between_workers
+        answer["workers_shared"] = arrays_shared_between_workers(
+            _per_worker(result), "the result" if type(result) is not tuple else "the result[0]")
     if measure:
         answer["peak_bytes"] = tracemalloc.get_traced_memory()[1] - before
         tracemalloc.stop()
@@ -177,7 +186,8 @@ def _run_child(code: str, lesson: dict[str, Any], namespace: MutableMapping[str,
     _use_helper_versions(code, namespace, lesson.get("isolate", []))
     function = namespace[lesson["function"]]
     earlier: list[tuple[str, np.ndarray]] = []
-    results = [_answer_one(function, case, i, earlier) for i, case in enumerate(lesson["cases"])]
+    workers_apart = bool(lesson.get("workers_apart"))
+    results = [_answer_one(function, case, i, earlier, workers_apart) for i, case in enumerate(lesson["cases"])]
     text = json.dumps({"lesson": code, "status": "answered", "answers": results,
                        "output": captured.text()}, allow_nan=False)
     with open(out_path, "w", encoding="utf-8") as handle:

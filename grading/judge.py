@@ -106,7 +106,7 @@ def kernel_input(slug: str, drawn: dict[str, list[Case | Raises]]) -> dict[str, 
     drawn = {code: drawn[code] for code in sorted(drawn)}
     return {"lessons": {
         code: {"function": find_lesson(code).function, "isolate": list(specs[code].isolate),
-               "time_limit": specs[code].time_limit,
+               "time_limit": specs[code].time_limit, "workers_apart": specs[code].workers_apart,
                "cases": [{"args": wire.to_plain(case.args, "a case"),
                           "measure": isinstance(case, Case) and case.measure} for case in cases]}
         for code, cases in drawn.items()}}
@@ -197,6 +197,10 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
         problem = _memory_problem(name, spec, case, answer)
         if problem:
             return "memory", problem
+    if spec.workers_apart and answer.get("workers_shared"):
+        from shared.checking import WORKERS_APART_HINT
+        return "alias", _with_mistake(f"{answer['workers_shared'][0]}: {WORKERS_APART_HINT}",
+                                      _sharing_mistake(mistakes, values))
     if spec.fresh_result and answer.get("aliases"):
         mistake = recognise_aliasing_mistake(mistakes, tuple(copy.deepcopy(values)), expected=expected, **tolerances)
         return "alias", _with_mistake(f"{answer['aliases'][0]}: return new arrays (e.g. x + 0 or x.copy()), so "
@@ -223,6 +227,21 @@ def _memory_problem(name: str, spec: LessonSpec, case: Case, answer: dict[str, A
         return None
     return (f"{name} gives the right numbers but allocated {format_bytes(peak)} at its peak, and this lesson "
             f"allows {format_bytes(allowed)} ({spec.memory.rule}): {spec.memory.shortcut}")
+
+
+def _sharing_mistake(mistakes: Sequence[Mistake], values: list) -> Mistake | None:
+    """The first mistake whose result, on the same inputs, gives workers shared arrays."""
+    from shared.checking import arrays_shared_between_workers
+    from .harness import _per_worker
+    for mistake in mistakes:
+        try:
+            with np.errstate(all="ignore"):
+                result = mistake.compute(*copy.deepcopy(values))
+        except Exception:
+            continue
+        if arrays_shared_between_workers(_per_worker(result)):
+            return mistake
+    return None
 
 
 def _crashing_mistake(error_name: str, text: str, mistakes: Sequence[Mistake], values: list) -> Mistake | None:

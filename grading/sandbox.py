@@ -97,9 +97,25 @@ def kept_folders() -> list[Path]:
     return sorted({ROOT, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}, key=lambda p: len(str(p)))
 
 
+def git_paths() -> list[Path]:
+    """The repository, whose history holds the solutions: ``ROOT/.git``, and in a git worktree
+    (where ``.git`` is a file naming the repository) that file and the repository's own folder."""
+    git = ROOT / ".git"
+    if not git.is_file():
+        return [git]
+    text = git.read_text(errors="replace")
+    if not text.startswith("gitdir:"):
+        return [git]
+    gitdir = (ROOT / text.split(":", 1)[1].strip()).resolve()
+    common = gitdir
+    if (gitdir / "commondir").is_file():
+        common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
+    return [git, common]
+
+
 def inner_hidden_folders() -> list[Path]:
-    """Folders the kernel must not see even where the course is visible."""
-    folders = [ROOT / "solutions", ROOT / "autograde", ROOT / ".git", ROOT / "tests", ROOT / "tools",
+    """Folders (and files) the kernel must not see even where the course is visible."""
+    folders = [ROOT / "solutions", ROOT / "autograde", *git_paths(), ROOT / "tests", ROOT / "tools",
                ROOT / "notebooks", ROOT / "build"]
     folders += [Path(os.environ[name]) for name in ("MCT_COURSE_DIR", "MCT_PRIVATE_DIR") if os.environ.get(name)]
     return [f.resolve() for f in folders if f.exists()]
@@ -128,7 +144,8 @@ def bwrap_command(kernel: list[str], connection_file: str, cases_file: str | Non
             command += ["--ro-bind", str(folder), str(folder)]
     for folder in inner_hidden_folders():
         if not any(_under(folder, top) for top in tops) or any(_under(folder, k) for k in kept):
-            command += ["--tmpfs", str(folder)]
+            # a file (a worktree's .git) is hidden behind an empty one, a folder behind an empty tmpfs
+            command += ["--ro-bind", "/dev/null", str(folder)] if folder.is_file() else ["--tmpfs", str(folder)]
     for top in tops:  # the runtime folder keeps its path (the connection file names it): make its parents
         if _under(runtime, top):
             for parent in reversed([p for p in runtime.parents if _under(p, top) and p != top]):

@@ -97,6 +97,9 @@ class LessonSpec:
                 versions, so a bug in an earlier lesson costs that lesson only.
     refuses:    the rules of bad input (:class:`Refusal`), one per class of Raises case.
     fresh_result: the result must share no memory with the inputs.
+    workers_apart: the result holds one value per worker (a list indexed by rank, alone or as
+                the first item of a returned tuple), and no array of one worker may share
+                memory with another worker's (lessons about collectives).
     memory:     the bound that the ``measure`` cases' peak memory must keep (lessons
                 whose point is saving memory).
     time_limit: seconds for all of the lesson's cases in the grading kernel.
@@ -112,6 +115,7 @@ class LessonSpec:
     isolate: tuple[str, ...] = ()
     refuses: tuple[Refusal, ...] = ()
     fresh_result: bool = True
+    workers_apart: bool = False
     memory: MemoryBound | None = None
     time_limit: float = 20.0
     equivalent_mutants: tuple[tuple[str, str], ...] = field(default=())

@@ -42,6 +42,7 @@ _deepcopy = copy.deepcopy
 _where = np.where
 _inf = np.inf
 _float64 = np.float64
+_shares_memory = np.shares_memory
 # What counts as a dict.  Concrete types, not the Mapping ABC: an isinstance check against an ABC
 # can run code of any class that subclasses it (its __subclasshook__ or metaclass).
 _MAPPINGS = (dict, _MappingProxyType)
@@ -409,6 +410,50 @@ def check_dtype(value: Any, dtype: Any, name: str) -> None:
         raise CheckFailure(f"{name} should be a NumPy array, but it is {describe(value)}")
     if value.dtype != np.dtype(dtype):
         raise CheckFailure(f"{name} has dtype {value.dtype}, expected {np.dtype(dtype)}")
+
+
+def _arrays_in(value: Any, where: str) -> list[tuple[str, np.ndarray]]:
+    """Every array inside a nest of dicts, lists and tuples, with where it is."""
+    if type(value) is _ndarray:
+        return [(where, value)]
+    if type(value) in (list, tuple):
+        return [item for i, v in enumerate(value) for item in _arrays_in(v, f"{where}[{i}]")]
+    if type(value) in _MAPPINGS:
+        return [item for k, v in value.items() for item in _arrays_in(v, f"{where}[{k!r}]")]
+    return []
+
+
+def arrays_shared_between_workers(per_worker: Any, name: str = "the result") -> list[str]:
+    """Where arrays held by different workers share memory.
+
+    ``per_worker`` is a list indexed by rank whose items are arrays, or dicts, lists
+    and tuples of arrays (one worker's arrays may share memory among themselves).
+    Returns one line per array that shares memory with an array of an earlier
+    worker; empty when every worker holds its own.
+    """
+    if type(per_worker) not in (list, tuple):
+        return []
+    held = [(rank, where, array) for rank, item in enumerate(per_worker)
+            for where, array in _arrays_in(item, f"{name}[{rank}]")]
+    found = []
+    for i, (rank, where, array) in enumerate(held):
+        for other_rank, other_where, other in held[:i]:
+            if other_rank != rank and array.size and other.size and _shares_memory(array, other):
+                found.append(f"{where} (worker {rank}) shares memory with {other_where} (worker {other_rank})")
+                break
+    return found
+
+
+WORKERS_APART_HINT = ("every worker must hold its own arrays: one array object in every worker's slot "
+                      "(e.g. [mean] * N) means that a change made by one worker changes them all. Give each "
+                      "worker its own copy (the array it received, or mean.copy()).")
+
+
+def check_workers_apart(per_worker: Any, name: str) -> None:
+    """Raise CheckFailure if arrays of different workers in ``per_worker`` (a list by rank) share memory."""
+    found = arrays_shared_between_workers(per_worker, name)
+    if found:
+        raise CheckFailure(f"{found[0]}: {WORKERS_APART_HINT}")
 
 
 # --------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import mlp
 from .answers import answers
+from .cluster import Cluster
 
 
 @answers("003")
@@ -332,3 +333,109 @@ def has_non_finite_gradients(grads):
         True if any value of any array in ``grads`` is not finite, else False (a Python bool).
     """
     return any(not np.isfinite(value).all() for value in grads.values())
+
+
+@answers("025")
+def shard_dataset_across_workers(X, Y, num_workers):
+    """Deal the examples of a batch out to num_workers workers, like cards.
+
+    Args:
+        X: (B, features) array.
+        Y: (B, outputs) array, the targets of X's rows.
+        num_workers: N, an int with 1 <= N <= B.
+
+    Returns:
+        A list of N tuples ``(X_r, Y_r)`` indexed by rank r: the rows r, r + N, r + 2N, ...
+        of X and Y (``X[r::N]``), so the first ``B % N`` shards have one row more
+        (views are fine; nothing is modified).
+
+    Raises:
+        ValueError: if N < 1, if len(X) != len(Y), or if N > B.
+    """
+    if num_workers < 1:
+        raise ValueError(f"num_workers must be at least 1, got {num_workers}")
+    if len(X) != len(Y):
+        raise ValueError(f"X has {len(X)} rows but Y has {len(Y)}: they must describe the same examples")
+    if num_workers > len(X):
+        raise ValueError(f"{num_workers} workers for {len(X)} examples: some worker would get no data")
+    return [(X[rank::num_workers], Y[rank::num_workers]) for rank in range(num_workers)]
+
+
+@answers("026")
+def compute_local_gradients(params, X_shard, Y_shard, global_batch_size, num_workers):
+    """One worker's contribution to the data-parallel gradient: its shard's mean loss and
+    gradients, weighted by the shard's size relative to an average shard.
+
+    Args:
+        params: dict of the helper MLP's parameters (see ``shared.mlp``); not modified.
+        X_shard: (n_r, features) the worker's examples; Y_shard: (n_r, outputs) their targets.
+        global_batch_size: B, the number of examples over all workers.
+        num_workers: N.
+
+    Returns:
+        (loss, grads): ``w * mean_loss`` as a Python float and a new dict ``{key: w * mean_grad}``,
+        with ``w = N * n_r / B`` and mean_loss, mean_grad from ``mlp.loss_and_grads`` on the shard.
+
+    Raises:
+        ValueError: if len(X_shard) != len(Y_shard), if the shard is empty, or if N < 1.
+    """
+    if len(X_shard) != len(Y_shard):
+        raise ValueError(f"X_shard has {len(X_shard)} rows but Y_shard has {len(Y_shard)}")
+    if len(X_shard) == 0:
+        raise ValueError("the shard is empty: every worker needs at least one example")
+    if num_workers < 1:
+        raise ValueError(f"num_workers must be at least 1, got {num_workers}")
+    mean_loss, mean_grads = mlp.loss_and_grads(X_shard, Y_shard, params)
+    weight = num_workers * len(X_shard) / global_batch_size
+    return float(weight * mean_loss), {key: weight * grad for key, grad in mean_grads.items()}
+
+
+@answers("028")
+def ring_all_reduce_mean(worker_arrays, cluster=None):
+    """The ring all-reduce: reduce-scatter then all-gather over N chunks, neighbour to neighbour.
+
+    Args:
+        worker_arrays: list of N float arrays of one shape and dtype (worker r's at index r);
+            not modified.
+        cluster: the ``Cluster(N)`` to run on (a new one when None).
+
+    Returns:
+        (results, traffic): results a list of N new arrays (same shape and dtype), each worker's
+        own copy of the element-wise mean, bitwise equal on all workers; traffic
+        ``cluster.ledger.summary()``. Chunks: ``np.array_split(array.ravel(), N)``.
+        Reduce-scatter step s = 0..N-2: worker r sends chunk (r - s) % N to worker (r + 1) % N,
+        which adds it to its own; then worker r divides chunk (r + 1) % N by N. All-gather step
+        s = 0..N-2: worker r sends chunk (r + 1 - s) % N to worker (r + 1) % N, which replaces its own.
+
+    Raises:
+        ValueError: if worker_arrays is empty or its arrays differ in shape or dtype.
+    """
+    if len(worker_arrays) == 0:
+        raise ValueError("worker_arrays is empty: an all-reduce needs at least one worker")
+    shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
+    for rank, array in enumerate(worker_arrays):
+        if array.shape != shape or array.dtype != dtype:
+            raise ValueError(f"worker {rank}'s array is {array.dtype} {array.shape}, worker 0's is "
+                             f"{dtype} {shape}: every worker must hold an array of the same shape and dtype")
+    n = len(worker_arrays)
+    if cluster is None:
+        cluster = Cluster(n)
+    chunks = [np.array_split(array.ravel(), n) for array in worker_arrays]  # views: never add in place
+    for step in range(n - 1):  # reduce-scatter
+        with cluster.round():
+            for rank in range(n):
+                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank - step) % n])
+        for rank in range(n):
+            index = (rank - 1 - step) % n  # the chunk that the left neighbour sent
+            chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
+    for rank in range(n):
+        owned = (rank + 1) % n
+        chunks[rank][owned] = chunks[rank][owned] / n
+    for step in range(n - 1):  # all-gather
+        with cluster.round():
+            for rank in range(n):
+                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank + 1 - step) % n])
+        for rank in range(n):
+            chunks[rank][(rank - step) % n] = cluster.receive(rank, (rank - 1) % n)
+    results = [np.concatenate(chunks[rank]).reshape(shape) for rank in range(n)]
+    return results, cluster.ledger.summary()

@@ -112,3 +112,26 @@ def mixed_precision_memory_bound(batch_size: int, width: int, num_layers: int, m
     """
     half_of_float32 = mlp_activation_bytes(batch_size, width, num_layers, bytes_per_element=4) // 2
     return half_of_float32 + 5 * batch_size * width * 2 + 4 * master_bytes
+
+
+def data_parallel_activation_bytes(batch_size: int, width: int, num_layers: int,
+                                   num_workers: int, bytes_per_element: int = 8) -> int:
+    """The same prediction for one worker of data-parallel training: the largest shard has
+    ceil(batch_size / num_workers) examples, and the simulated workers compute one after
+    another, so only one worker's activations are alive at a time."""
+    largest = -(-batch_size // num_workers)
+    return mlp_activation_bytes(largest, width, num_layers, bytes_per_element)
+
+
+def data_parallel_step_allowed_bytes(params: dict, X: Any, num_workers: int) -> int:
+    """The most a data-parallel training step may allocate at its peak (lesson 029's bound).
+
+    1.5 x one worker's shard activations (:func:`data_parallel_activation_bytes`, for an MLP
+    whose layers have the input's width), plus four parameter-sized dicts per worker: its
+    gradients, the all-reduce's working copies, the averaged gradients and its new replica.
+    A step that runs the whole batch through one worker needs about N times the first term.
+    """
+    layers = sum(1 for key in params if key.startswith("W"))
+    param_bytes = sum(value.nbytes for value in params.values())
+    activations = data_parallel_activation_bytes(len(X), X.shape[1], layers, num_workers, X.itemsize)
+    return int(1.5 * activations) + 4 * num_workers * param_bytes

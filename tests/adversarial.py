@@ -271,7 +271,8 @@ for _code, _function in (("003", "linear_forward"), ("004", "relu_forward"), ("0
                          ("008", "relu_backward"), ("009", "first_linear_backward"),
                          ("011", "split_into_micro_batches"), ("012", "accumulate_gradients"),
                          ("013", "scale_accumulated_gradients"), ("015", "mlp_forward_checkpointed"),
-                         ("016", "recompute_block_activations")):
+                         ("016", "recompute_block_activations"), ("025", "shard_dataset_across_workers"),
+                         ("026", "compute_local_gradients"), ("028", "ring_all_reduce_mean")):
     _names = reference_function(find_lesson(_code)).__code__.co_varnames[
         :reference_function(find_lesson(_code)).__code__.co_argcount]
     HELPER_CALLS[_code] = (f"from shared.lesson_blocks import {_function} as _adv_helper_{_code}",
@@ -279,8 +280,9 @@ for _code, _function in (("003", "linear_forward"), ("004", "relu_forward"), ("0
 
 
 def signature(lesson: Lesson) -> str:
-    function = reference_function(lesson)
-    return ", ".join(function.__code__.co_varnames[:function.__code__.co_argcount])
+    """The reference function's parameters as written in its ``def`` (defaults such as ``cluster=None`` kept)."""
+    import inspect
+    return str(inspect.signature(reference_function(lesson)))[1:-1]
 
 
 def helper_function(lesson: Lesson, unwrap: bool = False) -> str:

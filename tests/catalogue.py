@@ -295,12 +295,22 @@ def float32_step(master_params, X, Y, scaler_state, learning_rate, growth_interv
             {"scale": scale, "growth_tracker": tracker}, False)
 
 
+def whole_batch_data_parallel_step(params, X, Y, num_workers, learning_rate):
+    """029 the expensive way: the whole batch through one worker, its result copied to every replica."""
+    if not 1 <= num_workers <= len(X):
+        raise ValueError("bad num_workers")
+    loss, grads = mlp.loss_and_grads(X, Y, params)
+    new = {key: params[key] - learning_rate * grads[key] for key in params}
+    return [{key: value.copy() for key, value in new.items()} for _ in range(num_workers)], loss
+
+
 #: lesson code -> (function name, the shortcut, words the verdict must contain)
 SHORTCUTS: dict[str, tuple[str, Callable[..., Any], str]] = {
     "014": ("grad_accumulation_step", whole_batch_step, "only one micro-batch may be alive at a time"),
     "015": ("mlp_forward_checkpointed", store_everything_forward, "keep only each segment's input"),
     "017": ("mlp_backward_checkpointed", recompute_everything_backward, "recompute one segment at a time"),
     "024": ("mixed_precision_step", float32_step, "run the forward and backward passes in float16"),
+    "029": ("data_parallel_train_step", whole_batch_data_parallel_step, "each worker computes on its own shard only"),
 }
 
 

@@ -368,6 +368,195 @@ def estimate_bytes_per_element_ignored(batch_size, width, num_layers, segment_si
     return _estimate(batch_size, width, num_layers, segment_size, 8)
 
 
+# 025-030 (Part 5: the collectives run on the simulated cluster) -----------------
+
+def _check_workers(X, Y, N):
+    if N < 1 or len(X) != len(Y) or N > len(X):
+        raise ValueError("bad shards")
+
+
+def shard_reversed_ranks(X, Y, num_workers):
+    _check_workers(X, Y, num_workers)
+    return [(X[r::num_workers], Y[r::num_workers]) for r in reversed(range(num_workers))]
+
+
+def shard_by_index_mask(X, Y, num_workers):
+    _check_workers(X, Y, num_workers)
+    index = np.arange(len(X))
+    return [(X[index % num_workers == r], Y[index % num_workers == r]) for r in range(num_workers)]
+
+
+def _check_shard(X_shard, Y_shard, num_workers):
+    if len(X_shard) != len(Y_shard) or len(X_shard) == 0 or num_workers < 1:
+        raise ValueError("bad shard")
+
+
+def local_integer_average_shard(params, X_shard, Y_shard, global_batch_size, num_workers):
+    _check_shard(X_shard, Y_shard, num_workers)
+    loss, grads = mlp.loss_and_grads(X_shard, Y_shard, params)
+    weight = len(X_shard) / (global_batch_size // num_workers)  # B // N: the average shard, rounded down
+    return float(weight * loss), {key: weight * g for key, g in grads.items()}
+
+
+def local_scaled_before_backward(params, X_shard, Y_shard, global_batch_size, num_workers):
+    _check_shard(X_shard, Y_shard, num_workers)
+    out, cache = mlp.forward(X_shard, params)
+    weight = num_workers * len(X_shard) / global_batch_size
+    diff = out - Y_shard
+    loss = weight * float(np.sum(diff ** 2)) / diff.size
+    return loss, mlp.backward(weight * 2.0 * diff / diff.size, params, cache)
+
+
+def _check_arrays(worker_arrays):
+    if not worker_arrays or len({(a.shape, a.dtype) for a in worker_arrays}) > 1:
+        raise ValueError("bad worker arrays")
+
+
+def all_to_all_mean(worker_arrays, cluster=None):
+    """Everyone sends to everyone, and every worker averages: the right numbers, N(N - 1) messages."""
+    from shared.cluster import Cluster
+    _check_arrays(worker_arrays)
+    N = len(worker_arrays)
+    cluster = cluster or Cluster(N)
+    with cluster.round():
+        for src in range(N):
+            for dst in range(N):
+                if src != dst:
+                    cluster.send(src, dst, worker_arrays[src])
+    results = []
+    for dst in range(N):
+        total = worker_arrays[dst]
+        for src in range(N):
+            if src != dst:
+                total = total + cluster.receive(dst, src)
+        results.append(total / N)
+    return results, cluster.ledger.summary()
+
+
+def naive_mean_with_stack(worker_arrays, cluster=None):
+    from shared.cluster import Cluster
+    _check_arrays(worker_arrays)
+    N = len(worker_arrays)
+    cluster = cluster or Cluster(N)
+    with cluster.round():
+        for r in range(1, N):
+            cluster.send(r, 0, worker_arrays[r])
+    mean = np.mean(np.stack([worker_arrays[0]] + [cluster.receive(0, r) for r in range(1, N)]), axis=0)
+    mean = mean.astype(worker_arrays[0].dtype)
+    with cluster.round():
+        for r in range(1, N):
+            cluster.send(0, r, mean)
+    return [mean] + [cluster.receive(r, 0) for r in range(1, N)], cluster.ledger.summary()
+
+
+def _ring(worker_arrays, cluster, right):
+    """A ring all-reduce on chunk bounds from divmod; ``right`` False sends to the left neighbour."""
+    from shared.cluster import Cluster
+    _check_arrays(worker_arrays)
+    N = len(worker_arrays)
+    cluster = cluster or Cluster(N)
+    flat = [a.reshape(-1) for a in worker_arrays]
+    q, extra = divmod(flat[0].size, N)
+    bounds = np.cumsum([0] + [q + (1 if c < extra else 0) for c in range(N)])
+    chunks = [[f[bounds[c]:bounds[c + 1]] for c in range(N)] for f in flat]
+    step_to = 1 if right else -1
+    for phase in ("reduce", "gather"):
+        for s in range(N - 1):
+            sent = {}
+            with cluster.round():
+                for r in range(N):
+                    c = (r - step_to * s) % N if phase == "reduce" else (r + step_to * (1 - s)) % N
+                    sent[(r + step_to) % N] = c
+                    cluster.send(r, (r + step_to) % N, chunks[r][c])
+            for r in range(N):
+                c = sent[r]
+                received = cluster.receive(r, (r - step_to) % N)
+                chunks[r][c] = chunks[r][c] + received if phase == "reduce" else received
+        if phase == "reduce":
+            for r in range(N):
+                owned = (r + step_to) % N
+                chunks[r][owned] = chunks[r][owned] / N
+    shape = worker_arrays[0].shape
+    return [np.concatenate(chunks[r]).reshape(shape) for r in range(N)], cluster.ledger.summary()
+
+
+def ring_with_divmod_bounds(worker_arrays, cluster=None):
+    return _ring(worker_arrays, cluster, right=True)
+
+
+def ring_to_the_left(worker_arrays, cluster=None):
+    return _ring(worker_arrays, cluster, right=False)
+
+
+def _dp_check(X, num_workers):
+    if num_workers < 1 or num_workers > len(X):
+        raise ValueError("bad num_workers")
+
+
+def dp_step_without_helpers(params, X, Y, num_workers, learning_rate):
+    """Weighted local gradients and a plain average, one worker at a time (no cluster)."""
+    _dp_check(X, num_workers)
+    N, B = num_workers, len(X)
+    total, loss_total = {key: 0.0 for key in params}, 0.0
+    for r in range(N):
+        loss, grads = mlp.loss_and_grads(X[r::N], Y[r::N], params)
+        weight = N * len(X[r::N]) / B
+        loss_total += weight * loss
+        total = {key: total[key] + weight * grads[key] for key in params}
+    return [{key: params[key] - learning_rate * total[key] / N for key in params} for _ in range(N)], loss_total / N
+
+
+def dp_step_worker_zero_loss(params, X, Y, num_workers, learning_rate):
+    _dp_check(X, num_workers)
+    replicas, _ = dp_step_without_helpers(params, X, Y, num_workers, learning_rate)
+    return replicas, mlp.loss_and_grads(X[0::num_workers], Y[0::num_workers], params)[0]
+
+
+def _bucket_check(worker_grads, cap):
+    if cap <= 0 or not worker_grads:
+        raise ValueError("bad buckets")
+    first = worker_grads[0]
+    if any(g.keys() != first.keys() or any(g[k].shape != first[k].shape for k in first) for g in worker_grads):
+        raise ValueError("bad buckets")
+
+
+def _buckets_by_cumsum(first, cap):
+    keys = list(first)[::-1]
+    buckets, start = [], 0
+    while start < len(keys):
+        sizes = np.cumsum([first[k].nbytes for k in keys[start:]])
+        fit = max(1, int(np.searchsorted(sizes, cap, side="right")))
+        buckets.append(keys[start:start + fit])
+        start += fit
+    return buckets
+
+
+def _bucket_with(worker_grads, cap, cluster, order):
+    from shared.cluster import Cluster
+    from shared.lesson_blocks import ring_all_reduce_mean
+    _bucket_check(worker_grads, cap)
+    first = worker_grads[0]
+    cluster = cluster or Cluster(len(worker_grads))
+    buckets = _buckets_by_cumsum(first, cap)
+    averaged = [{} for _ in worker_grads]
+    for bucket in order(buckets):
+        reduced, _ = ring_all_reduce_mean([np.concatenate([g[k].ravel() for k in bucket]) for g in worker_grads],
+                                          cluster)
+        for r, buffer in enumerate(reduced):
+            pieces = np.split(buffer, np.cumsum([first[k].size for k in bucket])[:-1])
+            for k, piece in zip(bucket, pieces):
+                averaged[r][k] = piece.reshape(first[k].shape)
+    return [{k: a[k] for k in first} for a in averaged], order(buckets), cluster.ledger.summary()
+
+
+def buckets_by_cumsum(worker_grads, bucket_cap_bytes, cluster=None):
+    return _bucket_with(worker_grads, bucket_cap_bytes, cluster, lambda buckets: buckets)
+
+
+def buckets_listed_last_first(worker_grads, bucket_cap_bytes, cluster=None):
+    return _bucket_with(worker_grads, bucket_cap_bytes, cluster, lambda buckets: buckets[::-1])
+
+
 PLAUSIBLE = {
     "001": [("W_true scaled by 1/d", batch_w_over_d), ("float32 draws", batch_float32)],
     "002": [("the second layer's scale from the first layer's fan-in", init_second_fan_in_wrong),
@@ -390,6 +579,12 @@ PLAUSIBLE = {
     "017": [("the bias gradients left out", backward_checkpointed_without_bias)],
     "018": [("saved_fraction as a percentage", estimate_saved_as_percent),
             ("bytes_per_element ignored (always 8)", estimate_bytes_per_element_ignored)],
+    "025": [("the shards dealt to the ranks in reverse order", shard_reversed_ranks)],
+    "026": [("the average shard rounded down (B // N)", local_integer_average_shard)],
+    "027": [("everyone sends to everyone (right numbers, N(N - 1) messages)", all_to_all_mean)],
+    "028": [("the ring turning the other way (to the left neighbour)", ring_to_the_left)],
+    "029": [("worker 0's loss returned", dp_step_worker_zero_loss)],
+    "030": [("the buckets listed from the last filled to the first", buckets_listed_last_first)],
 }
 
 #: Other right numbers at a cost in memory the lesson does not allow.
@@ -416,4 +611,10 @@ RIGHT = {
     "016": [("einsum", recompute_einsum)],
     "017": [("einsum", backward_checkpointed_einsum)],
     "018": [("integer ceiling division", estimate_integer_ceil)],
+    "025": [("a boolean mask of index % N", shard_by_index_mask)],
+    "026": [("the weight applied to the output gradient before backward", local_scaled_before_backward)],
+    "027": [("np.mean of the stacked arrays at the root", naive_mean_with_stack)],
+    "028": [("chunk bounds from divmod, no np.array_split", ring_with_divmod_bounds)],
+    "029": [("weighted gradients averaged in a loop, no cluster", dp_step_without_helpers)],
+    "030": [("buckets cut where the cumulative size passes the cap", buckets_by_cumsum)],
 }

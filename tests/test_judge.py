@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from grading import wire
-from grading.judge import grade_in_process, lesson_spec, lesson_specs, reference_function
+from grading.judge import grade_in_process, landed_parts, lesson_spec, lesson_specs, reference_function
 from shared import lesson_blocks
 from shared.lessons import lesson as find_lesson
 
@@ -184,7 +184,6 @@ def reference_namespace(code):
 
 
 def test_every_part_declares_its_lessons_and_the_isolated_names_have_helper_versions():
-    from grading.judge import landed_parts
     for slug in landed_parts():
         for code, spec in lesson_specs(slug).items():
             assert lesson_spec(code) is not None
@@ -255,3 +254,48 @@ def test_float16_arrays_and_scalars_cross_the_wire_bit_for_bit():
     back = round_trip({"W1": values.reshape(2, 5), "scale": np.float16(2.0**-10)})
     assert back["W1"].dtype == np.float16 and back["W1"].tobytes() == values.tobytes()
     assert type(back["scale"]) is np.float16 and back["scale"] == np.float16(2.0**-10)
+
+
+# --------------------------------------------------------------------------
+# Collectives: every worker holds its own arrays (LessonSpec.workers_apart)
+# --------------------------------------------------------------------------
+
+def test_arrays_shared_between_workers_are_found_and_one_workers_own_views_are_not():
+    from shared.checking import arrays_shared_between_workers
+    buffer = np.arange(6.0)
+    own_views = [{"W": buffer[:4].reshape(2, 2), "b": buffer[4:]}, {"W": np.ones((2, 2)), "b": np.ones(2)}]
+    assert arrays_shared_between_workers(own_views) == []
+    mean = np.ones(3)
+    found = arrays_shared_between_workers([mean, mean.copy(), mean[1:]])
+    assert found == ["the result[2] (worker 2) shares memory with the result[0] (worker 0)"]
+    nested = [{"W": mean}, {"W": mean}]
+    assert arrays_shared_between_workers(nested, "the replicas") == [
+        "the replicas[1]['W'] (worker 1) shares memory with the replicas[0]['W'] (worker 0)"]
+    assert arrays_shared_between_workers("not a list") == []
+
+
+@pytest.mark.part_5
+def test_workers_sharing_one_array_lose_the_points_and_the_mistake_is_named():
+    namespace = reference_namespace("028")
+    ring = namespace["ring_all_reduce_mean"]
+
+    def ring_all_reduce_mean(worker_arrays, cluster=None):
+        results, traffic = ring(worker_arrays, cluster)
+        return [results[0]] * len(results), traffic  # right values, right traffic, one array for all
+    namespace["ring_all_reduce_mean"] = ring_all_reduce_mean
+    verdict = grade_in_process("028", namespace)
+    assert not verdict.passed
+    assert "(worker 1) shares memory with the result[0][0] (worker 0)" in verdict.message
+    assert "common mistake: workers sharing one array object." in verdict.message
+    assert grade_in_process("030", reference_namespace("030")).passed  # one worker's views of its own buffer pass
+
+
+@pytest.mark.part_5
+def test_revealed_building_blocks_import_the_cluster_from_the_package():
+    from grading import redact
+    source = redact.revealed_blocks(("ring_all_reduce_mean",))
+    assert "from shared.cluster import Cluster" in source and "from ." not in source
+    blocks = {"__name__": "mct_building_blocks"}
+    exec(compile(source, "<blocks>", "exec"), blocks)
+    results, traffic = blocks["ring_all_reduce_mean"]([np.ones(4), 3 * np.ones(4)])
+    assert np.array_equal(results[1], 2 * np.ones(4)) and traffic["rounds"] == 2

@@ -55,3 +55,25 @@ def test_learner_jupyterlab_hides_the_instructor_panels():
     disabled = listing.split("Disabled extensions:", 1)[1]
     for panel in ("create-assignment", "formgrader", "course-list", "assignment-list", "menu"):
         assert f"@jupyter/nbgrader:{panel}" in disabled
+
+
+def test_the_sandbox_hides_the_repository_also_from_a_git_worktree(tmp_path, monkeypatch):
+    """In a worktree ``.git`` is a file naming the repository: the file and the repository are hidden
+    (bwrap cannot put a tmpfs on a file, and the history holds the solutions)."""
+    from grading import sandbox
+    repository = tmp_path / "repo" / ".git"
+    (repository / "worktrees" / "part").mkdir(parents=True)
+    (repository / "worktrees" / "part" / "commondir").write_text("../..\n")
+    checkout = tmp_path / "part"
+    checkout.mkdir()
+    (checkout / ".git").write_text(f"gitdir: {repository / 'worktrees' / 'part'}\n")
+    monkeypatch.setattr(sandbox, "ROOT", checkout)
+    assert sandbox.git_paths() == [checkout / ".git", repository.resolve()]
+    command = sandbox.bwrap_command(["python"], str(tmp_path / "runtime" / "kernel.json"), None)
+    assert ["--ro-bind", "/dev/null", str(checkout / ".git")] == command[command.index(str(checkout / ".git")) - 2:
+                                                                       command.index(str(checkout / ".git")) + 1]
+    hidden_top = any(str(repository.resolve()).startswith(top + "/") for top in sandbox.TOP_HIDDEN)
+    assert hidden_top or command[command.index(str(repository.resolve())) - 1] == "--tmpfs"
+    assert repository.resolve() in sandbox.inner_hidden_folders()
+    monkeypatch.setattr(sandbox, "ROOT", tmp_path / "repo")
+    assert sandbox.git_paths() == [tmp_path / "repo" / ".git"]

@@ -1,6 +1,6 @@
 """The technique is graded: a right answer computed the expensive way earns nothing.
 
-Lessons 014, 015, 017 and 024 are about saving memory. Each has a large hidden case
+Lessons 014, 015, 017, 024 and 029 are about saving memory. Each has a large hidden case
 whose peak memory the grading kernel measures (tracemalloc); the judge compares
 it with the lesson's own bound (grading.spec.MemoryBound). The reference stays
 under the bound; each shortcut gives the same numbers (for 024: within float16

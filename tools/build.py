@@ -228,6 +228,7 @@ import numpy as np
 
 from . import mlp
 from .answers import answers
+from .cluster import Cluster
 '''
 
 

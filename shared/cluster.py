@@ -1,0 +1,249 @@
+"""A simulated cluster: N workers, point-to-point messages, and a traffic ledger.
+
+Data-parallel training (Part 5), optimizer sharding (Part 6) and the full loop
+(Part 7) run on this cluster.  It is a simulation: every worker lives in this
+one Python process and the workers run one after another, but nothing passes
+from one worker to another except through :meth:`Cluster.send` and
+:meth:`Cluster.receive`, and every message is written down in the cluster's
+:class:`TrafficLedger`.
+
+Communication happens in **rounds** (the bulk-synchronous model): all the
+messages sent inside one ``with cluster.round():`` block travel at the same
+time, and a message can be received only once its round is over::
+
+    cluster = Cluster(4)
+    with cluster.round():                 # worker 0 sends to 1 while 2 sends to 3
+        cluster.send(0, 1, x)             # a copy of x travels; x itself stays with worker 0
+        cluster.send(2, 3, y)
+    x_at_1 = cluster.receive(1, 0)        # worker 1 takes the message from worker 0
+    y_at_3 = cluster.receive(3, 2)
+    cluster.ledger.summary()              # bytes and messages per worker, and rounds
+
+Every transfer copies: the array a worker receives shares memory with nothing
+that any other worker holds, as if it had crossed a network.
+
+**Time, estimated with the alpha-beta model.**  A message of ``n`` bytes costs
+``alpha + n * beta`` seconds on a link: ``alpha`` is the latency (per message),
+``beta`` the seconds per byte (one over the bandwidth).  Each worker has one
+full-duplex link: it sends its messages of a round one after another, and
+receives its incoming ones one after another, at the same time as it sends.  A
+round lasts as long as its busiest link direction, and rounds follow each other:
+
+    round time = max over workers w of max(alpha * m_sent(w) + beta * b_sent(w),
+                                           alpha * m_recv(w) + beta * b_recv(w))
+    total time = sum of the round times
+
+Computation is not timed: the estimate is the time spent communicating.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: alpha: seconds per message (10 microseconds, the order of a fast network's latency).
+DEFAULT_LATENCY = 10e-6
+#: beta: seconds per byte (1 ns per byte is a link of 1 GB/s).
+DEFAULT_SECONDS_PER_BYTE = 1e-9
+
+SUMMARY_KEYS = ("bytes_sent", "bytes_received", "messages_sent", "messages_received", "rounds")
+
+
+@dataclass
+class Worker:
+    """One worker of the cluster: its rank (0 .. N-1) and whatever it keeps (``state``, a dict)."""
+
+    rank: int
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Message:
+    """One entry of the ledger: in round ``round`` (0, 1, ...), ``src`` sent ``nbytes`` bytes to ``dst``."""
+
+    round: int
+    src: int
+    dst: int
+    nbytes: int
+
+
+class TrafficLedger:
+    """What the cluster's workers sent and received, message by message and round by round.
+
+    Totals per worker are lists indexed by rank (Python ints); :meth:`summary`
+    gives them all as plain data.
+    """
+
+    def __init__(self, num_workers: int):
+        self.num_workers = num_workers
+        self.messages: list[Message] = []
+        self.rounds = 0  # rounds in which at least one message travelled
+
+    def record_round(self, transfers: list[tuple[int, int, int]]) -> None:
+        """Write down one round's transfers, each ``(src, dst, nbytes)`` (an empty round is not counted)."""
+        if not transfers:
+            return
+        for src, dst, nbytes in transfers:
+            self.messages.append(Message(self.rounds, src, dst, int(nbytes)))
+        self.rounds += 1
+
+    def _per_worker(self, rank_of: str, value_of: str | None) -> list[int]:
+        totals = [0] * self.num_workers
+        for message in self.messages:
+            totals[getattr(message, rank_of)] += 1 if value_of is None else getattr(message, value_of)
+        return totals
+
+    @property
+    def bytes_sent(self) -> list[int]:
+        return self._per_worker("src", "nbytes")
+
+    @property
+    def bytes_received(self) -> list[int]:
+        return self._per_worker("dst", "nbytes")
+
+    @property
+    def messages_sent(self) -> list[int]:
+        return self._per_worker("src", None)
+
+    @property
+    def messages_received(self) -> list[int]:
+        return self._per_worker("dst", None)
+
+    def summary(self) -> dict[str, Any]:
+        """Plain data: ``{"bytes_sent": [per worker], "bytes_received": [...], "messages_sent": [...],
+        "messages_received": [...], "rounds": int}``, every number a Python int."""
+        return {"bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received,
+                "messages_sent": self.messages_sent, "messages_received": self.messages_received,
+                "rounds": self.rounds}
+
+    def round_seconds(self, latency: float = DEFAULT_LATENCY,
+                      seconds_per_byte: float = DEFAULT_SECONDS_PER_BYTE) -> list[float]:
+        """The alpha-beta time of each round (see the module docstring), in order."""
+        if not self.messages:
+            return []
+        rounds = np.array([m.round for m in self.messages])
+        seconds = latency + seconds_per_byte * np.array([m.nbytes for m in self.messages], dtype=np.float64)
+        sending = np.zeros((self.rounds, self.num_workers))     # seconds each worker spends sending
+        receiving = np.zeros((self.rounds, self.num_workers))   # ... and receiving, per round
+        np.add.at(sending, (rounds, [m.src for m in self.messages]), seconds)
+        np.add.at(receiving, (rounds, [m.dst for m in self.messages]), seconds)
+        return [float(t) for t in np.maximum(sending.max(axis=1), receiving.max(axis=1))]
+
+    def estimated_seconds(self, latency: float = DEFAULT_LATENCY,
+                          seconds_per_byte: float = DEFAULT_SECONDS_PER_BYTE) -> float:
+        """The alpha-beta estimate of the time spent communicating: the sum of the round times."""
+        return float(sum(self.round_seconds(latency, seconds_per_byte)))
+
+    def table(self) -> str:
+        """The totals per worker as a small text table."""
+        rows = [f"{'worker':>6} {'bytes sent':>12} {'bytes received':>15} {'messages sent':>14} "
+                f"{'messages received':>18}"]
+        for rank in range(self.num_workers):
+            rows.append(f"{rank:>6} {self.bytes_sent[rank]:>12,} {self.bytes_received[rank]:>15,} "
+                        f"{self.messages_sent[rank]:>14} {self.messages_received[rank]:>18}")
+        rows.append(f"rounds: {self.rounds}")
+        return "\n".join(rows)
+
+
+def _rank(value: Any, num_workers: int, what: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} must be a worker's rank (an int), got {value!r}")
+    if not 0 <= value < num_workers:
+        raise ValueError(f"{what} {value} is not a worker of this cluster (ranks 0..{num_workers - 1})")
+    return int(value)
+
+
+class Cluster:
+    """N simulated workers that exchange NumPy arrays, with a ledger of every message.
+
+    Args:
+        num_workers: N >= 1.
+        latency: alpha, seconds per message, for :meth:`estimated_seconds`.
+        seconds_per_byte: beta, seconds per byte.
+
+    Attributes:
+        workers: list of N :class:`Worker`, indexed by rank, each with its own ``state`` dict.
+        ledger: the :class:`TrafficLedger` of everything sent so far.
+    """
+
+    def __init__(self, num_workers: int, *, latency: float = DEFAULT_LATENCY,
+                 seconds_per_byte: float = DEFAULT_SECONDS_PER_BYTE):
+        if isinstance(num_workers, (bool, np.bool_)) or not isinstance(num_workers, (int, np.integer)):
+            raise TypeError(f"num_workers must be an int, got {num_workers!r}")
+        if num_workers < 1:
+            raise ValueError(f"a cluster needs at least one worker, got num_workers={num_workers}")
+        if not latency >= 0 or not seconds_per_byte >= 0:
+            raise ValueError(f"latency and seconds_per_byte must be >= 0, got {latency} and {seconds_per_byte}")
+        self.latency = float(latency)
+        self.seconds_per_byte = float(seconds_per_byte)
+        self.workers = [Worker(rank) for rank in range(int(num_workers))]
+        self.ledger = TrafficLedger(int(num_workers))
+        self._in_flight: list[tuple[int, int, np.ndarray]] | None = None  # None: no round is open
+        self._mailboxes: dict[tuple[int, int], deque[np.ndarray]] = {}
+
+    @property
+    def num_workers(self) -> int:
+        return len(self.workers)
+
+    def __repr__(self) -> str:
+        return (f"Cluster({self.num_workers} workers, {len(self.ledger.messages)} messages in "
+                f"{self.ledger.rounds} rounds)")
+
+    @contextmanager
+    def round(self) -> Iterator[None]:
+        """A communication round: the sends inside it travel together, and arrive when it ends."""
+        if self._in_flight is not None:
+            raise RuntimeError("rounds do not nest: close the current `with cluster.round():` first")
+        self._in_flight = []
+        try:
+            yield
+            transfers = self._in_flight
+            self.ledger.record_round([(src, dst, array.nbytes) for src, dst, array in transfers])
+            for src, dst, array in transfers:
+                self._mailboxes.setdefault((src, dst), deque()).append(array)
+        finally:
+            self._in_flight = None  # a round left by an exception sends nothing
+
+    def send(self, src: int, dst: int, array: np.ndarray) -> None:
+        """Worker ``src`` sends a copy of ``array`` (any shape and dtype) to worker ``dst``.
+
+        Must be called inside ``with cluster.round():``; the ledger counts ``array.nbytes``
+        bytes and one message for both workers when the round ends.
+        """
+        if self._in_flight is None:
+            raise RuntimeError("send() must be called inside a round: `with cluster.round(): cluster.send(...)`")
+        src = _rank(src, self.num_workers, "src")
+        dst = _rank(dst, self.num_workers, "dst")
+        if src == dst:
+            raise ValueError(f"worker {src} cannot send a message to itself")
+        if type(array) is not np.ndarray:
+            raise TypeError(f"send() sends NumPy arrays, got {type(array).__name__}")
+        self._in_flight.append((src, dst, np.array(array, copy=True)))
+
+    def receive(self, dst: int, src: int) -> np.ndarray:
+        """Worker ``dst`` takes the oldest message that worker ``src`` sent it (a round that has ended).
+
+        Returns the array as it was when sent: a copy that no other worker holds.
+        """
+        dst = _rank(dst, self.num_workers, "dst")
+        src = _rank(src, self.num_workers, "src")
+        box = self._mailboxes.get((src, dst))
+        if box:
+            return box.popleft()
+        if self._in_flight and any(s == src and d == dst for s, d, _ in self._in_flight):
+            raise RuntimeError(f"the message from worker {src} to worker {dst} is still in flight: "
+                               f"receive it after the `with cluster.round():` block in which it was sent")
+        raise RuntimeError(f"worker {dst} has no message from worker {src} to receive")
+
+    def unreceived(self) -> int:
+        """How many delivered messages no worker has received yet (0 after a finished collective)."""
+        return sum(len(box) for box in self._mailboxes.values())
+
+    def estimated_seconds(self) -> float:
+        """The alpha-beta estimate of the communication so far, with this cluster's latency and bandwidth."""
+        return self.ledger.estimated_seconds(self.latency, self.seconds_per_byte)
