@@ -18,7 +18,7 @@ from typing import Any
 @dataclass(frozen=True)
 class MemoryMeasurement:
     peak_bytes: int      # highest traced memory during the call, above the level before it
-    retained_bytes: int  # traced memory still held after the call (e.g. by its result)
+    retained_bytes: int  # traced memory still held after the call (what its result keeps alive)
     result: Any          # what the call returned
 
     @property
@@ -39,7 +39,9 @@ def measure_peak_memory(function: Callable[..., Any], *args: Any, **kwargs: Any)
         tracemalloc.reset_peak()
         before, _ = tracemalloc.get_traced_memory()
         result = function(*args, **kwargs)
-        after, peak = tracemalloc.get_traced_memory()
+        peak = tracemalloc.get_traced_memory()[1]
+        gc.collect()  # what the result keeps alive, not garbage that waits for the collector
+        after = tracemalloc.get_traced_memory()[0]
     finally:
         if not was_tracing:
             tracemalloc.stop()
@@ -113,3 +115,4 @@ def data_parallel_step_allowed_bytes(params: dict, X: Any, num_workers: int) -> 
     param_bytes = sum(value.nbytes for value in params.values())
     activations = data_parallel_activation_bytes(len(X), X.shape[1], layers, num_workers, X.itemsize)
     return int(1.5 * activations) + 4 * num_workers * param_bytes
+
