@@ -997,7 +997,9 @@ plt.show()
 # The same formulas with the ZeRO paper's mixed-precision accounting: fp16
 # parameters and gradients (2 + 2 bytes) and $K = 12$ bytes of optimizer state
 # (fp32 master weights, momentum and variance), **16 bytes per parameter**. For
-# the paper's example, $\Psi = 7.5$ billion parameters on $N_d = 64$ devices:
+# the paper's example, $\Psi = 7.5$ billion parameters on $N_d = 64$ devices, and
+# in the figure for 1 to 64 devices. Against the 32 GB of one of the paper's GPUs:
+# on 4 devices only stage 3 fits, on 8 stage 2 as well, and on 64 stage 1 already does.
 
 # %%
 psi_paper, devices = 7.5e9, 64
@@ -1010,6 +1012,22 @@ for stage, limit in ((1, 4), (2, 8)):
     print(f"stage {stage} saves at most {limit}x however large N: {16 // limit} of the 16 bytes per parameter "
           f"stay on every device")
 print("stage 3 saves N x: nothing stays whole")
+
+fig, ax = plt.subplots()
+device_counts = [1, 2, 4, 8, 64]
+names = ("data parallel", "stage 1", "stage 2", "stage 3")
+for stage, (name, color) in enumerate(zip(names, (COLORS["baseline"], COLORS["measured"], COLORS["estimated"],
+                                                  COLORS["learner"]))):
+    ax.bar(np.arange(len(device_counts)) + (stage - 1.5) * 0.2,
+           [stage_bytes(stage, N, psi_paper, param_bytes=2, grad_bytes=2, state_bytes=12) / 1e9 for N in device_counts],
+           0.2, color=color, label=name)
+ax.axhline(32, color="black", linestyle=":", linewidth=1, label="32 GB (the paper's V100)")
+ax.set_xticks(range(len(device_counts)), [f"N = {N}" for N in device_counts])
+ax.set_ylabel("GB per device")
+ax.set_title("7.5 billion parameters, 16 bytes each (ZeRO paper's accounting)")
+ax.set_ylim(0, 165)
+ax.legend(fontsize=8, ncol=3, loc="upper center")
+plt.show()
 
 # %% [markdown]
 # ## Measured: whole tensors or a flat vector
