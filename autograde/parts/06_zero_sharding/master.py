@@ -412,6 +412,14 @@ check_call(local_shard_adam_update,
             "learning_rate": 0.1, "beta1": 0.5, "beta2": 0.75, "eps": 0.0},
            (np.array([0.9, 2.1]), {"step": 1, "m": np.array([1.0, -2.0]), "v": np.array([1.0, 4.0])}),
            mistakes=mistakes_of("local_shard_adam_update"), rtol=1e-12, atol=1e-14)
+# Any shape works (for N = 1 this is plain Adam on a whole tensor): the same first step on a 2 x 2 matrix.
+check_call(local_shard_adam_update,
+           {"param_shard": np.array([[1.0, 2.0], [3.0, 4.0]]), "grad_shard": np.array([[2.0, -4.0], [1.0, -1.0]]),
+            "state_shard": {"step": 0, "m": np.zeros((2, 2)), "v": np.zeros((2, 2))},
+            "learning_rate": 0.1, "beta1": 0.5, "beta2": 0.75, "eps": 0.0},
+           (np.array([[0.9, 2.1], [2.9, 4.1]]),
+            {"step": 1, "m": np.array([[1.0, -2.0], [0.5, -0.5]]), "v": np.array([[1.0, 4.0], [0.25, 0.25]])}),
+           mistakes=mistakes_of("local_shard_adam_update"), rtol=1e-12, atol=1e-14)
 # A later step (t = 2 -> 3) with the default betas and eps: the bias correction uses t + 1 = 3.
 p3, g3 = np.array([0.5, -1.0, 2.0]), np.array([0.3, -0.2, 0.0])
 s3 = {"step": 2, "m": np.array([0.1, 0.05, -0.2]), "v": np.array([0.01, 0.04, 0.09])}
