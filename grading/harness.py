@@ -22,6 +22,7 @@ capped, and it runs under the lesson's time limit and a memory limit.
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import os
@@ -131,6 +132,8 @@ def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
             _per_worker(result), "the result" if type(result) is not tuple else "the result[0]")
     if measure:
         answer["peak_bytes"] = tracemalloc.get_traced_memory()[1] - before
+        gc.collect()  # what the result keeps alive, not garbage that waits for the collector
+        answer["kept_bytes"] = tracemalloc.get_traced_memory()[0] - before
         tracemalloc.stop()
     try:
         answer["result"] = wire.to_plain(result, "the result")

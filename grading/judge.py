@@ -219,13 +219,19 @@ def _value_or_form(result: Any, expected: Any) -> str:
 
 def _memory_problem(name: str, spec: LessonSpec, case: Case, answer: dict[str, Any]) -> str | None:
     from shared.memory import format_bytes
-    peak = answer.get("peak_bytes")
-    if type(peak) is not int:
-        return f"the peak memory of {name} could not be measured on this case"
+    kept = spec.memory.kind == "kept"
+    measured = answer.get("kept_bytes" if kept else "peak_bytes")
+    if type(measured) is not int:
+        what = "the memory that the result of" if kept else "the peak memory of"
+        return f"{what} {name} could not be measured on this case"
     allowed = int(spec.memory.allowed(case.args))
-    if peak <= allowed:
+    if measured <= allowed:
         return None
-    return (f"{name} gives the right numbers but allocated {format_bytes(peak)} at its peak, and this lesson "
+    if kept:
+        return (f"{name} gives the right numbers but its result keeps {format_bytes(measured)} alive after the "
+                f"call, and this lesson allows {format_bytes(allowed)} ({spec.memory.rule}): "
+                f"{spec.memory.shortcut}")
+    return (f"{name} gives the right numbers but allocated {format_bytes(measured)} at its peak, and this lesson "
             f"allows {format_bytes(allowed)} ({spec.memory.rule}): {spec.memory.shortcut}")
 
 

@@ -28,8 +28,8 @@ class Case:
 
     ``about`` says what the case is for ("a square W"), shown when it fails;
     ``rtol``, ``atol``, ``exact`` override the lesson's tolerances for this case;
-    ``measure``: the call's peak memory is measured (tracemalloc, in the grading
-    kernel) and must stay within the lesson's :class:`MemoryBound`.
+    ``measure``: the call's memory is measured (tracemalloc, in the grading kernel: its
+    peak, and what its result keeps) and must stay within the lesson's :class:`MemoryBound`.
     """
 
     args: dict[str, Any]
@@ -42,16 +42,25 @@ class Case:
 
 @dataclass(frozen=True)
 class MemoryBound:
-    """The technique, graded: the most bytes a measured call may allocate at its peak.
+    """The technique, graded: the most bytes a measured call may allocate at its peak, or keep.
 
     ``allowed(args)`` gives the bound in bytes for a case's arguments (the lesson's own
     prediction times a stated margin); ``rule`` says in words what the bound is, and
-    ``shortcut`` names the way to the right numbers that breaks it.
+    ``shortcut`` names the way to the right numbers that breaks it.  ``kind`` says what is
+    bounded: ``"peak"``, the most memory the call allocates at once (a lesson that saves
+    working memory), or ``"kept"``, the memory still allocated when the call has returned,
+    i.e. what its result keeps alive (a lesson about what each worker holds, such as a
+    shard of the optimizer's state: a view of a full copy keeps the full copy).
     """
 
     allowed: Callable[[dict[str, Any]], int]
     rule: str
     shortcut: str
+    kind: str = "peak"
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("peak", "kept"):
+            raise ValueError(f"MemoryBound.kind is 'peak' or 'kept', got {self.kind!r}")
 
 
 @dataclass(frozen=True)

@@ -651,18 +651,24 @@ def check_raises(function: Callable[..., Any], args: Mapping[str, Any], error: t
     expect_error(function, list(args.values()), list(args), error, about)
 
 
-def check_memory(function: Callable[..., Any], args: Mapping[str, Any], allowed_bytes: int, rule: str) -> Any:
-    """The call's peak memory (tracemalloc, see ``shared.memory``) must stay within ``allowed_bytes``.
+def check_memory(function: Callable[..., Any], args: Mapping[str, Any], allowed_bytes: int, rule: str, *,
+                 kind: str = "peak") -> Any:
+    """The call's memory (tracemalloc, see ``shared.memory``) must stay within ``allowed_bytes``.
 
-    ``rule`` says in words what the bound is; the message gives measured and allowed bytes.
-    Returns the call's result.
+    ``kind="peak"`` bounds the most the call allocates at once; ``kind="kept"`` bounds what is
+    still allocated once it has returned: what its result keeps alive (a view keeps its whole
+    base array).  ``rule`` says in words what the bound is; the message gives measured and
+    allowed bytes.  Returns the call's result.
     """
     from .memory import format_bytes, measure_peak_memory
     names, values = list(args), snapshot(list(args.values()))
     label = _label(function)
     measured = measure_peak_memory(lambda: call_learner(function, values, names))
-    if measured.peak_bytes > allowed_bytes:
+    if kind == "kept":
+        if measured.retained_bytes > allowed_bytes:
+            raise CheckFailure(f"{label}'s result keeps {format_bytes(measured.retained_bytes)} alive after the call "
+                               f"on this case, and this lesson allows {format_bytes(allowed_bytes)} ({rule})")
+    elif measured.peak_bytes > allowed_bytes:
         raise CheckFailure(f"{label} allocated {format_bytes(measured.peak_bytes)} at its peak on this case, "
                            f"and this lesson allows {format_bytes(allowed_bytes)} ({rule})")
     return measured.result
-

@@ -439,3 +439,84 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
             chunks[rank][(rank - step) % n] = cluster.receive(rank, (rank - 1) % n)
     results = [np.concatenate(chunks[rank]).reshape(shape) for rank in range(n)]
     return results, cluster.ledger.summary()
+
+
+@answers("033")
+def local_shard_adam_update(param_shard, grad_shard, state_shard, learning_rate, beta1=0.9, beta2=0.999,
+                            eps=1e-8):
+    """One worker's Adam step on the shard of the parameters whose state it owns.
+
+    Args:
+        param_shard: float array (1-D in ZeRO), the worker's slice of the flat parameters.
+        grad_shard: array of the same shape, the mean gradient of those parameters.
+        state_shard: dict ``{"step": t, "m": array, "v": array}``, m and v shaped like param_shard.
+        learning_rate: eta > 0; beta1, beta2: in [0, 1); eps: added to the square root.
+        None of the inputs is modified.
+
+    Returns:
+        (new_param_shard, new_state_shard): ``param_shard - lr * m_hat / (sqrt(v_hat) + eps)``
+        and the new dict ``{"step": t + 1, "m": m', "v": v'}``, with
+        m' = beta1 m + (1 - beta1) g, v' = beta2 v + (1 - beta2) g**2,
+        m_hat = m' / (1 - beta1**(t + 1)), v_hat = v' / (1 - beta2**(t + 1)); new arrays, same dtype.
+
+    Raises:
+        ValueError: if learning_rate <= 0, if beta1 or beta2 is outside [0, 1), or if grad_shard,
+            m or v is not shaped like param_shard.
+    """
+    if not learning_rate > 0:
+        raise ValueError(f"learning_rate must be positive, got {learning_rate}")
+    if not 0 <= beta1 < 1:
+        raise ValueError(f"beta1 must be in [0, 1), got {beta1}")
+    if not 0 <= beta2 < 1:
+        raise ValueError(f"beta2 must be in [0, 1), got {beta2}")
+    m, v = state_shard["m"], state_shard["v"]
+    if grad_shard.shape != param_shard.shape:
+        raise ValueError(f"grad_shard has shape {grad_shard.shape}, param_shard {param_shard.shape}")
+    if m.shape != param_shard.shape or v.shape != param_shard.shape:
+        raise ValueError(f"the state's m and v have shapes {m.shape} and {v.shape}, param_shard "
+                         f"{param_shard.shape}: the state must be the state of these parameters")
+    step = state_shard["step"] + 1
+    m = beta1 * m + (1 - beta1) * grad_shard
+    v = beta2 * v + (1 - beta2) * grad_shard ** 2
+    m_hat = m / (1 - beta1 ** step)
+    v_hat = v / (1 - beta2 ** step)
+    return param_shard - learning_rate * m_hat / (np.sqrt(v_hat) + eps), {"step": step, "m": m, "v": v}
+
+
+@answers("034")
+def all_gather_param_shards(param_shards, cluster=None):
+    """The ring all-gather: every worker ends with all the shards, concatenated in rank order.
+
+    Args:
+        param_shards: list of N 1-D arrays of one dtype (worker r's shard at index r); not modified.
+        cluster: the ``Cluster(N)`` to run on (a new one when None).
+
+    Returns:
+        (vectors, traffic): vectors a list of N new 1-D arrays, worker r's own
+        ``np.concatenate(param_shards)`` (the shards in rank order 0..N-1); traffic
+        ``cluster.ledger.summary()``. Rounds s = 0..N-2: worker r sends shard (r - s) % N to worker
+        (r + 1) % N, which keeps it.
+
+    Raises:
+        ValueError: if param_shards is empty, if the shards differ in dtype, or if a shard is not 1-D.
+    """
+    if len(param_shards) == 0:
+        raise ValueError("param_shards is empty: an all-gather needs at least one worker")
+    dtype = param_shards[0].dtype
+    for rank, shard in enumerate(param_shards):
+        if shard.ndim != 1:
+            raise ValueError(f"worker {rank}'s shard has shape {shard.shape}: shards are 1-D slices of the flat vector")
+        if shard.dtype != dtype:
+            raise ValueError(f"worker {rank}'s shard is {shard.dtype}, worker 0's is {dtype}")
+    n = len(param_shards)
+    if cluster is None:
+        cluster = Cluster(n)
+    held = [{rank: param_shards[rank]} for rank in range(n)]  # what each worker has: shard index -> array
+    for step in range(n - 1):
+        with cluster.round():
+            for rank in range(n):
+                cluster.send(rank, (rank + 1) % n, held[rank][(rank - step) % n])
+        for rank in range(n):
+            held[rank][(rank - 1 - step) % n] = cluster.receive(rank, (rank - 1) % n)
+    vectors = [np.concatenate([held[rank][index] for index in range(n)]) for rank in range(n)]
+    return vectors, cluster.ledger.summary()

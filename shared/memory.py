@@ -18,7 +18,7 @@ from typing import Any
 @dataclass(frozen=True)
 class MemoryMeasurement:
     peak_bytes: int      # highest traced memory during the call, above the level before it
-    retained_bytes: int  # traced memory still held after the call (e.g. by its result)
+    retained_bytes: int  # traced memory still held after the call (what its result keeps alive)
     result: Any          # what the call returned
 
     @property
@@ -39,7 +39,9 @@ def measure_peak_memory(function: Callable[..., Any], *args: Any, **kwargs: Any)
         tracemalloc.reset_peak()
         before, _ = tracemalloc.get_traced_memory()
         result = function(*args, **kwargs)
-        after, peak = tracemalloc.get_traced_memory()
+        peak = tracemalloc.get_traced_memory()[1]
+        gc.collect()  # what the result keeps alive, not garbage that waits for the collector
+        after = tracemalloc.get_traced_memory()[0]
     finally:
         if not was_tracing:
             tracemalloc.stop()
@@ -135,3 +137,35 @@ def data_parallel_step_allowed_bytes(params: dict, X: Any, num_workers: int) -> 
     param_bytes = sum(value.nbytes for value in params.values())
     activations = data_parallel_activation_bytes(len(X), X.shape[1], layers, num_workers, X.itemsize)
     return int(1.5 * activations) + 4 * num_workers * param_bytes
+
+
+#: Allowance for the small Python objects a result holds beside its arrays (dicts, lists, ints).
+OBJECT_ALLOWANCE = 64 * 2**10
+
+
+def adam_state_bytes(params: dict) -> int:
+    """The bytes of Adam's two moments for ``params``: m and v, each shaped and typed like the
+    parameters (the step counter, one int, is left out)."""
+    return 2 * sum(value.nbytes for value in params.values())
+
+
+def partitioned_state_allowed_bytes(state: dict) -> int:
+    """The most that the shards of a partitioned Adam state may keep alive (lesson 032's bound).
+
+    All N workers' shards together hold the state's moments exactly once, whatever N: 1.25 x the
+    bytes of m and v, plus :data:`OBJECT_ALLOWANCE`.  Shards that are views of a full copy per
+    worker keep N copies.
+    """
+    return int(1.25 * adam_state_bytes(state["m"])) + OBJECT_ALLOWANCE
+
+
+def zero_step_allowed_bytes(params: dict, num_workers: int) -> int:
+    """The most that a ZeRO step's result may keep alive (lesson 035's bound).
+
+    After the step each of the N workers holds its full parameters (one parameter-sized copy
+    per worker) and its shard of Adam's state; the shards together are one copy of m and v
+    (two parameter-sized arrays): 1.25 x (N + 2) x the parameters' bytes, plus
+    :data:`OBJECT_ALLOWANCE`.  Workers that each keep the full moments hold 2N of them.
+    """
+    param_bytes = sum(value.nbytes for value in params.values())
+    return int(1.25 * (num_workers + 2) * param_bytes) + OBJECT_ALLOWANCE

@@ -272,7 +272,8 @@ for _code, _function in (("003", "linear_forward"), ("004", "relu_forward"), ("0
                          ("011", "split_into_micro_batches"), ("012", "accumulate_gradients"),
                          ("013", "scale_accumulated_gradients"), ("015", "mlp_forward_checkpointed"),
                          ("016", "recompute_block_activations"), ("025", "shard_dataset_across_workers"),
-                         ("026", "compute_local_gradients"), ("028", "ring_all_reduce_mean")):
+                         ("026", "compute_local_gradients"), ("028", "ring_all_reduce_mean"),
+                         ("033", "local_shard_adam_update"), ("034", "all_gather_param_shards")):
     _names = reference_function(find_lesson(_code)).__code__.co_varnames[
         :reference_function(find_lesson(_code)).__code__.co_argcount]
     HELPER_CALLS[_code] = (f"from shared.lesson_blocks import {_function} as _adv_helper_{_code}",
@@ -658,6 +659,8 @@ ROTATION = {
     },
     "02_gradient_accumulation": {"attacks": ["subprocess", "forged_twice", "writes_outside", "memory_bomb"]},
     "03_activation_checkpointing": {"attacks": ["raw_memory", "displayhook", "system_exit", "compile_exec"]},
+    "06_zero_sharding": {"attacks": ["environ_frames", "forged_twice", "lock_disabled", "harness_replaced",
+                                     "forged_payload"]},
 }
 # Cells put right after the set-up cell of some attack notebooks.
 ROTATION_EXTRAS = {  # (cell type, source)

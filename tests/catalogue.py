@@ -304,6 +304,63 @@ def whole_batch_data_parallel_step(params, X, Y, num_workers, learning_rate):
     return [{key: value.copy() for key, value in new.items()} for _ in range(num_workers)], loss
 
 
+def _check_partition(state, num_workers):
+    m, v = state["m"], state["v"]
+    if m.keys() != v.keys() or any(m[k].shape != v[k].shape for k in m) or not \
+            1 <= num_workers <= sum(a.size for a in m.values()):
+        raise ValueError("bad partition")
+
+
+def full_copy_per_worker_partition(state, num_workers):
+    """032 the expensive way: every worker flattens its own full copy of the moments and keeps a view of its
+    shard, which keeps the whole copy alive (N copies of the state for N workers)."""
+    _check_partition(state, num_workers)
+    total = sum(a.size for a in state["m"].values())
+    bounds = np.cumsum([0] + [len(c) for c in np.array_split(np.zeros(total), num_workers)])
+    shards = []
+    for r in range(num_workers):
+        full_m = np.concatenate([a.ravel() for a in state["m"].values()])
+        full_v = np.concatenate([a.ravel() for a in state["v"].values()])
+        shards.append({"step": state["step"], "m": full_m[bounds[r]:bounds[r + 1]],
+                       "v": full_v[bounds[r]:bounds[r + 1]]})
+    return shards
+
+
+def every_worker_keeps_full_moments(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999,
+                                    eps=1e-8, cluster=None):
+    """035 the expensive way: data-parallel Adam with ZeRO's ledger.  The mean gradient reaches every worker (the
+    reduce-scatter, then an all-gather of the reduced gradient shards instead of the parameters: the same bytes
+    and rounds); every worker rebuilds the full moments, updates all the parameters, and keeps the full new
+    moments, returning views of its own shard of them."""
+    from shared.cluster import Cluster
+    from shared.mistakes.part6 import _gather_correct, _reduce_scatter
+    adam = reference_function(find_lesson("033"))
+    n, total = len(worker_grads), sum(value.size for value in params.values())
+    if not 1 <= n <= total or len(worker_states) != n or any(
+            g.keys() != params.keys() or any(g[k].shape != params[k].shape for k in params) for g in worker_grads):
+        raise ValueError("bad step")
+    bounds = np.cumsum([0] + [len(c) for c in np.array_split(np.zeros(total), n)])
+    if any(len(s["m"]) != bounds[r + 1] - bounds[r] for r, s in enumerate(worker_states)):
+        raise ValueError("bad states")
+    cluster = cluster or Cluster(n)
+    sums = _reduce_scatter([np.concatenate([g[k].ravel() for k in params]) for g in worker_grads], cluster)
+    mean_grads, traffic = _gather_correct([part / n for part in sums], cluster)
+    flat_params = np.concatenate([value.ravel() for value in params.values()])
+    worker_params, states = [], []
+    for r in range(n):
+        full = {"step": worker_states[r]["step"], "m": np.concatenate([s["m"] for s in worker_states]),
+                "v": np.concatenate([s["v"] for s in worker_states])}
+        vector, new = adam(flat_params, mean_grads[r], full, learning_rate, beta1, beta2, eps)
+        mine, offset = {}, 0
+        for key, value in params.items():
+            mine[key] = vector[offset:offset + value.size].reshape(value.shape)
+            offset += value.size
+        worker_params.append(mine)
+        states.append({"step": new["step"], "m": new["m"][bounds[r]:bounds[r + 1]],
+                       "v": new["v"][bounds[r]:bounds[r + 1]]})
+    return worker_params, states, traffic
+
+
 #: lesson code -> (function name, the shortcut, words the verdict must contain)
 SHORTCUTS: dict[str, tuple[str, Callable[..., Any], str]] = {
     "014": ("grad_accumulation_step", whole_batch_step, "only one micro-batch may be alive at a time"),
@@ -311,6 +368,8 @@ SHORTCUTS: dict[str, tuple[str, Callable[..., Any], str]] = {
     "017": ("mlp_backward_checkpointed", recompute_everything_backward, "recompute one segment at a time"),
     "024": ("mixed_precision_step", float32_step, "run the forward and backward passes in float16"),
     "029": ("data_parallel_train_step", whole_batch_data_parallel_step, "each worker computes on its own shard only"),
+    "032": ("partition_optimizer_state", full_copy_per_worker_partition, "each worker keeps its own shard only"),
+    "035": ("zero_optimizer_step", every_worker_keeps_full_moments, "every worker keeping the full moments"),
 }
 
 
@@ -382,8 +441,9 @@ def table(lessons: list[Lesson] | None = None) -> str:
 
 
 def memory_table(lessons: list[Lesson] | None = None) -> str:
-    """For each lesson graded on memory: its bound and the measured peaks on its hidden memory case
-    (run seed 0), of the reference and of each shortcut."""
+    """For each lesson graded on memory: its bound and the measured bytes on its hidden memory case
+    (run seed 0: the peak, or what the result keeps for a ``kind="kept"`` bound), of the reference and
+    of each shortcut."""
     from grading.judge import case_seed
     from shared.memory import format_bytes, measure_peak_memory
     rows = ["| lesson | bound (rule) | allowed | reference | shortcuts |", "|---|---|---|---|---|"]
@@ -394,7 +454,8 @@ def memory_table(lessons: list[Lesson] | None = None) -> str:
         case = next(c for c in draw_cases(spec, case_seed(0, lesson.code)) if isinstance(c, Case) and c.measure)
 
         def peak(function):
-            return format_bytes(measure_peak_memory(function, **copy.deepcopy(case.args)).peak_bytes)
+            measured = measure_peak_memory(function, **copy.deepcopy(case.args))
+            return format_bytes(measured.retained_bytes if spec.memory.kind == "kept" else measured.peak_bytes)
         shortcuts = [e for e in catalogue(lesson) if e.kind == "shortcut"]
         rows.append(f"| {lesson.code} | {spec.memory.rule} | {format_bytes(spec.memory.allowed(case.args))} | "
                     f"{peak(reference_function(lesson))} | "

@@ -557,6 +557,238 @@ def buckets_listed_last_first(worker_grads, bucket_cap_bytes, cluster=None):
     return _bucket_with(worker_grads, bucket_cap_bytes, cluster, lambda buckets: buckets[::-1])
 
 
+# 031-035 (Part 6: ZeRO's sharded Adam on the simulated cluster) -------------------
+
+def init_without_step(params):
+    return {"m": {k: np.zeros_like(v) for k, v in params.items()}, "v": {k: np.zeros_like(v) for k, v in params.items()}}
+
+
+def init_flat_moments(params):
+    size = sum(v.size for v in params.values())
+    dtype = next(iter(params.values())).dtype
+    return {"step": 0, "m": np.zeros(size, dtype), "v": np.zeros(size, dtype)}
+
+
+def init_times_zero(params):
+    return {"step": 0, "m": {k: v * 0.0 for k, v in params.items()}, "v": {k: 0.0 * v for k, v in params.items()}}
+
+
+def init_zeros_with_dtype(params):
+    return {"step": 0, "m": {k: np.zeros(v.shape, dtype=v.dtype) for k, v in params.items()},
+            "v": {k: np.full(v.shape, 0, dtype=v.dtype) for k, v in params.items()}}
+
+
+def _check_state(state, num_workers):
+    m, v = state["m"], state["v"]
+    if m.keys() != v.keys() or any(m[k].shape != v[k].shape for k in m) or not \
+            1 <= num_workers <= sum(a.size for a in m.values()):
+        raise ValueError("bad partition")
+
+
+def partition_sorted_keys(state, num_workers):
+    """The flat vector in sorted key order (W1, W2, ..., b1, b2, ...) instead of the dict's order."""
+    _check_state(state, num_workers)
+    keys = sorted(state["m"])
+    flat = {moment: np.concatenate([state[moment][k].ravel() for k in keys]) for moment in ("m", "v")}
+    return [{"step": state["step"], "m": m.copy(), "v": v.copy()}
+            for m, v in zip(np.array_split(flat["m"], num_workers), np.array_split(flat["v"], num_workers))]
+
+
+def partition_step_reset(state, num_workers):
+    _check_state(state, num_workers)
+    flat = {moment: np.concatenate([a.ravel() for a in state[moment].values()]) for moment in ("m", "v")}
+    return [{"step": 0, "m": m.copy(), "v": v.copy()}
+            for m, v in zip(np.array_split(flat["m"], num_workers), np.array_split(flat["v"], num_workers))]
+
+
+def partition_views_of_one_flat(state, num_workers):
+    """Views of one new flat vector per moment: the shards together keep the state once (no copy per shard)."""
+    _check_state(state, num_workers)
+    flat = {moment: np.concatenate([a.ravel() for a in state[moment].values()]) for moment in ("m", "v")}
+    return [{"step": state["step"], "m": m, "v": v}
+            for m, v in zip(np.array_split(flat["m"], num_workers), np.array_split(flat["v"], num_workers))]
+
+
+def partition_divmod_loop(state, num_workers):
+    _check_state(state, num_workers)
+    flat_m = np.concatenate([a.reshape(-1) for a in state["m"].values()])
+    flat_v = np.concatenate([a.reshape(-1) for a in state["v"].values()])
+    q, extra = divmod(flat_m.size, num_workers)
+    shards, start = [], 0
+    for r in range(num_workers):
+        stop = start + q + (1 if r < extra else 0)
+        shards.append({"step": state["step"], "m": np.array(flat_m[start:stop]), "v": np.array(flat_v[start:stop])})
+        start = stop
+    return shards
+
+
+def _check_update(param_shard, grad_shard, state_shard, learning_rate, beta1, beta2):
+    if learning_rate <= 0 or not 0 <= beta1 < 1 or not 0 <= beta2 < 1 or grad_shard.shape != param_shard.shape \
+            or state_shard["m"].shape != param_shard.shape or state_shard["v"].shape != param_shard.shape:
+        raise ValueError("bad update")
+
+
+def adam_eps_before_correction(param_shard, grad_shard, state_shard, learning_rate, beta1=0.9, beta2=0.999,
+                               eps=1e-8):
+    """The Adam paper's "efficient" ordering: eps added to sqrt(v) before the bias correction of v."""
+    _check_update(param_shard, grad_shard, state_shard, learning_rate, beta1, beta2)
+    t = state_shard["step"] + 1
+    m = beta1 * state_shard["m"] + (1 - beta1) * grad_shard
+    v = beta2 * state_shard["v"] + (1 - beta2) * grad_shard ** 2
+    step_size = learning_rate * np.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+    return param_shard - step_size * m / (np.sqrt(v) + eps), {"step": t, "m": m, "v": v}
+
+
+def adam_step_not_advanced(param_shard, grad_shard, state_shard, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8):
+    _check_update(param_shard, grad_shard, state_shard, learning_rate, beta1, beta2)
+    t = state_shard["step"] + 1
+    m = beta1 * state_shard["m"] + (1 - beta1) * grad_shard
+    v = beta2 * state_shard["v"] + (1 - beta2) * grad_shard ** 2
+    new = param_shard - learning_rate * (m / (1 - beta1 ** t)) / (np.sqrt(v / (1 - beta2 ** t)) + eps)
+    return new, {"step": state_shard["step"], "m": m, "v": v}
+
+
+def adam_pytorch_style(param_shard, grad_shard, state_shard, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8):
+    """torch.optim.Adam's arithmetic (step size lr / bias_correction1, denominator sqrt(v) / sqrt(bc2) + eps),
+    on copies."""
+    import math
+    _check_update(param_shard, grad_shard, state_shard, learning_rate, beta1, beta2)
+    t = state_shard["step"] + 1
+    m = state_shard["m"].copy()
+    v = state_shard["v"].copy()
+    m *= beta1
+    m += (1 - beta1) * grad_shard
+    v *= beta2
+    v += (1 - beta2) * grad_shard * grad_shard
+    denominator = np.sqrt(v) / math.sqrt(1 - beta2 ** t) + eps
+    return param_shard - (learning_rate / (1 - beta1 ** t)) * (m / denominator), {"step": t, "m": m, "v": v}
+
+
+def adam_loop(param_shard, grad_shard, state_shard, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8):
+    _check_update(param_shard, grad_shard, state_shard, learning_rate, beta1, beta2)
+    t = state_shard["step"] + 1
+    new, m, v = np.empty_like(param_shard), np.empty_like(param_shard), np.empty_like(param_shard)
+    for i in np.ndindex(param_shard.shape):
+        m[i] = beta1 * state_shard["m"][i] + (1 - beta1) * grad_shard[i]
+        v[i] = beta2 * state_shard["v"][i] + (1 - beta2) * grad_shard[i] * grad_shard[i]
+        new[i] = param_shard[i] - learning_rate * (m[i] / (1 - beta1 ** t)) / (np.sqrt(v[i] / (1 - beta2 ** t)) + eps)
+    return new, {"step": t, "m": m, "v": v}
+
+
+def _check_shards(param_shards):
+    if not param_shards or len({s.dtype for s in param_shards}) > 1 or any(s.ndim != 1 for s in param_shards):
+        raise ValueError("bad shards")
+
+
+def gather_to_the_left(param_shards, cluster=None):
+    """The ring turning the other way: worker r sends to r - 1."""
+    from shared.cluster import Cluster
+    _check_shards(param_shards)
+    n = len(param_shards)
+    cluster = cluster or Cluster(n)
+    held = [{r: param_shards[r]} for r in range(n)]
+    for step in range(n - 1):
+        with cluster.round():
+            for r in range(n):
+                cluster.send(r, (r - 1) % n, held[r][(r + step) % n])
+        for r in range(n):
+            held[r][(r + 1 + step) % n] = cluster.receive(r, (r + 1) % n)
+    return [np.concatenate([mine[q] for q in range(n)]) for mine in held], cluster.ledger.summary()
+
+
+def gather_all_to_all(param_shards, cluster=None):
+    """Every worker sends its shard to every other in one round: the right vectors, other traffic."""
+    from shared.cluster import Cluster
+    _check_shards(param_shards)
+    n = len(param_shards)
+    cluster = cluster or Cluster(n)
+    with cluster.round():
+        for src in range(n):
+            for dst in range(n):
+                if src != dst:
+                    cluster.send(src, dst, param_shards[src])
+    vectors = []
+    for dst in range(n):
+        pieces = [param_shards[dst].copy() if src == dst else cluster.receive(dst, src) for src in range(n)]
+        vectors.append(np.concatenate(pieces))
+    return vectors, cluster.ledger.summary()
+
+
+def gather_slots(param_shards, cluster=None):
+    """The ring, each worker filling a list of N slots as the shards arrive."""
+    from shared.cluster import Cluster
+    _check_shards(param_shards)
+    n = len(param_shards)
+    cluster = cluster or Cluster(n)
+    slots = [[None] * n for _ in range(n)]
+    for r in range(n):
+        slots[r][r] = param_shards[r]
+    for step in range(n - 1):
+        with cluster.round():
+            for r in range(n):
+                cluster.send(r, (r + 1) % n, slots[r][(r - step) % n])
+        for r in range(n):
+            slots[r][(r - 1 - step) % n] = cluster.receive(r, (r - 1) % n)
+    return [np.concatenate(mine) for mine in slots], cluster.ledger.summary()
+
+
+def _zero_inline(params, worker_grads, worker_states, learning_rate, beta1, beta2, eps, cluster, *, local=False,
+                 order=None):
+    """The ZeRO step without the earlier lessons' functions: ring reduce-scatter, PyTorch-style Adam, ring
+    all-gather.  ``local``: each worker steps with its own gradient (no reduce-scatter, no traffic for it);
+    ``order``: the order in which the vector is cut back into tensors."""
+    from shared.cluster import Cluster
+    n, total = len(worker_grads), sum(value.size for value in params.values())
+    if not 1 <= n <= total or len(worker_states) != n or any(
+            g.keys() != params.keys() or any(g[k].shape != params[k].shape for k in params) for g in worker_grads):
+        raise ValueError("bad step")
+    cluster = cluster or Cluster(n)
+    keys = list(params)
+    chunks = [np.array_split(np.concatenate([g[k].reshape(-1) for k in keys]), n) for g in worker_grads]
+    if local:
+        means = [chunks[r][r] for r in range(n)]
+    else:
+        for s in range(n - 1):
+            with cluster.round():
+                for r in range(n):
+                    cluster.send(r, (r + 1) % n, chunks[r][(r - 1 - s) % n])
+            for r in range(n):
+                i = (r - 2 - s) % n
+                chunks[r][i] = chunks[r][i] + cluster.receive(r, (r - 1) % n)
+        means = [chunks[r][r] / n for r in range(n)]
+    flat = np.array_split(np.concatenate([params[k].reshape(-1) for k in keys]), n)
+    shards, states = [], []
+    for r in range(n):
+        shard, state = adam_pytorch_style(flat[r], means[r], worker_states[r], learning_rate, beta1, beta2, eps)
+        shards.append(shard)
+        states.append(state)
+    vectors, traffic = gather_slots(shards, cluster)
+    sizes = {k: params[k].size for k in keys}
+    cut = order(keys) if order else keys
+    worker_params = []
+    for vector in vectors:
+        pieces = np.split(vector, np.cumsum([sizes[k] for k in cut])[:-1])
+        mine = {k: piece.reshape(params[k].shape) for k, piece in zip(cut, pieces)}
+        worker_params.append({k: mine[k] for k in keys})
+    return worker_params, states, traffic
+
+
+def zero_without_helpers(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8,
+                         cluster=None):
+    return _zero_inline(params, worker_grads, worker_states, learning_rate, beta1, beta2, eps, cluster)
+
+
+def zero_own_gradient(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8,
+                      cluster=None):
+    return _zero_inline(params, worker_grads, worker_states, learning_rate, beta1, beta2, eps, cluster, local=True)
+
+
+def zero_cut_in_reverse(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8,
+                        cluster=None):
+    return _zero_inline(params, worker_grads, worker_states, learning_rate, beta1, beta2, eps, cluster,
+                        order=lambda keys: keys[::-1])
+
+
 PLAUSIBLE = {
     "001": [("W_true scaled by 1/d", batch_w_over_d), ("float32 draws", batch_float32)],
     "002": [("the second layer's scale from the first layer's fan-in", init_second_fan_in_wrong),
@@ -585,6 +817,15 @@ PLAUSIBLE = {
     "028": [("the ring turning the other way (to the left neighbour)", ring_to_the_left)],
     "029": [("worker 0's loss returned", dp_step_worker_zero_loss)],
     "030": [("the buckets listed from the last filled to the first", buckets_listed_last_first)],
+    "031": [("the state without its step", init_without_step), ("m and v as flat vectors", init_flat_moments)],
+    "032": [("the flat vector in sorted key order", partition_sorted_keys),
+            ("the shards' step reset to 0", partition_step_reset)],
+    "033": [("eps added before v's bias correction (the paper's 'efficient' form)", adam_eps_before_correction),
+            ("the step count not advanced in the new state", adam_step_not_advanced)],
+    "034": [("the ring turning the other way (to the left neighbour)", gather_to_the_left),
+            ("everyone sends its shard to everyone in one round", gather_all_to_all)],
+    "035": [("each worker steps with its own gradient (no reduce-scatter)", zero_own_gradient),
+            ("the vector cut back into tensors in reverse key order", zero_cut_in_reverse)],
 }
 
 #: Other right numbers at a cost in memory the lesson does not allow.
@@ -617,4 +858,10 @@ RIGHT = {
     "028": [("chunk bounds from divmod, no np.array_split", ring_with_divmod_bounds)],
     "029": [("weighted gradients averaged in a loop, no cluster", dp_step_without_helpers)],
     "030": [("buckets cut where the cumulative size passes the cap", buckets_by_cumsum)],
+    "031": [("params * 0.0", init_times_zero), ("np.zeros with the dtype, np.full", init_zeros_with_dtype)],
+    "032": [("views of one flat vector per moment", partition_views_of_one_flat),
+            ("bounds from divmod, np.array copies", partition_divmod_loop)],
+    "033": [("torch.optim.Adam's arithmetic, on copies", adam_pytorch_style), ("a loop over elements", adam_loop)],
+    "034": [("a list of N slots per worker", gather_slots)],
+    "035": [("without the earlier lessons' functions (PyTorch-style Adam inline)", zero_without_helpers)],
 }

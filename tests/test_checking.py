@@ -148,3 +148,24 @@ def test_check_call_with_fresh_refuses_a_result_that_shares_memory_with_an_input
     with pytest.raises(CheckFailure, match="shares memory with its input `x`"):
         check_call(lazy, {"x": np.ones(3)}, np.ones(3), fresh=True)
     check_call(lazy, {"x": np.ones(3)}, np.ones(3))  # allowed unless asked
+
+
+def test_check_memory_bounds_the_peak_or_what_the_result_keeps():
+    from shared.checking import check_memory
+    from grading.spec import MemoryBound
+
+    def slice_of_a_big_array(n):
+        return np.ones(10 * n)[:n]          # a view: the whole 10n-number array stays alive
+
+    def copy_of_a_slice(n):
+        return np.ones(10 * n)[:n].copy()   # 10n numbers at the peak, n kept
+
+    n, itemsize = 100_000, 8
+    kept_allowed = 2 * n * itemsize
+    assert check_memory(copy_of_a_slice, {"n": n}, kept_allowed, "n numbers", kind="kept").shape == (n,)
+    with pytest.raises(CheckFailure, match="result keeps 7.6 MiB alive after the call"):
+        check_memory(slice_of_a_big_array, {"n": n}, kept_allowed, "n numbers", kind="kept")
+    with pytest.raises(CheckFailure, match="at its peak"):
+        check_memory(copy_of_a_slice, {"n": n}, kept_allowed, "n numbers")
+    with pytest.raises(ValueError):
+        MemoryBound(lambda args: 0, "rule", "shortcut", kind="retained")
