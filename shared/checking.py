@@ -230,6 +230,8 @@ def difference(actual: Any, expected: Any, name: str, **tolerances: Any) -> str 
     if isinstance(expected, (bool, np.bool_)):
         if not isinstance(actual, (bool, np.bool_)):
             return f"{name} should be True or False, but it is {describe(actual)}"
+        if type(expected) is bool and type(actual) is not bool:
+            return f"{name} should be a Python bool, but it is {describe(actual)}: convert it with bool(...)"
         return None if bool(actual) == bool(expected) else f"{name} is {actual}, expected {expected}"
     if isinstance(expected, (int, float, np.number)):
         if type(expected) is float and isinstance(actual, (np.generic, _ndarray)) and not isinstance(actual, float):

@@ -115,5 +115,24 @@ def loss_and_grads(X: np.ndarray, Y: np.ndarray, params: Params) -> tuple[float,
 
 
 def sgd_update(params: Params, grads: Params, lr: float) -> Params:
-    """A new parameter dict ``p - lr * g`` (inputs are not modified)."""
+    """A new parameter dict ``p - lr * g`` (inputs are not modified).
+
+    Raises:
+        ValueError: if ``grads`` does not have exactly the keys of ``params``, or a gradient's
+            shape differs from its parameter's (the message names them): a silent partial
+            update, or a broadcast one, would train the wrong model without a word.
+    """
+    check_grads_match(params, grads)
     return {key: params[key] - lr * grads[key] for key in params}
+
+
+def check_grads_match(params: Params, grads: Params) -> None:
+    """Raise ValueError unless ``grads`` has the keys of ``params`` and each gradient its parameter's shape."""
+    missing = [key for key in params if key not in grads]
+    extra = [key for key in grads if key not in params]
+    if missing or extra:
+        raise ValueError(f"the gradients do not match the parameters: missing {missing}, unexpected {extra}")
+    for key, value in params.items():
+        if np.shape(grads[key]) != np.shape(value):
+            raise ValueError(f"grads[{key!r}] has shape {np.shape(grads[key])}, but params[{key!r}] "
+                             f"has shape {np.shape(value)}")

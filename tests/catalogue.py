@@ -9,7 +9,7 @@ that promise, lesson by lesson, in four kinds:
   (``autograde/parts/NN_slug/cases.py``), one per promise the hidden tests grade:
   each :class:`~grading.spec.Refusal` forgotten (the function returns, or raises
   the wrong error), an input changed in place, float32/float16 results widened to
-  float64, a Python float or int returned as a NumPy scalar, an input array
+  float64, a Python float, int or bool returned as a NumPy scalar, an input array
   returned as the result.  Each applies only when the hidden cases can see it.
 - ``shortcut``: the right numbers computed the expensive way, for lessons whose
   point is memory (their declaration has a :class:`~grading.spec.MemoryBound`).
@@ -211,6 +211,11 @@ def contract_entries(lesson: Lesson) -> list[Entry]:
         def float_int(args, reference):
             return _map(reference(**args), lambda v: float(v) if type(v) is int else v)
         entries.append(Entry(lesson.code, "returns a float for a Python int", "contract", _named(lesson, float_int)))
+    if any(type(leaf) is bool for _, result in results for leaf in _leaves(result)):
+        def numpy_bool(args, reference):
+            return _map(reference(**args), lambda v: np.bool_(v) if type(v) is bool else v)
+        entries.append(Entry(lesson.code, "returns a NumPy bool for a Python bool", "contract",
+                             _named(lesson, numpy_bool)))
     # Only where every run's cases have a result equal to an input (a declared case such as 012's
     # "first micro-batch of size 1"), not where a random draw makes one equal by chance.
     if spec.fresh_result and all(any(_input_twin(args, result) is not None

@@ -789,6 +789,120 @@ def zero_cut_in_reverse(params, worker_grads, worker_states, learning_rate, beta
                         order=lambda keys: keys[::-1])
 
 
+# 019-024 (Part 4: mixed precision) ----------------------------------------------------
+
+def _float_arrays_only(params, what):
+    for key, value in params.items():
+        if not np.issubdtype(value.dtype, np.floating):
+            raise TypeError(f"params[{key!r}] has dtype {value.dtype}: {what}")
+
+
+def _positive_finite_scale(loss_scale):
+    if not np.isfinite(loss_scale) or loss_scale <= 0:
+        raise ValueError(f"loss_scale must be positive and finite, got {loss_scale}")
+
+
+def half_by_view(params):
+    """019 wrong: ``.view`` reinterprets the bytes (four float16 numbers per float64) instead of converting."""
+    _float_arrays_only(params, "only float arrays can be cast to float16")
+    return {key: value.view(np.float16).copy() for key, value in params.items()}
+
+
+def half_with_np_array(params):
+    _float_arrays_only(params, "only float arrays can be cast to float16")
+    with np.errstate(over="ignore"):
+        return {key: np.array(value, dtype=np.float16) for key, value in params.items()}
+
+
+def master_by_view(params):
+    """020 wrong: ``.view`` reinterprets the bytes instead of converting them to float32."""
+    _float_arrays_only(params, "master weights are made from float arrays")
+    return {key: value.view(np.float32).copy() for key, value in params.items()}
+
+
+def master_with_np_array(params):
+    _float_arrays_only(params, "master weights are made from float arrays")
+    return {key: np.array(value, dtype=np.float32) for key, value in params.items()}
+
+
+def scale_loss_numpy_float(loss, d_out, loss_scale):
+    """021 wrong in form: the scaled loss left a NumPy float32 (the contract promises a Python float)."""
+    _positive_finite_scale(loss_scale)
+    with np.errstate(over="ignore"):
+        scaled = (d_out.astype(np.float32) * np.float32(loss_scale)).astype(np.float16)
+    return np.float32(loss) * np.float32(loss_scale), scaled
+
+
+def scale_loss_with_multiply_dtype(loss, d_out, loss_scale):
+    _positive_finite_scale(loss_scale)
+    with np.errstate(over="ignore"):
+        scaled = np.multiply(d_out, loss_scale, dtype=np.float32).astype(np.float16)
+    return float(loss) * float(loss_scale), scaled
+
+
+def unscale_into_callers_dict(grads, loss_scale):
+    """022 wrong: the caller's dict updated (its arrays replaced) and handed back."""
+    _positive_finite_scale(loss_scale)
+    for key in list(grads):
+        grads[key] = grads[key].astype(np.float32) / np.float32(loss_scale)
+    return grads
+
+
+def unscale_with_divide_dtype(grads, loss_scale):
+    _positive_finite_scale(loss_scale)
+    return {key: np.divide(value, loss_scale, dtype=np.float32) for key, value in grads.items()}
+
+
+def non_finite_by_sums(grads):
+    """023 wrong: each array's sum looked at (a sum of finite float16 values can overflow to inf)."""
+    return any(not np.isfinite(value.sum()) for value in grads.values())
+
+
+def non_finite_numpy_bool(grads):
+    """023 wrong in form: np.any hands back a NumPy bool (the contract promises a Python bool)."""
+    return np.any([~np.isfinite(value).all() for value in grads.values()])
+
+
+def non_finite_with_all(grads):
+    return not all(np.isfinite(value).all() for value in grads.values())
+
+
+def _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval, grows_when):
+    """024 without the earlier lessons' functions; ``grows_when(tracker, interval)`` decides growth."""
+    for key, value in master_params.items():
+        if value.dtype != np.float32:
+            raise TypeError(f"master_params[{key!r}] has dtype {value.dtype}: master weights are float32")
+    if growth_interval < 1:
+        raise ValueError(f"growth_interval must be at least 1, got {growth_interval}")
+    scale = scaler_state["scale"]
+    if not np.isfinite(scale) or scale <= 0:
+        raise ValueError(f"the scale must be positive and finite, got {scale}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        half = {key: value.astype(np.float16) for key, value in master_params.items()}
+        out, cache = mlp.forward(X.astype(np.float16), half)
+        _, d_out = mlp.mse_loss_and_grad(out.astype(np.float32), Y.astype(np.float32))
+        scaled = (d_out.astype(np.float32) * np.float32(scale)).astype(np.float16)
+        grads = {key: g.astype(np.float32) / np.float32(scale) for key, g in mlp.backward(scaled, half, cache).items()}
+    if not all(np.isfinite(g).all() for g in grads.values()):
+        return master_params, {"scale": scale * 0.5, "growth_tracker": 0}, True
+    tracker = scaler_state["growth_tracker"] + 1
+    if grows_when(tracker, growth_interval):
+        scale, tracker = scale * 2.0, 0
+    return ({key: master_params[key] - learning_rate * grads[key] for key in master_params},
+            {"scale": scale, "growth_tracker": tracker}, False)
+
+
+def mixed_step_grows_one_step_late(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """024 wrong: the scale doubles only when the tracker passes the interval (one clean step late)."""
+    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
+                              lambda tracker, interval: tracker > interval)
+
+
+def mixed_step_without_helpers(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
+                              lambda tracker, interval: tracker == interval)
+
+
 PLAUSIBLE = {
     "001": [("W_true scaled by 1/d", batch_w_over_d), ("float32 draws", batch_float32)],
     "002": [("the second layer's scale from the first layer's fan-in", init_second_fan_in_wrong),
@@ -811,6 +925,13 @@ PLAUSIBLE = {
     "017": [("the bias gradients left out", backward_checkpointed_without_bias)],
     "018": [("saved_fraction as a percentage", estimate_saved_as_percent),
             ("bytes_per_element ignored (always 8)", estimate_bytes_per_element_ignored)],
+    "019": [("a .view(np.float16) of the bytes, not a conversion", half_by_view)],
+    "020": [("a .view(np.float32) of the bytes, not a conversion", master_by_view)],
+    "021": [("the scaled loss left a NumPy float32", scale_loss_numpy_float)],
+    "022": [("the caller's dict updated and handed back", unscale_into_callers_dict)],
+    "023": [("each array's sum checked (a finite sum can overflow)", non_finite_by_sums),
+            ("a NumPy bool from np.any", non_finite_numpy_bool)],
+    "024": [("the scale grows one clean step late (tracker > interval)", mixed_step_grows_one_step_late)],
     "025": [("the shards dealt to the ranks in reverse order", shard_reversed_ranks)],
     "026": [("the average shard rounded down (B // N)", local_integer_average_shard)],
     "027": [("everyone sends to everyone (right numbers, N(N - 1) messages)", all_to_all_mean)],
@@ -852,6 +973,12 @@ RIGHT = {
     "016": [("einsum", recompute_einsum)],
     "017": [("einsum", backward_checkpointed_einsum)],
     "018": [("integer ceiling division", estimate_integer_ceil)],
+    "019": [("np.array with the dtype", half_with_np_array)],
+    "020": [("np.array with the dtype", master_with_np_array)],
+    "021": [("np.multiply with dtype=np.float32", scale_loss_with_multiply_dtype)],
+    "022": [("np.divide with dtype=np.float32", unscale_with_divide_dtype)],
+    "023": [("not all(...) over the arrays", non_finite_with_all)],
+    "024": [("without the earlier lessons' functions", mixed_step_without_helpers)],
     "025": [("a boolean mask of index % N", shard_by_index_mask)],
     "026": [("the weight applied to the output gradient before backward", local_scaled_before_backward)],
     "027": [("np.mean of the stacked arrays at the root", naive_mean_with_stack)],

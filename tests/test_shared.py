@@ -331,3 +331,17 @@ def test_an_untouched_stub_and_a_missing_function_are_explained_not_traced(capsy
         assert "is not defined yet: run the Implementation cell of lesson 004" in out
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_sgd_update_refuses_gradients_that_do_not_match_the_parameters():
+    """A gradient dict with missing, extra or mis-shaped entries is named, never half-applied or broadcast."""
+    from shared import mlp
+    params = mlp.init_params([3, 4, 2], seed=0)
+    grads = {key: np.ones_like(value) for key, value in params.items()}
+    assert set(mlp.sgd_update(params, grads, 0.1)) == set(params)
+    with pytest.raises(ValueError, match=r"missing \['b2'\], unexpected \[\]"):
+        mlp.sgd_update(params, {key: g for key, g in grads.items() if key != "b2"}, 0.1)
+    with pytest.raises(ValueError, match=r"unexpected \['W3'\]"):
+        mlp.sgd_update(params, {**grads, "W3": np.ones(2)}, 0.1)
+    with pytest.raises(ValueError, match=r"grads\['b1'\] has shape \(1, 4\), but params\['b1'\] has shape \(4,\)"):
+        mlp.sgd_update(params, {**grads, "b1": np.ones((1, 4))}, 0.1)

@@ -195,7 +195,8 @@ def finite_cases(rng):
     later = lambda: int(rng.integers(1, 4))  # noqa: E731  (an array after the first)
     # The order matters for naming: each mistake first fails on a case that tells it from the others.
     return [
-        Case({"grads": grads(np.float16)}, "all finite (float16)"),
+        Case({"grads": {**grads(np.float16), "W2": rng.uniform(2e4, 6e4, (4, 2)).astype(np.float16)}},
+             "all finite (float16), W2's values so large that their sum overflows float16"),
         Case({"grads": grads(np.float16, 0, np.nan)}, "a NaN in the first array only"),
         Case({"grads": grads(np.float32, 0, np.inf)}, "an inf in the first array only"),
         Case({"grads": grads(np.float16, later(), np.nan)}, "a NaN in a later array only"),

@@ -514,6 +514,9 @@ nan_only = {"W1": np.array([[np.nan, 1.0]], dtype=np.float16), "b1": np.zeros(1,
 check_call(has_non_finite_gradients, {"grads": nan_only}, True, mistakes=mistakes_of("has_non_finite_gradients"))
 minus_inf = {"W1": np.array([[-np.inf, 1.0]], dtype=np.float16), "b1": np.zeros(1, dtype=np.float16)}
 check_call(has_non_finite_gradients, {"grads": minus_inf}, True, mistakes=mistakes_of("has_non_finite_gradients"))
+# Every value is finite, though their sum (240000) overflows float16: look at the values, not a sum.
+large = {"W1": np.full((2, 2), 60000.0, dtype=np.float16), "b1": np.zeros(2, dtype=np.float16)}
+check_call(has_non_finite_gradients, {"grads": large}, False, mistakes=mistakes_of("has_non_finite_gradients"))
 lesson_passed("023")
 
 # %% [markdown]
