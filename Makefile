@@ -20,6 +20,10 @@ PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed
 LAB_ARGS ?=
 PYTEST_ARGS ?=
+# make test runs on this many processes (pytest-xdist), one test file per process at a time
+# (--dist loadfile): a notebook's cells run in order in one kernel, and a module's fixture is
+# set up once. TEST_JOBS=0 runs everything in one process.
+TEST_JOBS ?= 2
 
 # Every recipe sees the venv's tools first (nbgrader runs `alembic` from PATH) and
 # the venv's own kernel, whatever the user's home holds.
@@ -88,7 +92,7 @@ bubblewrap:
 	  else echo "make test needs bubblewrap (the grading sandbox): sudo apt-get install bubblewrap"; exit 1; fi; }
 
 test: $(STAMP) bubblewrap
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 # Every notebook opened and run in JupyterLab in Debian's chromium (/usr/bin/chromium,
 # driven by Playwright); without that chromium the test is skipped, saying why.

@@ -22,6 +22,9 @@ cases to the judge while grading).  A lesson starts at its heading
 
 ``python tools/build.py --check`` builds into a scratch folder and lists every
 generated file that differs from the tree (exit 1), without writing anything.
+``--check --sources-only`` does the same without running the solved notebooks: it
+compares their cells but not their outputs (``make test`` uses it, because nbval
+re-runs every solved notebook and compares its outputs anyway).
 """
 
 from __future__ import annotations
@@ -170,9 +173,12 @@ def student_notebook(source_path: Path, slug: str, workdir: Path) -> str:
     return nbformat.writes(notebook) + "\n"
 
 
-def solved_notebook(notebook: nbformat.NotebookNode, workdir: Path) -> str:
-    """The source without hidden tests, executed in ``solutions/`` with outputs kept."""
+def solved_notebook(notebook: nbformat.NotebookNode, workdir: Path, execute: bool = True) -> str:
+    """The source without hidden tests, executed in ``solutions/`` with outputs kept
+    (with ``execute=False``, not run: for a check of the cells alone, see :func:`without_outputs`)."""
     solved, _ = ClearHiddenTests().preprocess(copy.deepcopy(notebook), {})
+    if not execute:
+        return nbformat.writes(solved) + "\n"
     env_backup = dict(os.environ)
     # A fresh progress file, so that the XP lines printed are the same on every build.
     os.environ["MCT_PROGRESS_FILE"] = str(workdir / "progress.json")
@@ -194,7 +200,7 @@ def solved_notebook(notebook: nbformat.NotebookNode, workdir: Path) -> str:
 # the build
 # --------------------------------------------------------------------------
 
-def build_part(master: Path, workdir: Path) -> dict[Path, str]:
+def build_part(master: Path, workdir: Path, execute: bool = True) -> dict[Path, str]:
     """All generated files of one part: {path relative to ROOT: content}."""
     slug = master.parent.name
     lesson_specs(slug)  # every lesson of the part must have its hidden cases declared
@@ -207,7 +213,7 @@ def build_part(master: Path, workdir: Path) -> dict[Path, str]:
         source_rel: source_text,
         Path("solutions") / f"{slug}.py": reference_module(source, slug),
         Path("notebooks") / f"{slug}.ipynb": student_notebook(scratch_source, slug, workdir / "release"),
-        Path("solutions") / f"{slug}.ipynb": solved_notebook(source, workdir),
+        Path("solutions") / f"{slug}.ipynb": solved_notebook(source, workdir, execute),
     }
 
 
@@ -248,14 +254,14 @@ def lesson_blocks_module() -> str:
     return "".join(parts)
 
 
-def build_all(only: list[str] | None = None) -> dict[Path, str]:
+def build_all(only: list[str] | None = None, execute: bool = True) -> dict[Path, str]:
     outputs: dict[Path, str] = {Path("shared") / "lesson_blocks.py": lesson_blocks_module()}
     for master in sorted(PARTS.glob("[0-9][0-9]_*/master.py")):
         if only and master.parent.name not in only:
             continue
         with tempfile.TemporaryDirectory(prefix="mct-build-") as scratch:
             started = time.perf_counter()
-            outputs.update(build_part(master, Path(scratch)))
+            outputs.update(build_part(master, Path(scratch), execute))
             print(f"built {master.parent.name} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return outputs
 
@@ -309,6 +315,17 @@ def comparable(path: Path, content: str) -> str:
     return json.dumps(notebook, sort_keys=True, ensure_ascii=False)
 
 
+def without_outputs(content: str) -> str:
+    """A notebook's cells and metadata, without what running it writes: outputs, execution
+    counts and the kernel's ``language_info``."""
+    notebook = json.loads(content)
+    notebook["metadata"].pop("language_info", None)
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+    return json.dumps(notebook, sort_keys=True, ensure_ascii=False)
+
+
 def same_content(path: Path, content: str) -> bool:
     return path.exists() and comparable(path, path.read_text()) == comparable(path, content)
 
@@ -338,8 +355,10 @@ def committed_text(rel: Path) -> str | None:
     return run.stdout if run.returncode == 0 else None
 
 
-def stale_files(outputs: dict[Path, str]) -> list[str]:
+def stale_files(outputs: dict[Path, str], sources_only: bool = False) -> list[str]:
     """Generated files whose content differs from a fresh build, with a short diff.
+
+    With ``sources_only``, the solved notebooks' outputs are not compared (nor built).
 
     A learner's notebook that holds their work is checked as committed: the learner's
     working copy is theirs, and `make test` must pass in a clone where they have worked.
@@ -360,6 +379,10 @@ def stale_files(outputs: dict[Path, str]) -> list[str]:
             if comparable(path, committed) != comparable(path, content):
                 problems.append(f"{rel}: the committed version is stale (run `make build`)")
             continue
+        if sources_only and rel.parts[0] == "solutions" and rel.suffix == ".ipynb":
+            if without_outputs(current) != without_outputs(content):
+                problems.append(f"{rel}: its cells are stale (run `make build`)")
+            continue
         if not same_content(path, content):
             diff = list(difflib.unified_diff(current.splitlines(), content.splitlines(),
                                              "in the tree", "fresh build", lineterm="", n=1))
@@ -370,14 +393,18 @@ def stale_files(outputs: dict[Path, str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="report stale files, write nothing")
+    parser.add_argument("--sources-only", action="store_true",
+                        help="with --check: do not run the solved notebooks, compare their cells only")
     parser.add_argument("--force", action="store_true", default=os.environ.get("FORCE") == "1",
                         help="overwrite student notebooks that hold work (after a backup)")
     parser.add_argument("parts", nargs="*", help="part slugs to build (default: all)")
     args = parser.parse_args(argv)
     try:
-        outputs = build_all(args.parts or None)
+        if args.sources_only and not args.check:
+            raise BuildError("--sources-only goes with --check: a build always runs the solved notebooks")
+        outputs = build_all(args.parts or None, execute=not args.sources_only)
         if args.check:
-            problems = stale_files(outputs)
+            problems = stale_files(outputs, args.sources_only)
             print("\n".join(problems) if problems else "all generated files are fresh")
             return 1 if problems else 0
         write_outputs(outputs, args.force)

@@ -479,6 +479,8 @@ lesson_passed("022")
 # - `np.isfinite(x)` is `False` for all three; `np.isnan` misses `inf` and
 #   `np.isinf` misses NaN.
 # - Every array counts: an overflow can happen in any layer, in a bias as well as in a weight.
+# - Look at the values, not at a sum of them: in float16, four finite values of 60000
+#   sum to `inf`, and a check of `np.sum(g)` would skip a good step.
 #
 # ### Math
 #
