@@ -23,12 +23,15 @@ are forked from a server that has imported torch once (see shared/real_cluster.p
 Without torch every test here but the last skips, saying how to install it.
 """
 
+import re
 import sys
+import tomllib
 
+import nbformat
 import numpy as np
 import pytest
 
-from course import tool
+from course import ROOT, tool
 from grading.judge import reference_function
 from shared import real_cluster
 from shared.lessons import lesson as find_lesson
@@ -200,18 +203,20 @@ def test_without_torch_the_command_says_how_to_install_it(monkeypatch, capsys):
 
 def test_torch_is_an_optional_extra_that_the_course_never_imports():
     """Pinned exactly in its own extra, installed by CI before `make test`, and imported by no module
-    that a notebook, the build or grading loads (shared.real_cluster imports it only when used)."""
-    import re
-    import tomllib
-
-    from course import ROOT
+    that a notebook, the build or grading loads (shared.real_cluster imports it only when used), nor
+    by any notebook."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["optional-dependencies"]["torch"] == ["torch==2.13.0"]
     assert not any(r.startswith("torch") for r in project["dependencies"] + project["optional-dependencies"]["dev"])
     ci = (ROOT / ".ci" / "run").read_text()
     assert ci.index("make torch") < ci.index("make test")
-    sources = [*ROOT.glob("shared/**/*.py"), *ROOT.glob("grading/*.py"), *ROOT.glob("tools/*.py"),
-               *ROOT.glob("autograde/parts/*/*.py"), *ROOT.glob("solutions/*.py"), *ROOT.glob("notebooks/*.ipynb")]
-    assert len(sources) > 30
-    for path in sources:
-        assert not re.search(r"^(import torch|from torch)", path.read_text(), re.MULTILINE), path
+    sources = {path: path.read_text() for pattern in ("shared/**/*.py", "grading/*.py", "tools/*.py",
+                                                      "autograde/parts/*/*.py", "solutions/*.py")
+               for path in ROOT.glob(pattern)}
+    for pattern in ("notebooks/*.ipynb", "solutions/*.ipynb"):
+        for path in ROOT.glob(pattern):
+            sources[path] = "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
+    assert len(sources) > 30 and any(path.suffix == ".ipynb" for path in sources)
+    for path, text in sources.items():  # a module's top level, or any line of a notebook's cells
+        indent = r"\s*" if path.suffix == ".ipynb" else ""
+        assert not re.search(rf"^{indent}(import torch|from torch)", text, re.MULTILINE), path
