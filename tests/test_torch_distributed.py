@@ -23,6 +23,7 @@ are forked from a server that has imported torch once (see shared/real_cluster.p
 Without torch every test here but the last skips, saying how to install it.
 """
 
+import multiprocessing
 import re
 import sys
 import tomllib
@@ -176,6 +177,7 @@ def test_a_worker_that_raises_ends_the_run_at_once_with_its_error(workers):
     assert failure.value.rank == 1
     assert str(failure.value).startswith("worker 1 of 2 failed: ValueError: worker 1 was told to fail")
     assert "Traceback" in failure.value.details and "fail_on_rank" in failure.value.details
+    assert multiprocessing.active_children() == []  # every worker stopped and joined
 
 
 @needs_torch
@@ -185,12 +187,14 @@ def test_a_worker_that_dies_is_named_as_the_cause(workers):
         real_cluster.launch(2, workers.die_on_rank, 1, timeout=TIMEOUT)
     assert failure.value.rank == 1
     assert "exited with code 3 without a result" in str(failure.value)
+    assert multiprocessing.active_children() == []
 
 
 @needs_torch
 def test_a_run_past_its_time_limit_is_stopped(workers):
     with pytest.raises(WorkerTimeout, match=r"did not finish in 3 s: worker\(s\) 0, 1 of 2 still running"):
         real_cluster.launch(2, workers.sleep_forever, timeout=3)
+    assert multiprocessing.active_children() == []
 
 
 def test_without_torch_the_command_says_how_to_install_it(monkeypatch, capsys):
