@@ -5,6 +5,8 @@
 #   make build         regenerate every generated file from the masters
 #   make progress      your lessons passed and XP out of 200
 #   make grade         grade your own notebooks with the real hidden tests (PART=02 for one part)
+#   make torch         install the optional extra: PyTorch (CPU), for its cross-checks and train-distributed
+#   make train-distributed  data-parallel and ZeRO training on real processes (WORKERS=4), beside the simulation
 # For instructors (COURSE_DIR=dir for another course directory, JOBS=n, STUDENTS="alice bob"):
 #   make release       nbgrader generate_assignment of every landed part
 #   make autograde     grade every submission in parallel; lists what needs manual grading
@@ -34,7 +36,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # nbgrader's instructor panels and its menu, hidden from the learner's JupyterLab.
 NBGRADER_PANELS := create-assignment formgrader course-list assignment-list menu
 
-.PHONY: help bubblewrap lab test test-browser build progress grade venv clean release autograde feedback grades mutation catalogue bench-grading
+.PHONY: help bubblewrap lab test test-browser build progress grade venv clean release autograde feedback grades mutation catalogue bench-grading torch train-distributed
 
 help:
 	@sed -n '2,/^$$/p' Makefile
@@ -108,6 +110,27 @@ progress: $(STAMP)
 PART ?=
 grade: $(STAMP)
 	@$(PY) tools/grade.py $(if $(PART),--part $(PART))
+
+# PyTorch is an optional extra (pyproject.toml, [project.optional-dependencies] torch): the
+# course never needs it; with it, `make test` also runs the cross-checks against PyTorch
+# (tests/test_torch_*.py) and `make train-distributed` runs. Installed again when pyproject.toml changes.
+TORCH_STAMP := $(VENV)/.torch-installed
+torch: $(STAMP)
+	@if $(PY) -c "import torch" 2>/dev/null && [ $(TORCH_STAMP) -nt pyproject.toml ]; then \
+	  echo "torch $$($(PY) -c 'import torch; print(torch.__version__)') is installed"; \
+	else \
+	  echo "== installing the optional extra torch (PyTorch, CPU build, the version pinned in pyproject.toml)"; \
+	  $(PY) -m pip install --progress-bar on -e '.[torch]' && \
+	  $(PY) -c "import torch.distributed as d; assert d.is_gloo_available(), 'this torch has no gloo backend'" && \
+	  touch $(TORCH_STAMP); \
+	fi
+
+# Lessons 029 and 035 on WORKERS real processes (torch.distributed, gloo, on this machine),
+# computing with the reference solutions, against the simulated run (tools/train_distributed.py).
+WORKERS ?= 4
+STEPS ?= 20
+train-distributed: $(STAMP)
+	@$(PY) tools/train_distributed.py --workers $(WORKERS) --steps $(STEPS)
 
 # The instructor's workflow (tools/instructor.py): autograde/ is the course directory unless
 # COURSE_DIR names another (it is set up there); grading never depends on the current directory.
