@@ -1,0 +1,291 @@
+"""Hidden cases of Part 7 (lessons 036-040), declared once.
+
+The accounting lessons (036-038) are exact integer arithmetic: every dtype, every ZeRO
+stage, worker counts that divide the parameters and ones that do not (each rank of an
+uneven split), checkpointing and micro-batches, the ZeRO paper's own figures, and every
+class of bad input.
+
+039 and 040 also report bytes that tracemalloc measures in the grading kernel. Those are
+compared with the reference's measurement (made by the judge) within a few percent
+(``key_tolerances``), while the counted bytes and the ledger's traffic are compared
+exactly: so a loop that ignores a switch scores 0 whether the switch shows in the losses
+(mixed precision), the traffic (data parallelism), what each worker holds (ZeRO) or the
+measured activations (accumulation, checkpointing).
+"""
+
+from dataclasses import replace
+
+import numpy as np
+
+from grading.spec import Case, LessonSpec, Raises, Refusal
+from shared import mlp
+from shared.memory import BYTES_PER_NUMBER
+from shared.training import TrainingConfig
+
+DTYPES = ("float16", "float32", "float64", "mixed")
+EXACT_COUNTS = {"rtol": 0.0, "atol": 0.0}
+#: Measured bytes: the learner's kernel and the judge measure the same steps; a few percent and a few
+#: KiB of Python objects apart at most, while a switch that is ignored costs far more.
+MEASURED = {"rtol": 0.05, "atol": 4096}
+
+
+def _seed(rng):
+    return int(rng.integers(0, 2**31))
+
+
+def _dtype(rng):
+    return str(rng.choice(DTYPES))
+
+
+def _known(dtype):
+    return dtype == "mixed" or dtype in BYTES_PER_NUMBER
+
+
+# 036 compute_param_memory_bytes and 037 compute_optimizer_memory_bytes ------------------
+
+def _layout_args(rng, *, stage=None, workers=None, uneven=True):
+    N = int(rng.integers(2, 9)) if workers is None else workers
+    psi = int(rng.integers(N, 5000)) // N * N + (int(rng.integers(1, N)) if uneven and N > 1 else 0)
+    return {"num_params": psi, "dtype": _dtype(rng), "zero_stage": int(rng.integers(0, 4)) if stage is None else stage,
+            "num_workers": N, "rank": int(rng.integers(0, N))}
+
+
+def layout_cases(rng):
+    cases = [Case({"num_params": int(rng.integers(1, 10**6)), "dtype": dtype, "zero_stage": 0, "num_workers": 1,
+                   "rank": 0}, f"{dtype}, one worker") for dtype in DTYPES]
+    for stage in range(4):
+        args = _layout_args(rng, stage=stage)
+        cases.append(Case(args, f"stage {stage}: {args['num_params']} parameters on {args['num_workers']} workers "
+                                f"(N does not divide them), rank {args['rank']}"))
+    N = int(rng.integers(3, 8))
+    psi = N * int(rng.integers(2, 50)) + N - 1
+    for rank in (0, N - 2, N - 1):  # the last of the longer shards, and the first of the shorter ones
+        cases.append(Case({"num_params": psi, "dtype": _dtype(rng), "zero_stage": 3, "num_workers": N, "rank": rank},
+                          f"{psi} parameters on {N} workers, stage 3, rank {rank}"))
+    args = _layout_args(rng, uneven=False, stage=int(rng.integers(1, 4)))
+    cases.append(Case(args, "N divides the parameters"))
+    cases.append(Case({"num_params": 3, "dtype": "float32", "zero_stage": 2, "num_workers": 5, "rank": 4},
+                      "more workers than parameters: worker 4 owns nothing"))
+    cases.append(Case({"num_params": 0, "dtype": _dtype(rng), "zero_stage": int(rng.integers(0, 4)),
+                       "num_workers": 2, "rank": 1}, "no parameters at all"))
+    stage = int(rng.integers(0, 4))
+    cases.append(Case({"num_params": 7_500_000_000, "dtype": "mixed", "zero_stage": stage, "num_workers": 64,
+                       "rank": int(rng.integers(0, 64))}, f"the ZeRO paper's 7.5 billion parameters, stage {stage}"))
+    good = _layout_args(rng)
+    bad = [({"dtype": "bfloat16"}, "the dtype is bfloat16 (unknown)"), ({"dtype": "int8"}, "the dtype is int8"),
+           ({"num_params": -int(rng.integers(1, 100))}, "num_params is negative"),
+           ({"zero_stage": 4}, "zero_stage is 4"), ({"zero_stage": -1}, "zero_stage is -1"),
+           ({"num_workers": 0, "rank": 0}, "num_workers is 0"),
+           ({"rank": good["num_workers"]}, "rank is num_workers"), ({"rank": -1}, "rank is -1")]
+    cases += [Raises({**good, **change}, ValueError, why) for change, why in bad]
+    return cases
+
+
+LAYOUT_REFUSALS = (
+    Refusal("an unknown dtype", ValueError, lambda a: not _known(a["dtype"])),
+    Refusal("num_params < 0", ValueError, lambda a: a["num_params"] < 0),
+    Refusal("zero_stage outside {0, 1, 2, 3}", ValueError, lambda a: a["zero_stage"] not in (0, 1, 2, 3)),
+    Refusal("num_workers < 1", ValueError, lambda a: a["num_workers"] < 1),
+    Refusal("rank outside [0, num_workers)", ValueError, lambda a: not 0 <= a["rank"] < a["num_workers"]),
+)
+
+# 038 compute_peak_activation_memory_bytes -------------------------------------------------
+
+def activation_cases(rng):
+    cases = []
+    for dtype in DTYPES:
+        B, D, L = int(rng.integers(1, 200)), int(rng.integers(1, 130)), int(rng.integers(1, 9))
+        cases.append(Case({"batch_size": B, "width": D, "num_layers": L, "dtype": dtype, "segment_size": None,
+                           "num_micro_batches": 1}, f"{dtype}, no checkpointing, one micro-batch"))
+    for _ in range(3):
+        L = int(rng.integers(2, 17))
+        s = int(rng.integers(1, L + 2))
+        cases.append(Case({"batch_size": int(rng.integers(1, 300)), "width": int(rng.integers(1, 100)),
+                           "num_layers": L, "dtype": _dtype(rng), "segment_size": s, "num_micro_batches": 1},
+                          f"checkpointing {L} layers in segments of {s}"))
+    for _ in range(3):
+        B = int(rng.integers(10, 500))
+        k = int(rng.integers(2, 10))
+        B += 0 if B % k else 1  # k does not divide B: the micro-batches differ in size
+        cases.append(Case({"batch_size": B, "width": int(rng.integers(1, 100)), "num_layers": int(rng.integers(1, 9)),
+                           "dtype": _dtype(rng), "segment_size": None, "num_micro_batches": k},
+                          f"{B} rows in {k} micro-batches"))
+    B = int(rng.integers(5, 50))
+    cases.append(Case({"batch_size": B, "width": 8, "num_layers": 4, "dtype": "float32", "segment_size": None,
+                       "num_micro_batches": B}, "one row per micro-batch"))
+    L = int(rng.integers(4, 17))
+    cases.append(Case({"batch_size": int(rng.integers(50, 2000)), "width": int(rng.integers(8, 300)), "num_layers": L,
+                       "dtype": "mixed", "segment_size": int(rng.integers(2, L)),
+                       "num_micro_batches": int(rng.integers(2, 9))}, "everything at once, mixed precision"))
+    good = {"batch_size": 12, "width": 8, "num_layers": 4, "dtype": "float32", "segment_size": 2,
+            "num_micro_batches": 3}
+    bad = [({"dtype": "float128"}, "the dtype is float128 (unknown)"), ({"batch_size": 0}, "batch_size is 0"),
+           ({"width": -int(rng.integers(1, 9))}, "width is negative"), ({"num_layers": 0}, "num_layers is 0"),
+           ({"segment_size": 0}, "segment_size is 0"), ({"num_micro_batches": 0}, "num_micro_batches is 0"),
+           ({"num_micro_batches": 13}, "13 micro-batches for 12 rows")]
+    cases += [Raises({**good, **change}, ValueError, why) for change, why in bad]
+    return cases
+
+
+ACTIVATION_REFUSALS = (
+    Refusal("an unknown dtype", ValueError, lambda a: not _known(a["dtype"])),
+    Refusal("a size below 1 (batch_size, width, num_layers, segment_size)", ValueError,
+            lambda a: min(a["batch_size"], a["width"], a["num_layers"]) < 1
+            or (a["segment_size"] is not None and a["segment_size"] < 1)),
+    Refusal("num_micro_batches outside [1, batch_size]", ValueError,
+            lambda a: not 1 <= a["num_micro_batches"] <= a["batch_size"]),
+)
+
+
+# 039 compare_memory_with_and_without_optimizations ----------------------------------------
+
+def _mlp(rng, width, layers, dtype=np.float64, out=2):
+    params = mlp.init_params([width] * layers + [out], seed=_seed(rng))
+    return {key: value.astype(dtype) for key, value in params.items()}
+
+
+def _batch(rng, rows, width, dtype=np.float64, out=2):
+    return rng.standard_normal((rows, width)).astype(dtype), rng.standard_normal((rows, out)).astype(dtype)
+
+
+def compare_cases(rng):
+    cases = []
+    for dtype, about in ((np.float64, "float64"), (np.float32, "float32")):
+        width, layers = int(rng.integers(24, 41)), int(rng.integers(3, 6))
+        N, k = int(rng.integers(2, 5)), int(rng.integers(2, 5))
+        rows = int(rng.integers(24, 40)) * N + int(rng.integers(1, N))  # N does not divide the batch
+        config = TrainingConfig(num_workers=N, num_micro_batches=k, segment_size=int(rng.integers(1, layers)),
+                                mixed_precision=True, zero_stage=1)
+        X, Y = _batch(rng, rows, width, dtype)
+        cases.append(Case({"params": _mlp(rng, width, layers, dtype), "X": X, "Y": Y, "config": config},
+                          f"{about} parameters, every technique: {N} workers, {k} micro-batches, {rows} rows"))
+    width = int(rng.integers(24, 41))
+    X, Y = _batch(rng, 96, width)
+    config = TrainingConfig(num_workers=3, num_micro_batches=2, segment_size=None, mixed_precision=False, zero_stage=0)
+    cases.append(Case({"params": _mlp(rng, width, 4), "X": X, "Y": Y, "config": config},
+                      "some techniques off: no checkpointing, no mixed precision, no ZeRO"))
+    X, Y = _batch(rng, 64, 32)
+    cases.append(Case({"params": _mlp(rng, 32, 2), "X": X, "Y": Y, "config": TrainingConfig()},
+                      "every technique off: six rows alike"))
+    good = {"params": _mlp(rng, 8, 3), "X": _batch(rng, 12, 8)[0], "Y": _batch(rng, 12, 8)[1],
+            "config": TrainingConfig(num_workers=2, num_micro_batches=2, segment_size=2)}
+    bad = [({"params": {**good["params"], "W2": np.ones((6, 8)), "W1": np.ones((8, 6)), "b1": np.zeros(6)}},
+            "a hidden layer is 6 wide and X 8"),
+           ({"config": replace(good["config"], num_workers=13)}, "13 workers for 12 examples"),
+           ({"config": replace(good["config"], num_workers=5, num_micro_batches=3)},
+            "3 micro-batches and the smallest of 5 workers has 2 examples")]
+    cases += [Raises({**good, **change}, ValueError, why) for change, why in bad]
+    return cases
+
+
+def _widths_differ(a):
+    width = a["X"].shape[1]
+    return any(value.shape[0] != width for key, value in a["params"].items() if key.startswith("W"))
+
+
+def _too_many_workers(a):
+    return a["config"].num_workers > len(a["X"])
+
+
+def _micro_batches_do_not_fit(a):
+    return not _too_many_workers(a) and a["config"].num_micro_batches > len(a["X"]) // a["config"].num_workers
+
+
+COMPARE_REFUSALS = (
+    Refusal("a layer's input is not as wide as X", ValueError, _widths_differ),
+    Refusal("more workers than examples", ValueError, _too_many_workers),
+    Refusal("more micro-batches than the smallest worker's examples", ValueError, _micro_batches_do_not_fit),
+)
+
+
+# 040 full_distributed_training_loop ---------------------------------------------------------
+
+F16 = {"rtol": 2e-3, "atol": 1e-5}  # mixed precision: float16 passes may round in another order
+
+
+def loop_cases(rng):
+    def case(config, about, width=None, layers=None, rows=None, dtype=np.float64, **extra):
+        width = int(rng.integers(8, 17)) if width is None else width
+        layers = int(rng.integers(3, 6)) if layers is None else layers
+        rows = int(rng.integers(16, 40)) if rows is None else rows
+        X, Y = _batch(rng, rows, width, dtype)
+        return Case({"params": _mlp(rng, width, layers, dtype), "X": X, "Y": Y, "config": config}, about, **extra)
+
+    steps = int(rng.integers(2, 4))
+    lr = float(rng.uniform(1e-3, 1e-2))
+    plain = TrainingConfig(steps=steps, learning_rate=lr)
+    N = int(rng.integers(2, 5))
+    cases = [case(plain, "every switch off: plain Adam on one worker"),
+             case(replace(plain, num_workers=N), f"data parallel on {N} workers (uneven shards)",
+                  rows=int(rng.integers(8, 12)) * N + 1),
+             case(replace(plain, num_micro_batches=int(rng.integers(2, 5))), "gradient accumulation", width=32,
+                  rows=int(rng.integers(60, 90))),
+             case(replace(plain, segment_size=2), "checkpointing 6 layers in segments of 2", width=32, layers=6,
+                  rows=int(rng.integers(60, 90))),
+             case(replace(plain, mixed_precision=True, loss_scale=2.0 ** 10), "mixed precision", **F16),
+             case(replace(plain, num_workers=N, zero_stage=1), f"ZeRO on {N} workers", rows=8 * N + 3),
+             case(replace(plain, num_workers=2, num_micro_batches=2, segment_size=2, mixed_precision=True,
+                          zero_stage=1, loss_scale=2.0 ** 8), "every switch on", width=32, layers=6, rows=130, **F16),
+             case(replace(plain, steps=3, num_workers=3, mixed_precision=True, loss_scale=2.0 ** 40),
+                  "a loss scale of 2**40: every step skipped, the scale halved each time", **F16),
+             case(replace(plain, steps=3, mixed_precision=True, zero_stage=1, num_workers=2, loss_scale=4.0,
+                          growth_interval=1), "growth_interval 1: the scale doubles after every clean step", **F16),
+             case(replace(plain, num_workers=3, zero_stage=1, num_micro_batches=2), "float32 parameters, ZeRO",
+                  dtype=np.float32, rtol=1e-5, atol=1e-6)]
+    params = _mlp(rng, 4, 2)
+    X, Y = _batch(rng, 12, 4)
+    good = {"params": params, "X": X, "Y": Y, "config": plain}
+    tiny = {"W1": np.ones((1, 1)), "b1": np.zeros(1)}
+    bad = [({"Y": Y[:10]}, "X has 12 rows and Y 10"),
+           ({"config": replace(plain, num_workers=13)}, "13 workers for 12 examples"),
+           ({"config": replace(plain, num_workers=5, num_micro_batches=3)},
+            "3 micro-batches and the smallest of 5 workers has 2 examples"),
+           ({"config": replace(plain, num_micro_batches=13)}, "13 micro-batches for 12 examples on one worker"),
+           ({"params": tiny, "X": X[:, :1], "config": replace(plain, num_workers=3, zero_stage=1)},
+            "ZeRO with 3 workers for 2 parameters")]
+    cases += [Raises({**good, **change}, ValueError, why) for change, why in bad]
+    return cases
+
+
+def _loop_too_many_workers(a):
+    return len(a["X"]) == len(a["Y"]) and _too_many_workers(a)
+
+
+def _loop_micro_batches(a):
+    return len(a["X"]) == len(a["Y"]) and _micro_batches_do_not_fit(a)
+
+
+def _zero_without_elements(a):
+    size = sum(value.size for value in a["params"].values())
+    return (len(a["X"]) == len(a["Y"]) and not _too_many_workers(a) and not _micro_batches_do_not_fit(a)
+            and a["config"].zero_stage and a["config"].num_workers > size)
+
+
+LOOP_REFUSALS = (
+    Refusal("X and Y of different lengths", ValueError, lambda a: len(a["X"]) != len(a["Y"])),
+    Refusal("more workers than examples", ValueError, _loop_too_many_workers),
+    Refusal("more micro-batches than the smallest worker's examples", ValueError, _loop_micro_batches),
+    Refusal("ZeRO with more workers than parameters", ValueError, _zero_without_elements),
+)
+
+LOOP_KEYS = {"traffic": EXACT_COUNTS, "parameters": EXACT_COUNTS, "gradients": EXACT_COUNTS,
+             "optimizer": EXACT_COUNTS, "activations": MEASURED, "skipped": EXACT_COUNTS,
+             "loss_scale": EXACT_COUNTS}
+COMPARE_KEYS = {"parameters": EXACT_COUNTS, "gradients": EXACT_COUNTS, "optimizer": EXACT_COUNTS,
+                "activations": EXACT_COUNTS, "predicted": EXACT_COUNTS, "measured": MEASURED}
+
+#: The building blocks 040 uses, from Parts 3 to 6 (worker_gradients in shared.training calls 017's).
+LOOP_BLOCKS = ("shard_dataset_across_workers", "ring_all_reduce_mean", "local_shard_adam_update",
+               "all_gather_param_shards", "mlp_backward_checkpointed")
+
+LESSONS = (
+    LessonSpec("036", layout_cases, rtol=0.0, atol=0.0, exact=True, refuses=LAYOUT_REFUSALS),
+    LessonSpec("037", layout_cases, rtol=0.0, atol=0.0, exact=True, refuses=LAYOUT_REFUSALS),
+    LessonSpec("038", activation_cases, rtol=0.0, atol=0.0, exact=True, refuses=ACTIVATION_REFUSALS,
+               isolate=("estimate_checkpointing_memory_savings",)),
+    LessonSpec("039", compare_cases, refuses=COMPARE_REFUSALS, key_tolerances=COMPARE_KEYS, time_limit=40.0,
+               isolate=("compute_param_memory_bytes", "compute_optimizer_memory_bytes",
+                        "compute_peak_activation_memory_bytes")),
+    LessonSpec("040", loop_cases, rtol=1e-9, atol=1e-12, refuses=LOOP_REFUSALS, key_tolerances=LOOP_KEYS,
+               time_limit=60.0, isolate=LOOP_BLOCKS),
+)
