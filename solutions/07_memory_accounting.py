@@ -198,8 +198,10 @@ def full_distributed_training_loop(params, X, Y, config):
         raise ValueError(f"ZeRO with {N} workers for {size} parameters: some worker would own nothing")
     cluster, shards = Cluster(N), shard_dataset_across_workers(X, Y, N)
     flat = np.concatenate([params[key].ravel() for key in keys])
-    cuts = np.cumsum([0] + [len(c) for c in np.array_split(flat, N)]) if config.zero_stage else [0] * N + [size]
-    own = [(cuts[r], cuts[r + 1]) if config.zero_stage else (0, size) for r in range(N)]
+    own = [(0, size)] * N  # what each worker updates: everything, or with ZeRO its shard
+    if config.zero_stage:
+        cuts = np.cumsum([0] + [len(c) for c in np.array_split(flat, N)])
+        own = [(cuts[r], cuts[r + 1]) for r in range(N)]
     working = [flat.astype(np.float16) if mixed else flat.copy() for _ in range(N)]
     master = [flat[lo:hi].astype(np.float32) for lo, hi in own] if mixed else None
     states = [{"step": 0, "m": np.zeros(hi - lo, np.float32 if mixed else flat.dtype),
@@ -212,8 +214,8 @@ def full_distributed_training_loop(params, X, Y, config):
             offset += params[key].size
         return out
 
-    scale, clean = float(config.loss_scale) if mixed else 1.0, 0
-    history = {"loss": [], "skipped": [], "loss_scale": [], "memory": None, "traffic": None}
+    scale, clean = config.loss_scale if mixed else 1.0, 0
+    history = {"loss": [], "skipped": [], "loss_scale": []}
     activations, grad_bytes = [0] * N, [0] * N
     for step in tqdm(range(config.steps), desc="training", disable=not config.progress_bar, mininterval=0,
                      bar_format="{desc}: step {n_fmt}/{total_fmt} |{bar:20}|"):
@@ -239,9 +241,9 @@ def full_distributed_training_loop(params, X, Y, config):
             new = [shard.astype(np.float16) if mixed else shard for shard, _ in updates]
             if config.zero_stage:
                 new, _ = all_gather_param_shards(new, cluster)
-            skipped = mixed and not all(np.isfinite(vector).all() for vector in new)
-        history["loss"].append(float(loss))
-        history["skipped"].append(bool(skipped))
+            skipped = mixed and not all(np.isfinite(vector).all() for vector in new)  # every worker sees the same
+        history["loss"].append(loss)
+        history["skipped"].append(skipped)
         history["loss_scale"].append(float(scale))
         if skipped:  # nothing changes; the scale halves
             scale, clean = scale / 2, 0
@@ -253,10 +255,9 @@ def full_distributed_training_loop(params, X, Y, config):
             clean += 1
             if clean == config.growth_interval:
                 scale, clean = scale * 2, 0
-    history["memory"] = [{"parameters": int(working[r].nbytes), "gradients": int(grad_bytes[r]),
-                          "optimizer": int(states[r]["m"].nbytes + states[r]["v"].nbytes
-                                           + (master[r].nbytes if mixed else 0)),
-                          "activations": int(activations[r])} for r in range(N)]
+    history["memory"] = [{"parameters": working[r].nbytes, "gradients": grad_bytes[r],
+                          "optimizer": states[r]["m"].nbytes + states[r]["v"].nbytes + (master[r].nbytes if mixed else 0),
+                          "activations": activations[r]} for r in range(N)]
     history["traffic"] = cluster.ledger.summary()
     final = np.concatenate(master) if mixed and config.zero_stage else (master[0] if mixed else working[0])
-    return {key: value.copy() for key, value in as_dict(final).items()}, history
+    return as_dict(final), history

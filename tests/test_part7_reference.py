@@ -183,7 +183,7 @@ def test_data_parallelism_and_zero_give_plain_adams_parameters(N, zero):
 
 
 def test_every_switch_on_follows_plain_adam_within_one_percent():
-    params = mlp.init_params([32, 32, 32, 32, 4], seed=0)  # the notebook's run, 10 of its 30 steps
+    params = mlp.init_params([32, 32, 32, 32, 4], seed=0)  # the notebook's MLP, on 512 examples
     rng = np.random.default_rng(3)
     X, Y = rng.standard_normal((512, 32)), rng.standard_normal((512, 4))
     config = TrainingConfig(steps=10, learning_rate=1e-3, num_workers=4, num_micro_batches=4, segment_size=2,

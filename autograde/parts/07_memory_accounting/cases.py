@@ -66,6 +66,8 @@ def layout_cases(rng):
     cases.append(Case(args, "N divides the parameters"))
     cases.append(Case({"num_params": 3, "dtype": "float32", "zero_stage": 2, "num_workers": 5, "rank": 4},
                       "more workers than parameters: worker 4 owns nothing"))
+    cases.append(Case({"num_params": 1, "dtype": _dtype(rng), "zero_stage": 3, "num_workers": 1, "rank": 0},
+                      "one parameter"))
     cases.append(Case({"num_params": 0, "dtype": _dtype(rng), "zero_stage": int(rng.integers(0, 4)),
                        "num_workers": 2, "rank": 1}, "no parameters at all"))
     stage = int(rng.integers(0, 4))
@@ -73,13 +75,19 @@ def layout_cases(rng):
                        "rank": int(rng.integers(0, 64))}, f"the ZeRO paper's 7.5 billion parameters, stage {stage}"))
     good = _layout_args(rng)
     bad = [({"dtype": "bfloat16"}, "the dtype is bfloat16 (unknown)"), ({"dtype": "int8"}, "the dtype is int8"),
-           ({"num_params": -int(rng.integers(1, 100))}, "num_params is negative"),
+           ({"num_params": -int(rng.integers(2, 100))}, "num_params is negative"), ({"num_params": -1}, "num_params is -1"),
            ({"zero_stage": 4}, "zero_stage is 4"), ({"zero_stage": -1}, "zero_stage is -1"),
            ({"num_workers": 0, "rank": 0}, "num_workers is 0"),
            ({"rank": good["num_workers"]}, "rank is num_workers"), ({"rank": -1}, "rank is -1")]
     cases += [Raises({**good, **change}, ValueError, why) for change, why in bad]
     return cases
 
+
+NO_RANK = "with N < 1 no rank is in [0, N): the rank check refuses it with ValueError, the error the contract asks for"
+LAYOUT_EQUIVALENT = (
+    ("constant 1 - 1 | if num_workers < 1:", NO_RANK), ("constant 1 -> 0 | if num_workers < 1:", NO_RANK),
+    ('drop the `raise` | raise ValueError(f"num_workers must be at least 1, got {num_workers}")', NO_RANK),
+)
 
 LAYOUT_REFUSALS = (
     Refusal("an unknown dtype", ValueError, lambda a: not _known(a["dtype"])),
@@ -127,6 +135,12 @@ def activation_cases(rng):
     return cases
 
 
+ACTIVATION_EQUIVALENT = (
+    ("swap the first two arguments of `estimate_checkpointing_memory_savings` | peak = "
+     "estimate_checkpointing_memory_savings(largest, width",
+     "018's bytes depend on the batch size and the width only through their product (B D b per array, B D per mask)"),
+)
+
 ACTIVATION_REFUSALS = (
     Refusal("an unknown dtype", ValueError, lambda a: not _known(a["dtype"])),
     Refusal("a size below 1 (batch_size, width, num_layers, segment_size)", ValueError,
@@ -167,10 +181,19 @@ def compare_cases(rng):
     X, Y = _batch(rng, 64, 32)
     cases.append(Case({"params": _mlp(rng, 32, 2), "X": X, "Y": Y, "config": TrainingConfig()},
                       "every technique off: six rows alike"))
+    X, Y = _batch(rng, 7, 32)
+    cases.append(Case({"params": _mlp(rng, 32, 3), "X": X, "Y": Y,
+                       "config": TrainingConfig(num_workers=2, num_micro_batches=3, segment_size=1)},
+                      "7 rows on 2 workers in 3 micro-batches: the smallest worker's 3 rows, one each"))
+    X, Y = _batch(rng, 3, 32)
+    cases.append(Case({"params": _mlp(rng, 32, 3), "X": X, "Y": Y,
+                       "config": TrainingConfig(num_workers=3, zero_stage=1)}, "as many workers as rows (3)"))
     good = {"params": _mlp(rng, 8, 3), "X": _batch(rng, 12, 8)[0], "Y": _batch(rng, 12, 8)[1],
             "config": TrainingConfig(num_workers=2, num_micro_batches=2, segment_size=2)}
     bad = [({"params": {**good["params"], "W2": np.ones((6, 8)), "W1": np.ones((8, 6)), "b1": np.zeros(6)}},
             "a hidden layer is 6 wide and X 8"),
+           ({"params": {**good["params"], "W2": np.ones((8, 6)), "b2": np.zeros(6), "W3": np.ones((6, 2))}},
+            "the last layer's input is 6 wide and X 8"),
            ({"config": replace(good["config"], num_workers=13)}, "13 workers for 12 examples"),
            ({"config": replace(good["config"], num_workers=5, num_micro_batches=3)},
             "3 micro-batches and the smallest of 5 workers has 2 examples")]
@@ -190,6 +213,21 @@ def _too_many_workers(a):
 def _micro_batches_do_not_fit(a):
     return not _too_many_workers(a) and a["config"].num_micro_batches > len(a["X"]) // a["config"].num_workers
 
+
+FLOOR = ("k is an int: k > B // N and k > B / N hold together (k > floor(x) exactly when k > x), and an "
+         "unchecked B < N leaves B // N = 0 < k")
+NO_SHARD = "with N > B the smallest worker has B // N = 0 rows, and the micro-batch check refuses it with ValueError"
+SAME_BYTES = "036's parameters and gradients take the same bytes at stages 0 and 1, the only ones a TrainingConfig allows"
+COMPARE_EQUIVALENT = (
+    ('drop the `raise` | raise ValueError(f"{N} workers for {len(X)} examples: some worker would get no data")',
+     NO_SHARD),
+    ("`//` -> `/` | if k > len(X) // N:", FLOOR),
+    ("constant 1 + 1 | for i in range(1, layers + 1)):",
+     "the first layer's input is X's width in any MLP that can run on X (else X @ W1 fails with ValueError)"),
+    ("key 'parameters' -> 'gradients' | entry = {\"configuration\": name, \"parameters\": memory[\"parameters\"],",
+     SAME_BYTES),
+    ("key 'gradients' -> 'parameters' | \"gradients\": memory[\"gradients\"] * (2 if", SAME_BYTES),
+)
 
 COMPARE_REFUSALS = (
     Refusal("a layer's input is not as wide as X", ValueError, _widths_differ),
@@ -220,18 +258,32 @@ def loop_cases(rng):
                   rows=int(rng.integers(8, 12)) * N + 1),
              case(replace(plain, num_micro_batches=int(rng.integers(2, 5))), "gradient accumulation", width=32,
                   rows=int(rng.integers(60, 90))),
-             case(replace(plain, segment_size=2), "checkpointing 6 layers in segments of 2", width=32, layers=6,
-                  rows=int(rng.integers(60, 90))),
-             case(replace(plain, mixed_precision=True, loss_scale=2.0 ** 10), "mixed precision", **F16),
+             case(replace(plain, steps=1, segment_size=2), "checkpointing 6 layers in segments of 2, one step",
+                  width=32, layers=6, rows=int(rng.integers(60, 90))),
+             case(replace(plain, mixed_precision=True, loss_scale=1024), "mixed precision, the scale given as an int",
+                  **F16),
              case(replace(plain, num_workers=N, zero_stage=1), f"ZeRO on {N} workers", rows=8 * N + 3),
              case(replace(plain, num_workers=2, num_micro_batches=2, segment_size=2, mixed_precision=True,
-                          zero_stage=1, loss_scale=2.0 ** 8), "every switch on", width=32, layers=6, rows=130, **F16),
+                          zero_stage=1, loss_scale=2.0 ** 8), "every switch on", width=16, layers=6, rows=66, **F16),
+             case(replace(plain, num_workers=N), f"as many workers as examples ({N})", rows=N),
+             case(replace(plain, num_workers=2, num_micro_batches=3), "7 examples on 2 workers in 3 micro-batches "
+                  "(the smallest worker's 3 examples, one each)", rows=7),
              case(replace(plain, steps=3, num_workers=3, mixed_precision=True, loss_scale=2.0 ** 40),
                   "a loss scale of 2**40: every step skipped, the scale halved each time", **F16),
              case(replace(plain, steps=3, mixed_precision=True, zero_stage=1, num_workers=2, loss_scale=4.0,
                           growth_interval=1), "growth_interval 1: the scale doubles after every clean step", **F16),
              case(replace(plain, num_workers=3, zero_stage=1, num_micro_batches=2), "float32 parameters, ZeRO",
                   dtype=np.float32, rtol=1e-5, atol=1e-6)]
+    tiny_X, tiny_Y = _batch(rng, 6, 1, out=1)
+    cases.append(Case({"params": {"W1": np.array([[0.5]]), "b1": np.zeros(1)}, "X": tiny_X, "Y": tiny_Y,
+                       "config": replace(plain, num_workers=2, zero_stage=1)},
+                      "ZeRO with as many workers as parameters (2): one each"))
+    fixed = mlp.init_params([8, 8, 8, 2], seed=5)  # fixed data: at this scale float16 overflows now and then
+    fixed_X = np.random.default_rng(0).standard_normal((24, 8))
+    cases.append(Case({"params": fixed, "X": fixed_X, "Y": _fixed_targets(),
+                       "config": TrainingConfig(steps=6, mixed_precision=True, loss_scale=2.0 ** 17,
+                                                growth_interval=2)},
+                      "a scale of 2**17, growth_interval 2: steps skipped, then the scale doubles again", **F16))
     params = _mlp(rng, 4, 2)
     X, Y = _batch(rng, 12, 4)
     good = {"params": params, "X": X, "Y": Y, "config": plain}
@@ -241,10 +293,16 @@ def loop_cases(rng):
            ({"config": replace(plain, num_workers=5, num_micro_batches=3)},
             "3 micro-batches and the smallest of 5 workers has 2 examples"),
            ({"config": replace(plain, num_micro_batches=13)}, "13 micro-batches for 12 examples on one worker"),
-           ({"params": tiny, "X": X[:, :1], "config": replace(plain, num_workers=3, zero_stage=1)},
+           ({"params": tiny, "X": X[:, :1], "Y": Y[:, :1], "config": replace(plain, num_workers=3, zero_stage=1)},
             "ZeRO with 3 workers for 2 parameters")]
     cases += [Raises({**good, **change}, ValueError, why) for change, why in bad]
     return cases
+
+
+def _fixed_targets():
+    rng = np.random.default_rng(0)
+    rng.standard_normal((24, 8))
+    return rng.standard_normal((24, 2))
 
 
 def _loop_too_many_workers(a):
@@ -268,6 +326,38 @@ LOOP_REFUSALS = (
     Refusal("ZeRO with more workers than parameters", ValueError, _zero_without_elements),
 )
 
+SPLIT = ("split_into_micro_batches (lesson 011, in worker_gradients) refuses a worker with fewer examples than "
+         "micro-batches with ValueError itself, before any step")
+SAME_ON_EVERY_WORKER = "after the collective every worker holds the same vector (and without ZeRO the same state)"
+DISPLAY = "the progress bar is display only (stderr); nothing it shows is graded"
+LOOP_EQUIVALENT = (
+    ("`list(x)` -> `x` | keys, size = list(params)", "keys is only iterated, and a dict iterates over its keys"),
+    ('drop the `raise` | raise ValueError(f"X has {len(X)} rows but Y has {len(Y)}")',
+     "shard_dataset_across_workers (lesson 025) refuses X and Y of different lengths with ValueError itself"),
+    ('drop the `raise` | raise ValueError(f"{N} workers for {len(X)} examples: some worker would get no data")',
+     NO_SHARD),
+    ("`//` -> `/` | if k > len(X) // N:", FLOOR),
+    ("drop the right operand of `//` | if k > len(X) // N:", SPLIT),
+    ('drop the `raise` | raise ValueError(f"{k} micro-batches do not fit', SPLIT),
+    ("`copy(` -> `view(` | working = [flat.astype(np.float16) if mixed else flat.copy()",
+     "flat is the loop's own concatenation, and no worker writes into its vector: each step makes new ones"),
+    *((f"constant 0 {op} 1 | activations, grad_bytes = [0] * N, [0] * N",
+       "the first step sets every worker's gradient bytes and maxes its activations with a measurement of "
+       "thousands of bytes") for op in "+-"),
+    *((mutation + " | for step in tqdm(range(config.steps)", DISPLAY)
+      for mutation in ("drop `not`", "constant 0 + 1", "constant 0 - 1")),
+    ("swap the first two arguments of `max` | activations[r], grad_bytes[r] = max(activations[r], measured)",
+     "max is symmetric"),
+    ("`all(` -> `any(` | skipped = mixed and not all(", SAME_ON_EVERY_WORKER),
+    *((f"key '{a}' -> '{b}' | \"optimizer\": states[r][\"m\"].nbytes + states[r][\"v\"].nbytes",
+       "m and v have the same shape and dtype") for a, b in (("m", "v"), ("v", "m"))),
+    ("constant 0 - 1 | final = np.concatenate(master) if mixed and config.zero_stage else (master[0]",
+     SAME_ON_EVERY_WORKER),
+    ("`float(x)` -> `x` | history[\"loss_scale\"].append(float(scale))",
+     "the scale is a float unless a TrainingConfig was given an int, and the judge takes an int equal to the "
+     "expected float as that float"),
+)
+
 LOOP_KEYS = {"traffic": EXACT_COUNTS, "parameters": EXACT_COUNTS, "gradients": EXACT_COUNTS,
              "optimizer": EXACT_COUNTS, "activations": MEASURED, "skipped": EXACT_COUNTS,
              "loss_scale": EXACT_COUNTS}
@@ -279,13 +369,16 @@ LOOP_BLOCKS = ("shard_dataset_across_workers", "ring_all_reduce_mean", "local_sh
                "all_gather_param_shards", "mlp_backward_checkpointed")
 
 LESSONS = (
-    LessonSpec("036", layout_cases, rtol=0.0, atol=0.0, exact=True, refuses=LAYOUT_REFUSALS),
-    LessonSpec("037", layout_cases, rtol=0.0, atol=0.0, exact=True, refuses=LAYOUT_REFUSALS),
+    LessonSpec("036", layout_cases, rtol=0.0, atol=0.0, exact=True, refuses=LAYOUT_REFUSALS,
+               equivalent_mutants=LAYOUT_EQUIVALENT),
+    LessonSpec("037", layout_cases, rtol=0.0, atol=0.0, exact=True, refuses=LAYOUT_REFUSALS,
+               equivalent_mutants=LAYOUT_EQUIVALENT),
     LessonSpec("038", activation_cases, rtol=0.0, atol=0.0, exact=True, refuses=ACTIVATION_REFUSALS,
-               isolate=("estimate_checkpointing_memory_savings",)),
+               isolate=("estimate_checkpointing_memory_savings",), equivalent_mutants=ACTIVATION_EQUIVALENT),
     LessonSpec("039", compare_cases, refuses=COMPARE_REFUSALS, key_tolerances=COMPARE_KEYS, time_limit=40.0,
+               equivalent_mutants=COMPARE_EQUIVALENT,
                isolate=("compute_param_memory_bytes", "compute_optimizer_memory_bytes",
                         "compute_peak_activation_memory_bytes")),
     LessonSpec("040", loop_cases, rtol=1e-9, atol=1e-12, refuses=LOOP_REFUSALS, key_tolerances=LOOP_KEYS,
-               time_limit=60.0, isolate=LOOP_BLOCKS),
+               time_limit=60.0, isolate=LOOP_BLOCKS, equivalent_mutants=LOOP_EQUIVALENT),
 )
