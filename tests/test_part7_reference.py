@@ -210,7 +210,9 @@ SWITCHES = {
 @pytest.mark.parametrize("name", list(SWITCHES))
 def test_each_workers_memory_is_what_036_to_038_predict(name):
     config = SWITCHES[name]
-    rows = 4096 if config.mixed_precision else 1024  # a micro-batch's arrays of 512 KiB: NumPy reuses temporaries
+    # float64 micro-batches of 1,024 rows: arrays of 512 KiB, where NumPy reuses its temporaries (within 10 %);
+    # float16 ones of 512 rows, 64 KiB arrays, where it does not: one more array per layer (within 25 %)
+    rows, close = (512, 0.25) if config.mixed_precision else (1024, 0.10)
     B, D, L = rows * config.num_workers * config.num_micro_batches, 64, 6
     params, X, Y = batch(D, L, B)
     _, history = loop(params, X, Y, config)
@@ -223,7 +225,7 @@ def test_each_workers_memory_is_what_036_to_038_predict(name):
         assert worker["optimizer"] == optimizer_bytes(psi, dtype, config.zero_stage, config.num_workers, r)
         predicted = activation_bytes(len(X[r::config.num_workers]), D, L, dtype, config.segment_size,
                                      config.num_micro_batches)
-        assert abs(worker["activations"] / predicted - 1) < 0.10, (r, worker, predicted)
+        assert abs(worker["activations"] / predicted - 1) < close, (r, worker, predicted)
 
 
 @pytest.mark.parametrize("N, zero", [(2, 0), (4, 0), (4, 1), (3, 1)])
