@@ -661,8 +661,10 @@ ROTATION = {
     },
     "02_gradient_accumulation": {"attacks": ["subprocess", "forged_twice", "writes_outside", "memory_bomb"]},
     "03_activation_checkpointing": {"attacks": ["raw_memory", "displayhook", "system_exit", "compile_exec"]},
-    "06_zero_sharding": {"attacks": ["environ_frames", "forged_twice", "lock_disabled", "harness_replaced",
-                                     "forged_payload"]},
+    # forged_payload on 031, whose cases are small: the forged cell holds the cases' inputs, and 035's (4 MB of
+    # JSON) made the feedback page exceed its 2 MiB limit
+    "06_zero_sharding": {"attacks": ["forged_payload", "forged_twice", "lock_disabled", "harness_replaced",
+                                     "environ_frames"]},
     "07_memory_accounting": {"attacks": ["lock_disabled", "raw_memory", "helper_unwrapped", "memory_bomb",
                                          "forged_twice"]},
 }

@@ -364,9 +364,11 @@ LOOP_KEYS = {"traffic": EXACT_COUNTS, "parameters": EXACT_COUNTS, "gradients": E
 COMPARE_KEYS = {"parameters": EXACT_COUNTS, "gradients": EXACT_COUNTS, "optimizer": EXACT_COUNTS,
                 "activations": EXACT_COUNTS, "predicted": EXACT_COUNTS, "measured": MEASURED}
 
-#: The building blocks 040 uses, from Parts 3 to 6 (worker_gradients in shared.training calls 017's).
+#: The building blocks 040 uses, from Parts 3 to 6 (worker_gradients in shared.training calls 015 and 017's,
+#: and 017's calls 016's: revealed together, a block finds the blocks it calls).
 LOOP_BLOCKS = ("shard_dataset_across_workers", "ring_all_reduce_mean", "local_shard_adam_update",
-               "all_gather_param_shards", "mlp_backward_checkpointed")
+               "all_gather_param_shards", "mlp_forward_checkpointed", "recompute_block_activations",
+               "mlp_backward_checkpointed")
 
 LESSONS = (
     LessonSpec("036", layout_cases, rtol=0.0, atol=0.0, exact=True, refuses=LAYOUT_REFUSALS,
@@ -378,7 +380,7 @@ LESSONS = (
     LessonSpec("039", compare_cases, refuses=COMPARE_REFUSALS, key_tolerances=COMPARE_KEYS, time_limit=40.0,
                equivalent_mutants=COMPARE_EQUIVALENT,
                isolate=("compute_param_memory_bytes", "compute_optimizer_memory_bytes",
-                        "compute_peak_activation_memory_bytes")),
+                        "compute_peak_activation_memory_bytes", "estimate_checkpointing_memory_savings")),
     LessonSpec("040", loop_cases, rtol=1e-9, atol=1e-12, refuses=LOOP_REFUSALS, key_tolerances=LOOP_KEYS,
                time_limit=60.0, isolate=LOOP_BLOCKS, equivalent_mutants=LOOP_EQUIVALENT),
 )
