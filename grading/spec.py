@@ -112,6 +112,9 @@ class LessonSpec:
     memory:     the bound that the ``measure`` cases' peak memory must keep (lessons
                 whose point is saving memory).
     time_limit: seconds for all of the lesson's cases in the grading kernel.
+    key_tolerances: other tolerances for the values under some dict keys of the answer
+                (``shared.checking.difference``): bytes measured with tracemalloc within a few
+                percent, counted bytes and traffic exactly, beside the lesson's own tolerances.
     equivalent_mutants: mutants of the reference that compute the same function
                 (``tools/mutation.py``), each ``("MUTATION | LINE FRAGMENT", why)``.
     """
@@ -127,12 +130,14 @@ class LessonSpec:
     workers_apart: bool = False
     memory: MemoryBound | None = None
     time_limit: float = 20.0
+    key_tolerances: dict[str, dict[str, Any]] = field(default_factory=dict)
     equivalent_mutants: tuple[tuple[str, str], ...] = field(default=())
 
     def tolerances(self, case: Case) -> dict[str, Any]:
-        return {"rtol": self.rtol if case.rtol is None else case.rtol,
-                "atol": self.atol if case.atol is None else case.atol,
-                "exact": self.exact if case.exact is None else case.exact}
+        own = {"rtol": self.rtol if case.rtol is None else case.rtol,
+               "atol": self.atol if case.atol is None else case.atol,
+               "exact": self.exact if case.exact is None else case.exact}
+        return {**own, "key_tolerances": self.key_tolerances} if self.key_tolerances else own
 
 
 def draw_cases(spec: LessonSpec, seed: int) -> list[Case | Raises]:

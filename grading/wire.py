@@ -7,7 +7,10 @@ exact type, so that the judge sees what the learner's function returned:
 - ``None``, ``bool``, ``int``, ``float`` (NaN and infinities too), ``str``;
 - NumPy arrays of bool, integer and float16/32/64 dtypes (any shape), and
   NumPy scalars of those dtypes (``np.float32(1.5)`` stays a float32 scalar);
-- ``tuple``, ``list`` and ``dict`` with ``str`` or ``int`` keys, nested in any way.
+- ``tuple``, ``list`` and ``dict`` with ``str`` or ``int`` keys, nested in any way;
+- the helper package's :class:`shared.training.TrainingConfig` (lesson 040's configuration:
+  a frozen dataclass of numbers, bools and None, rebuilt field by field, so it checks its
+  own fields again on arrival).
 
 Anything else (an object of the learner's own class, an array subclass, a
 generator, a dict with a tuple key, a long double) is refused with a :class:`WireError` that
@@ -63,6 +66,10 @@ def to_plain(value: Any, where: str = "the value", depth: int = 0) -> Any:
                 "dtype": value.dtype.str.replace(">", "<"), "shape": list(value.shape)}
     if isinstance(value, np.generic) and kind.__module__ == "numpy" and _dtype_ok(value.dtype):
         return {"$scalar": to_plain(np.asarray(value), where, depth + 1)}
+    if kind is _config_class():
+        from dataclasses import fields
+        return {"$config": {f.name: to_plain(getattr(value, f.name), f"{where}.{f.name}", depth + 1)
+                            for f in fields(value)}}
     if kind is tuple or kind is list:
         items = [to_plain(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
         return {"$tuple": items} if kind is tuple else items
@@ -111,6 +118,15 @@ def from_plain(data: Any, depth: int = 0) -> Any:
         if type(array) is not np.ndarray or array.shape != ():
             raise WireError("malformed NumPy scalar")
         return array[()]
+    if "$config" in data:
+        fields = data["$config"]
+        if type(fields) is not dict or not all(type(v) in (bool, int, float, type(None)) or type(v) is dict
+                                               for v in fields.values()):
+            raise WireError("malformed configuration")
+        try:
+            return _config_class()(**{str(k): from_plain(v, depth + 1) for k, v in fields.items()})
+        except (TypeError, ValueError) as error:
+            raise WireError(f"malformed configuration: {error}") from None
     if "$tuple" in data:
         return tuple(from_plain(item, depth + 1) for item in data["$tuple"])
     if "$dict" in data:
@@ -123,6 +139,12 @@ def from_plain(data: Any, depth: int = 0) -> Any:
             out[key] = from_plain(item, depth + 1)
         return out
     raise WireError(f"malformed data with keys {sorted(data)[:5]}")
+
+
+def _config_class() -> type:
+    """lesson 040's configuration class (imported late: the helper package imports this module's users)."""
+    from shared.training import TrainingConfig
+    return TrainingConfig
 
 
 def dumps(value: Any) -> str:

@@ -46,6 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from .answers import answers
+
 #: alpha: seconds per message (10 microseconds, the order of a fast network's latency).
 DEFAULT_LATENCY = 10e-6
 #: beta: seconds per byte (1 ns per byte is a link of 1 GB/s).
@@ -247,3 +249,25 @@ class Cluster:
     def estimated_seconds(self) -> float:
         """The alpha-beta estimate of the communication so far, with this cluster's latency and bandwidth."""
         return self.ledger.estimated_seconds(self.latency, self.seconds_per_byte)
+
+
+@answers("035")
+def reduce_scatter_mean(worker_vectors: list[np.ndarray], cluster: Cluster) -> list[np.ndarray]:
+    """The ring reduce-scatter of lesson 035: worker r ends with the mean of chunk r of the vectors.
+
+    ``worker_vectors``: N 1-D arrays of one length and dtype (worker r's at index r), cut into
+    chunks by ``np.array_split(vector, N)``; not modified.  Rounds s = 0..N-2: worker r sends chunk
+    (r - 1 - s) % N of its running sums to worker (r + 1) % N, which adds it to its own chunk of
+    that index (a new array).  Returns N new arrays, worker r's the sum of chunk r over all
+    workers divided by N; the ledger of ``cluster`` records every message.
+    """
+    n = len(worker_vectors)
+    chunks = [np.array_split(vector, n) for vector in worker_vectors]
+    for step in range(n - 1):
+        with cluster.round():
+            for rank in range(n):
+                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank - 1 - step) % n])
+        for rank in range(n):
+            index = (rank - 2 - step) % n  # the chunk that the left neighbour sent
+            chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
+    return [chunks[rank][rank] / n for rank in range(n)]

@@ -11,11 +11,14 @@ grading kernel may not see ``solutions/``; each one answers its own lesson and
 is locked while that lesson is graded (see :mod:`shared.answers`).
 """
 
+import math
+
 import numpy as np
 
 from . import mlp
 from .answers import answers
 from .cluster import Cluster
+from .memory import BYTES_PER_NUMBER
 
 
 @answers("003")
@@ -250,6 +253,67 @@ def recompute_block_activations(checkpoint, params, start_layer, end_layer):
         a = np.maximum(z, 0)
         cache[f"Z{i}"], cache[f"A{i}"] = z, a
     return cache
+
+
+@answers("017")
+def mlp_backward_checkpointed(d_out, params, checkpoints, segment_size):
+    """Gradients of all parameters, recomputing each segment's activations from its checkpoint.
+
+    Args:
+        d_out: (batch, out_features) gradient of the loss w.r.t. the output.
+        params: the helper MLP's dict "W1", "b1", ..., "WL", "bL".
+        checkpoints: dict {start_layer: A_start} from ``mlp_forward_checkpointed``.
+        segment_size: s, the same segment size as in the forward pass.
+
+    Returns:
+        grads: dict with the same keys and shapes as params, equal to
+        ``mlp.backward(d_out, params, cache)`` for the standard cache.
+    Use your ``recompute_block_activations``.
+    """
+    num_layers = mlp.num_layers(params)
+    grads = {}
+    delta = d_out
+    for start in sorted(checkpoints, reverse=True):
+        end = min(start + segment_size, num_layers)
+        cache = recompute_block_activations(checkpoints[start], params, start, end)
+        for i in range(end, start, -1):
+            a_prev = cache[f"A{i - 1}"]
+            grads[f"W{i}"] = a_prev.T @ delta
+            grads[f"b{i}"] = delta.sum(axis=0)
+            if i > 1:
+                delta = (delta @ params[f"W{i}"].T) * (a_prev > 0)
+        del cache  # this segment's activations can go before the next one is recomputed
+    return {key: grads[key] for key in params}
+
+
+@answers("018")
+def estimate_checkpointing_memory_savings(batch_size, width, num_layers, segment_size,
+                                          bytes_per_element=8):
+    """Predicted activation memory at the backward peak, with and without checkpointing.
+
+    Args:
+        batch_size: B; width: D (all layers' inputs have width D); num_layers: L;
+        segment_size: s >= 1 (s >= L means no checkpointing); bytes_per_element: b.
+
+    Returns:
+        dict with "standard_bytes" (int), "checkpointed_bytes" (int) and
+        "saved_fraction" (float, 1 - checkpointed / standard), per the formulas above.
+
+    Raises:
+        ValueError: if any argument is smaller than 1.
+    """
+    for name, value in (("batch_size", batch_size), ("width", width), ("num_layers", num_layers),
+                        ("segment_size", segment_size), ("bytes_per_element", bytes_per_element)):
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
+    array = batch_size * width * bytes_per_element
+    working = 2 * array + batch_size * width
+    standard = 2 * (num_layers - 1) * array + working
+    checkpoints = math.ceil(num_layers / segment_size) - 1
+    recomputed = 2 * min(segment_size, num_layers - 1)
+    checkpointed = (checkpoints + recomputed) * array + working
+    return {"standard_bytes": int(standard), "checkpointed_bytes": int(checkpointed),
+            "saved_fraction": 1 - checkpointed / standard}
 
 
 @answers("019")
@@ -520,3 +584,102 @@ def all_gather_param_shards(param_shards, cluster=None):
             held[rank][(rank - 1 - step) % n] = cluster.receive(rank, (rank - 1) % n)
     vectors = [np.concatenate([held[rank][index] for index in range(n)]) for rank in range(n)]
     return vectors, cluster.ledger.summary()
+
+
+@answers("036")
+def compute_param_memory_bytes(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
+    """Bytes of the parameters and of their gradients that worker ``rank`` holds.
+
+    Args:
+        num_params: Psi, the number of parameters (a Python int >= 0).
+        dtype: "float16", "float32", "float64", or "mixed" (float16 parameters and gradients).
+        zero_stage: 0, 1, 2 or 3 (stage 2 shards the gradients, stage 3 the parameters too).
+        num_workers: N >= 1.
+        rank: the worker, 0 <= rank < N; it owns ``np.array_split``'s shard ``rank`` of the
+            flat vector: Psi // N elements, one more when rank < Psi % N.
+
+    Returns:
+        ``{"parameters": int, "gradients": int}``: bytes (Python ints).
+
+    Raises:
+        ValueError: for an unknown dtype, Psi < 0, a stage outside {0, 1, 2, 3}, N < 1, or a rank
+            outside [0, N).
+    """
+    if dtype != "mixed" and dtype not in BYTES_PER_NUMBER:
+        raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(BYTES_PER_NUMBER)} or 'mixed'")
+    if num_params < 0:
+        raise ValueError(f"num_params must be at least 0, got {num_params}")
+    if zero_stage not in (0, 1, 2, 3):
+        raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage}")
+    if num_workers < 1:
+        raise ValueError(f"num_workers must be at least 1, got {num_workers}")
+    if not 0 <= rank < num_workers:
+        raise ValueError(f"rank must be in [0, {num_workers}), got {rank}")
+    size = 2 if dtype == "mixed" else BYTES_PER_NUMBER[dtype]
+    owned = num_params // num_workers + (1 if rank < num_params % num_workers else 0)
+    return {"parameters": size * (owned if zero_stage == 3 else num_params),
+            "gradients": size * (owned if zero_stage >= 2 else num_params)}
+
+
+@answers("037")
+def compute_optimizer_memory_bytes(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
+    """Bytes of Adam's state that worker ``rank`` holds (with mixed precision's master weights).
+
+    Args:
+        num_params, dtype, zero_stage, num_workers, rank: as in compute_param_memory_bytes.
+
+    Returns:
+        A Python int: K bytes per parameter, K = 2 * (the dtype's bytes) for m and v, or 12 for
+        "mixed" (float32 master weights, m and v), for all Psi parameters at stage 0 and for the
+        worker's n_r = Psi // N + (rank < Psi % N) at stages 1 to 3.
+
+    Raises:
+        ValueError: as compute_param_memory_bytes.
+    """
+    if dtype != "mixed" and dtype not in BYTES_PER_NUMBER:
+        raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(BYTES_PER_NUMBER)} or 'mixed'")
+    if num_params < 0:
+        raise ValueError(f"num_params must be at least 0, got {num_params}")
+    if zero_stage not in (0, 1, 2, 3):
+        raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage}")
+    if num_workers < 1:
+        raise ValueError(f"num_workers must be at least 1, got {num_workers}")
+    if not 0 <= rank < num_workers:
+        raise ValueError(f"rank must be in [0, {num_workers}), got {rank}")
+    per_param = 12 if dtype == "mixed" else 2 * BYTES_PER_NUMBER[dtype]
+    owned = num_params // num_workers + (1 if rank < num_params % num_workers else 0)
+    return per_param * (owned if zero_stage >= 1 else num_params)
+
+
+@answers("038")
+def compute_peak_activation_memory_bytes(batch_size, width, num_layers, dtype, segment_size=None,
+                                         num_micro_batches=1):
+    """Peak activation bytes of one worker's forward and backward passes through the helper MLP.
+
+    Args:
+        batch_size: B >= 1, the rows the worker processes per step.
+        width: D >= 1, the input's and every hidden layer's width; num_layers: L >= 1.
+        dtype: "float16", "float32", "float64", or "mixed" (float16 activations, plus the
+            float16 copy of the input).
+        segment_size: None (no checkpointing) or s >= 1, the layers per checkpointed segment.
+        num_micro_batches: k, 1 <= k <= B; only the largest micro-batch, ceil(B / k) rows, is
+            alive at the peak.
+    Use ``estimate_checkpointing_memory_savings`` (lesson 018): its "checkpointed_bytes".
+
+    Returns:
+        The peak bytes, a Python int.
+
+    Raises:
+        ValueError: for an unknown dtype, a size below 1, or k outside [1, B].
+    """
+    if dtype != "mixed" and dtype not in BYTES_PER_NUMBER:
+        raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(BYTES_PER_NUMBER)} or 'mixed'")
+    if not 1 <= num_micro_batches <= batch_size:
+        raise ValueError(f"{num_micro_batches} micro-batches do not fit a batch of {batch_size} rows")
+    largest = -(-batch_size // num_micro_batches)
+    size = 2 if dtype == "mixed" else BYTES_PER_NUMBER[dtype]
+    segment = num_layers if segment_size is None else segment_size
+    peak = estimate_checkpointing_memory_savings(largest, width, num_layers, segment, size)["checkpointed_bytes"]
+    if dtype == "mixed":
+        peak += largest * width * 2  # the float16 copy of the micro-batch's inputs
+    return peak

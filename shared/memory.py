@@ -15,6 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 
+#: Bytes of one number of each floating-point dtype the course uses (lessons 036-038 name them so;
+#: "mixed" precision is their mix: float16 passes, float32 master weights and optimizer state).
+BYTES_PER_NUMBER = {"float16": 2, "float32": 4, "float64": 8}
+
+
 @dataclass(frozen=True)
 class MemoryMeasurement:
     peak_bytes: int      # highest traced memory during the call, above the level before it
@@ -81,9 +86,13 @@ def mlp_activation_bytes(batch_size: int, width: int, num_layers: int,
       2 (L - 1) arrays of shape (batch, width) (the input X is the caller's);
     - the backward working set: the incoming gradient and the next one, two more
       such arrays, plus one boolean ReLU mask of batch * width bytes.
+
+    The formula is written once, in lesson 018 (``estimate_checkpointing_memory_savings``,
+    whose segments of ``num_layers`` layers mean no checkpointing); this is its helper version.
     """
-    array = batch_size * width * bytes_per_element
-    return (2 * (num_layers - 1) + 2) * array + batch_size * width
+    from .lesson_blocks import estimate_checkpointing_memory_savings
+    return estimate_checkpointing_memory_savings(batch_size, width, num_layers, num_layers,
+                                                 bytes_per_element)["standard_bytes"]
 
 
 def accumulation_activation_bytes(batch_size: int, width: int, num_layers: int,
@@ -98,9 +107,11 @@ def mixed_precision_activation_bytes(batch_size: int, width: int, num_layers: in
     """Predicted activation memory of a mixed-precision step of the helper MLP (Part 4).
 
     The forward and backward passes run in float16, so :func:`mlp_activation_bytes` with
-    2 bytes per element, plus the float16 copy of the input batch X that the step makes.
+    2 bytes per element, plus the float16 copy of the input batch X that the step makes:
+    lesson 038's prediction for the dtype "mixed" (its helper version).
     """
-    return mlp_activation_bytes(batch_size, width, num_layers, bytes_per_element=2) + batch_size * width * 2
+    from .lesson_blocks import compute_peak_activation_memory_bytes
+    return compute_peak_activation_memory_bytes(batch_size, width, num_layers, "mixed")
 
 
 def mixed_precision_memory_bound(batch_size: int, width: int, num_layers: int, master_bytes: int) -> int:
@@ -145,8 +156,10 @@ OBJECT_ALLOWANCE = 64 * 2**10
 
 def adam_state_bytes(params: dict) -> int:
     """The bytes of Adam's two moments for ``params``: m and v, each shaped and typed like the
-    parameters (the step counter, one int, is left out)."""
-    return 2 * sum(value.nbytes for value in params.values())
+    parameters (the step counter, one int, is left out): lesson 037's count for each tensor
+    (its helper version)."""
+    from .lesson_blocks import compute_optimizer_memory_bytes
+    return sum(compute_optimizer_memory_bytes(value.size, value.dtype.name) for value in params.values())
 
 
 def partitioned_state_allowed_bytes(state: dict) -> int:

@@ -273,7 +273,9 @@ for _code, _function in (("003", "linear_forward"), ("004", "relu_forward"), ("0
                          ("013", "scale_accumulated_gradients"), ("015", "mlp_forward_checkpointed"),
                          ("016", "recompute_block_activations"), ("025", "shard_dataset_across_workers"),
                          ("026", "compute_local_gradients"), ("028", "ring_all_reduce_mean"),
-                         ("033", "local_shard_adam_update"), ("034", "all_gather_param_shards")):
+                         ("033", "local_shard_adam_update"), ("034", "all_gather_param_shards"),
+                         ("036", "compute_param_memory_bytes"), ("037", "compute_optimizer_memory_bytes"),
+                         ("038", "compute_peak_activation_memory_bytes")):
     _names = reference_function(find_lesson(_code)).__code__.co_varnames[
         :reference_function(find_lesson(_code)).__code__.co_argcount]
     HELPER_CALLS[_code] = (f"from shared.lesson_blocks import {_function} as _adv_helper_{_code}",
@@ -663,8 +665,12 @@ ROTATION = {
     },
     "02_gradient_accumulation": {"attacks": ["subprocess", "forged_twice", "writes_outside", "memory_bomb"]},
     "03_activation_checkpointing": {"attacks": ["raw_memory", "displayhook", "system_exit", "compile_exec"]},
-    "06_zero_sharding": {"attacks": ["environ_frames", "forged_twice", "lock_disabled", "harness_replaced",
-                                     "forged_payload"]},
+    # forged_payload on 031, whose cases are small: the forged cell holds the cases' inputs, and 035's (4 MB of
+    # JSON) made the feedback page exceed its 2 MiB limit
+    "06_zero_sharding": {"attacks": ["forged_payload", "forged_twice", "lock_disabled", "harness_replaced",
+                                     "environ_frames"]},
+    "07_memory_accounting": {"attacks": ["lock_disabled", "raw_memory", "helper_unwrapped", "memory_bomb",
+                                         "forged_twice"]},
 }
 # Cells put right after the set-up cell of some attack notebooks.
 ROTATION_EXTRAS = {  # (cell type, source)
@@ -860,6 +866,8 @@ def mixed(slug: str) -> Adversary:
         kind = ("mistake", "wrong output", "delegation", "stub")[i % 4]
         if kind == "delegation" and lesson.code not in HELPER_CALLS:
             kind = "mistake"
+        if kind == "wrong output" and not any(_applies(k, lesson) for k in WRONG_OUTPUTS):
+            kind = "mistake"  # an answer of Python ints only (037): no NaN, dtype, shape or input to change
         if kind == "mistake":
             answers[lesson.function], notes[lesson.code] = mistake_answer(lesson, i)
             says[lesson.code] = (f"common mistake: {notes[lesson.code]}",)

@@ -902,6 +902,108 @@ def mixed_step_without_helpers(master_params, X, Y, scaler_state, learning_rate,
     return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
                               lambda tracker, interval: tracker == interval)
 
+# 036-040 (Part 7: memory accounting and the full loop) -------------------------------
+
+def _layout_checks(num_params, dtype, zero_stage, num_workers, rank):
+    if dtype not in ("float16", "float32", "float64", "mixed") or num_params < 0 or zero_stage not in (0, 1, 2, 3) \
+            or num_workers < 1 or not 0 <= rank < num_workers:
+        raise ValueError("bad layout")
+
+
+def params_ceil_shards(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
+    """Every worker counted with the longest shard, ceil(Psi / N)."""
+    _layout_checks(num_params, dtype, zero_stage, num_workers, rank)
+    size = 2 if dtype == "mixed" else int(dtype[5:]) // 8
+    owned = -(-num_params // num_workers)
+    return {"parameters": size * (owned if zero_stage == 3 else num_params),
+            "gradients": size * (owned if zero_stage >= 2 else num_params)}
+
+
+def params_range_length(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
+    """n_r as len(range(rank, Psi, N)): as many elements as the contiguous shard, and the dtype's itemsize."""
+    _layout_checks(num_params, dtype, zero_stage, num_workers, rank)
+    size = np.dtype("float16" if dtype == "mixed" else dtype).itemsize
+    owned = len(range(rank, num_params, num_workers))
+    return {"parameters": size * owned if zero_stage == 3 else size * num_params,
+            "gradients": size * owned if zero_stage >= 2 else size * num_params}
+
+
+def optimizer_sixteen_for_mixed(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
+    """The ZeRO paper's 16 bytes counted as the optimizer's (parameters and gradients twice over)."""
+    _layout_checks(num_params, dtype, zero_stage, num_workers, rank)
+    per = 16 if dtype == "mixed" else 2 * (int(dtype[5:]) // 8)
+    owned = num_params // num_workers + (rank < num_params % num_workers)
+    return per * (owned if zero_stage else num_params)
+
+
+def optimizer_itemsize(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
+    _layout_checks(num_params, dtype, zero_stage, num_workers, rank)
+    per = 3 * np.dtype(np.float32).itemsize if dtype == "mixed" else 2 * np.dtype(dtype).itemsize
+    return per * (len(range(rank, num_params, num_workers)) if zero_stage >= 1 else num_params)
+
+
+def _activation_checks(batch_size, width, num_layers, dtype, segment_size, num_micro_batches):
+    if dtype not in ("float16", "float32", "float64", "mixed") or min(batch_size, width, num_layers) < 1 \
+            or (segment_size is not None and segment_size < 1) or not 1 <= num_micro_batches <= batch_size:
+        raise ValueError("bad sizes")
+
+
+def activations_floor_micro_batch(batch_size, width, num_layers, dtype, segment_size=None, num_micro_batches=1):
+    """The micro-batch as B // k rows (the smallest, not the largest)."""
+    _activation_checks(batch_size, width, num_layers, dtype, segment_size, num_micro_batches)
+    rows, b = batch_size // num_micro_batches, 2 if dtype == "mixed" else int(dtype[5:]) // 8
+    s = num_layers if segment_size is None else segment_size
+    stored = -(-num_layers // s) - 1 + 2 * min(s, num_layers - 1)
+    return (stored + 2) * rows * width * b + rows * width + (2 * rows * width if dtype == "mixed" else 0)
+
+
+def activations_written_out(batch_size, width, num_layers, dtype, segment_size=None, num_micro_batches=1):
+    """018's formula written out, without the helper (math.ceil for the segments and the largest micro-batch)."""
+    import math
+    _activation_checks(batch_size, width, num_layers, dtype, segment_size, num_micro_batches)
+    rows = math.ceil(batch_size / num_micro_batches)
+    b = {"float16": 2, "float32": 4, "float64": 8, "mixed": 2}[dtype]
+    s = num_layers if segment_size is None else segment_size
+    arrays = math.ceil(num_layers / s) - 1 + 2 * min(s, num_layers - 1) + 2
+    return arrays * rows * width * b + rows * width * (3 if dtype == "mixed" else 1)
+
+
+def _compare_with(rows_of):
+    def compare(params, X, Y, config):
+        from shared.mistakes.part7 import _compare
+        if any(value.shape[0] != X.shape[1] for key, value in params.items() if key.startswith("W")) \
+                or config.num_workers > len(X) or config.num_micro_batches > len(X) // config.num_workers:
+            raise ValueError("the configuration does not fit")
+        table = _compare()(params, X, Y, config)
+        layers = sum(1 for key in params if key.startswith("W"))
+        for row, name in zip(table, [r["configuration"] for r in table]):
+            row_config = {"ZeRO": config, "all together": config}.get(name)
+            N = row_config.num_workers if row_config else 1
+            from shared.lesson_blocks import compute_peak_activation_memory_bytes as act
+            dtype = "mixed" if (name in ("mixed precision", "all together") and config.mixed_precision) \
+                else params["W1"].dtype.name
+            segment = config.segment_size if name in ("checkpointing", "all together") else None
+            k = config.num_micro_batches if name in ("accumulation", "all together") else 1
+            row["activations"] = act(rows_of(X, N), X.shape[1], layers, dtype, segment, k)
+            row["predicted"] = row["parameters"] + row["gradients"] + row["optimizer"] + row["activations"]
+        return table
+    return compare
+
+
+compare_last_workers_rows = _compare_with(lambda X, N: len(X[N - 1::N]))
+compare_rows_by_ceil = _compare_with(lambda X, N: -(-len(X) // N))
+
+
+def loop_scale_after_the_step(params, X, Y, config):
+    """The loss scale each step leaves behind recorded, not the one it used."""
+    from shared.mistakes.part7 import _loop
+    final, history = _loop(params, X, Y, config)
+    scales = history["loss_scale"]
+    after = []
+    for i, scale in enumerate(scales):
+        after.append(scales[i + 1] if i + 1 < len(scales) else (scale / 2 if history["skipped"][i] else scale))
+    return final, {**history, "loss_scale": after}
+
 
 PLAUSIBLE = {
     "001": [("W_true scaled by 1/d", batch_w_over_d), ("float32 draws", batch_float32)],
@@ -947,6 +1049,11 @@ PLAUSIBLE = {
             ("everyone sends its shard to everyone in one round", gather_all_to_all)],
     "035": [("each worker steps with its own gradient (no reduce-scatter)", zero_own_gradient),
             ("the vector cut back into tensors in reverse key order", zero_cut_in_reverse)],
+    "036": [("every worker counted with the longest shard", params_ceil_shards)],
+    "037": [("the paper's 16 bytes counted as the optimizer's", optimizer_sixteen_for_mixed)],
+    "038": [("the micro-batch as B // k rows", activations_floor_micro_batch)],
+    "039": [("the last worker's rows", compare_last_workers_rows)],
+    "040": [("the scale after each step recorded", loop_scale_after_the_step)],
 }
 
 #: Other right numbers at a cost in memory the lesson does not allow.
@@ -991,4 +1098,8 @@ RIGHT = {
     "033": [("torch.optim.Adam's arithmetic, on copies", adam_pytorch_style), ("a loop over elements", adam_loop)],
     "034": [("a list of N slots per worker", gather_slots)],
     "035": [("without the earlier lessons' functions (PyTorch-style Adam inline)", zero_without_helpers)],
+    "036": [("n_r as len(range(rank, Psi, N)), the dtype's itemsize", params_range_length)],
+    "037": [("np.dtype(...).itemsize, n_r from range()", optimizer_itemsize)],
+    "038": [("018's formula written out with math.ceil", activations_written_out)],
+    "039": [("the busiest worker's rows by ceiling division", compare_rows_by_ceil)],
 }

@@ -169,3 +169,20 @@ def test_check_memory_bounds_the_peak_or_what_the_result_keeps():
         check_memory(copy_of_a_slice, {"n": n}, kept_allowed, "n numbers")
     with pytest.raises(ValueError):
         MemoryBound(lambda args: 0, "rule", "shortcut", kind="retained")
+
+
+def test_key_tolerances_compare_measured_bytes_loosely_and_counted_bytes_exactly():
+    """Part 7's answers hold both: bytes tracemalloc measured (within a few percent) and bytes counted or
+    sent (exactly), under keys of their own, at any depth, beside values with the default tolerances."""
+    from shared.checking import difference
+    expected = {"loss": [0.5, 0.25], "memory": [{"parameters": 1000, "activations": 100_000}]}
+    keys = {"activations": {"rtol": 0.05, "atol": 0}, "parameters": {"rtol": 0.0, "atol": 0.0}}
+    close = {"loss": [0.5, 0.25], "memory": [{"parameters": 1000, "activations": 103_000}]}
+    assert difference(close, expected, "h", key_tolerances=keys) is None
+    assert "activations" in difference(close, expected, "h")  # without them, the default rtol 1e-7
+    off_by_one = {"loss": [0.5, 0.25], "memory": [{"parameters": 1001, "activations": 100_000}]}
+    assert "['parameters'] is 1001, expected 1000" in difference(off_by_one, expected, "h", key_tolerances=keys,
+                                                                  rtol=0.01)
+    far = {"loss": [0.5, 0.25], "memory": [{"parameters": 1000, "activations": 120_000}]}
+    assert "['activations'] is 120000" in difference(far, expected, "h", key_tolerances=keys)
+    assert "['loss'][1]" in difference({**close, "loss": [0.5, 0.26]}, expected, "h", key_tolerances=keys)

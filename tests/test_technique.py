@@ -43,3 +43,26 @@ def test_the_reference_keeps_the_bound_and_the_shortcut_scores_zero_named(code, 
     else:
         assert "gives the right numbers but allocated" in verdict.message
         assert "MiB at its peak, and this lesson allows" in verdict.message
+
+
+# Part 7: lesson 040's loop is graded on what each switch does to the memory and the traffic it reports
+# (tracemalloc's bytes within a few percent of the reference's, counted bytes and the ledger exactly):
+# a loop that ignores a switch scores 0, and the verdict names the switch and shows where it differs.
+LOOP_SWITCHES = [
+    ("the loop ignores data parallelism (num_workers)", "['memory'] has 1 values"),
+    ("the loop ignores ZeRO (zero_stage)", "['optimizer']"),
+    ("the loop ignores checkpointing (segment_size)", "['activations']"),
+    ("the loop ignores gradient accumulation (num_micro_batches)", "['activations']"),
+    ("the loop ignores mixed precision", "dtype float64, expected float32"),
+]
+
+
+@pytest.mark.parametrize("name, where", [pytest.param(*switch, id=switch[0], marks=tagged(find_lesson("040")).marks)
+                                         for switch in LOOP_SWITCHES])
+def test_a_loop_that_ignores_a_switch_scores_zero_named(name, where):
+    from shared.mistakes import mistakes_of
+    mistake = next(m for m in mistakes_of("full_distributed_training_loop") if m.name == name)
+    verdict = grade_in_process("040", {**namespace("040"), "full_distributed_training_loop": mistake.compute}, 0)
+    assert not verdict.passed
+    assert f"common mistake: {name}." in verdict.message
+    assert where in verdict.message.splitlines()[0]

@@ -230,11 +230,14 @@ grading kernel may not see ``solutions/``; each one answers its own lesson and
 is locked while that lesson is graded (see :mod:`shared.answers`).
 """
 
+import math
+
 import numpy as np
 
 from . import mlp
 from .answers import answers
 from .cluster import Cluster
+from .memory import BYTES_PER_NUMBER
 '''
 
 

@@ -9,10 +9,11 @@ mistakes" section describes the same mistakes in words.
 from __future__ import annotations
 
 from ..checking import Mistake
-from . import part1, part2, part3, part4, part5, part6
+from . import part1, part2, part3, part4, part5, part6, part7
 
 _CATALOGUE: dict[str, tuple[Mistake, ...]] = {**part1.MISTAKES, **part2.MISTAKES, **part3.MISTAKES,
-                                             **part4.MISTAKES, **part5.MISTAKES, **part6.MISTAKES}
+                                             **part4.MISTAKES, **part5.MISTAKES, **part6.MISTAKES,
+                                             **part7.MISTAKES}
 
 
 def mistakes_of(function: str) -> tuple[Mistake, ...]:

@@ -1,0 +1,223 @@
+"""The pieces of Part 7's training loop that earlier parts already taught, and its configuration.
+
+Lesson 040 puts every technique of the course into one loop on the simulated
+cluster.  Its configuration is one object, :class:`TrainingConfig`, which checks
+its own fields when it is made (a bad value is refused before any work starts).
+The loop builds on:
+
+- :func:`worker_gradients`: one worker's loss and gradients on its examples,
+  micro-batch by micro-batch (Part 2), each forward and backward pass
+  checkpointed (Part 3) and its loss scaled (Part 4) when asked;
+- :func:`measure_worker_memory`: the peak bytes one worker allocates in a step
+  (its parameters, master weights, optimizer state, gradients and activations),
+  measured with tracemalloc, for lesson 039's table.
+
+The collectives come from Parts 5 and 6 (``shared.lesson_blocks`` and
+:func:`shared.cluster.reduce_scatter_mean`).
+"""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import mlp
+from .answers import answers
+from .lesson_blocks import (accumulate_gradients, mlp_backward_checkpointed, mlp_forward_checkpointed,
+                            scale_accumulated_gradients, scale_loss, split_into_micro_batches)
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """Everything lesson 040's loop can switch on or off, checked when the object is made.
+
+    Each optimisation is off at its default, and with all of them off the loop is plain
+    Adam on one worker, in the parameters' dtype:
+
+    - ``num_workers``: N simulated workers, data parallel (1: off);
+    - ``num_micro_batches``: k micro-batches per worker and step, gradient accumulation (1: off);
+    - ``segment_size``: layers per checkpointed segment, activation checkpointing (None: off);
+    - ``mixed_precision``: float16 forward and backward passes, float32 master weights and
+      Adam state, dynamic loss scaling from ``loss_scale`` (doubled after ``growth_interval``
+      clean steps, halved on a skipped one) (False: off);
+    - ``zero_stage``: 1 shards Adam's state (with the master weights, in mixed precision)
+      across the N workers as Part 6 does, ZeRO stage 1 (0: off). Stages 2 and 3 are counted
+      by lessons 036 and 037 but not simulated by the loop.
+
+    ``steps`` Adam steps with ``learning_rate``, ``beta1``, ``beta2`` and ``eps``;
+    ``progress_bar`` shows a tqdm bar.
+
+    Raises:
+        TypeError: a field of the wrong type (a float where an int is needed, ...).
+        ValueError: a value out of range (no steps, N < 1, k < 1, segment_size < 1, a stage
+            other than 0 or 1, a learning rate, loss scale or beta out of range).
+    """
+
+    steps: int = 10
+    learning_rate: float = 1e-3
+    num_workers: int = 1
+    num_micro_batches: int = 1
+    segment_size: int | None = None
+    mixed_precision: bool = False
+    zero_stage: int = 0
+    loss_scale: float = 2.0 ** 16
+    growth_interval: int = 2000
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    progress_bar: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "num_workers", "num_micro_batches", "zero_stage", "growth_interval"):
+            _require_int(name, getattr(self, name))
+        if self.segment_size is not None:
+            _require_int("segment_size", self.segment_size)
+        for name in ("mixed_precision", "progress_bar"):
+            if type(getattr(self, name)) is not bool:
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        for name in ("learning_rate", "loss_scale", "beta1", "beta2", "eps"):
+            value = getattr(self, name)
+            if type(value) not in (int, float) or not math.isfinite(value):
+                raise TypeError(f"{name} must be a finite number, got {value!r}")
+        for name in ("steps", "num_workers", "num_micro_batches", "growth_interval"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.segment_size is not None and self.segment_size < 1:
+            raise ValueError(f"segment_size must be at least 1 (or None: no checkpointing), got {self.segment_size}")
+        if self.zero_stage not in (0, 1):
+            raise ValueError(f"zero_stage must be 0 (off) or 1 (Adam's state sharded, Part 6), got "
+                             f"{self.zero_stage}: the loop simulates stage 1 only (036 and 037 count 2 and 3)")
+        if not self.learning_rate > 0 or not self.loss_scale > 0 or not self.eps >= 0:
+            raise ValueError("learning_rate and loss_scale must be positive and eps at least 0, got "
+                             f"{self.learning_rate}, {self.loss_scale} and {self.eps}")
+        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
+            raise ValueError(f"beta1 and beta2 must be in [0, 1), got {self.beta1} and {self.beta2}")
+
+
+def _require_int(name: str, value) -> None:
+    if type(value) is not int:
+        raise TypeError(f"{name} must be an int, got {value!r}")
+
+
+def _forward_backward(params, X, Y, segment_size, loss_scale):
+    """One micro-batch's mean loss and gradients, in the parameters' dtype (float16: loss in float32)."""
+    dtype = params["W1"].dtype
+    X = X.astype(dtype, copy=False)  # the float16 copy of the inputs in mixed precision
+    if segment_size is None:
+        out, cache = mlp.forward(X, params)
+    else:
+        out, checkpoints = mlp_forward_checkpointed(X, params, segment_size)
+    with np.errstate(over="ignore", invalid="ignore"):  # float16 overflow is the loss scaler's business
+        if dtype == np.float16:
+            loss, d_out = mlp.mse_loss_and_grad(out.astype(np.float32), Y.astype(np.float32))
+        else:
+            loss, d_out = mlp.mse_loss_and_grad(out, Y)
+        if loss_scale is not None:
+            _, d_out = scale_loss(loss, d_out, loss_scale)  # float16, times the loss scale
+        del out
+        if segment_size is None:
+            grads = mlp.backward(d_out, params, cache)
+        else:
+            grads = mlp_backward_checkpointed(d_out, params, checkpoints, segment_size)
+    return loss, grads
+
+
+def _traced_peak(function, *args):
+    """``(function(*args), peak)``: the most bytes it allocates at once, above the level before it,
+    and ``current``, what is still allocated when it returns.
+
+    Without a garbage collection (the steps measured here make no reference cycles, and a
+    collection in a large notebook or test process takes tens of milliseconds): tracemalloc is
+    started if it was not running, and left as found.
+    """
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        result = function(*args)
+        current, peak = tracemalloc.get_traced_memory()
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    return result, peak - before, current - before
+
+
+def _measure_activations(params, X, Y, segment_size, loss_scale):
+    """``(_forward_backward(...), bytes)``: the peak it allocates beyond what its result keeps."""
+    result, peak, kept = _traced_peak(_forward_backward, params, X, Y, segment_size, loss_scale)
+    return result, max(0, peak - kept)
+
+
+@answers("014", "017")
+def worker_gradients(params, X, Y, num_micro_batches=1, segment_size=None, loss_scale=None, measure=False):
+    """One worker's loss and gradients of its examples' mean loss, micro-batch by micro-batch.
+
+    Args:
+        params: the helper MLP's parameters in the dtype of the passes (float16 in mixed
+            precision); not modified.
+        X: (n, width) the worker's examples (cast to the parameters' dtype, without a copy
+            when it has it already); Y: (n, outputs) their targets.
+        num_micro_batches: k, 1 <= k <= n: consecutive micro-batches (lesson 011), their
+            gradients accumulated (012) and scaled (013).
+        segment_size: None, or the layers per checkpointed segment (lessons 015 and 017).
+        loss_scale: None, or S: each micro-batch's output gradient is scaled by S and made
+            float16 (lesson 021), so the gradients are S times too large (and may be inf).
+        measure: also measure, with tracemalloc, the bytes the largest (the first) micro-batch's
+            forward and backward passes need beyond the gradients they return: its activations.
+
+    Returns:
+        (loss, grads, activation_bytes): the mean loss over the n examples (a float), the
+        gradients (a new dict in the parameters' dtype) and, with ``measure``, the largest
+        micro-batch's measured activation bytes (an int; 0 without ``measure``).
+    """
+    accumulated, sizes, loss_sum, activation_bytes = None, [], 0.0, 0
+    single = num_micro_batches == 1  # nothing to accumulate: the gradients as the passes give them
+    for X_j, Y_j in split_into_micro_batches(X, Y, num_micro_batches):
+        if measure and not sizes:  # the first micro-batch is the largest (np.array_split)
+            (loss_j, grads_j), activation_bytes = _measure_activations(params, X_j, Y_j, segment_size, loss_scale)
+        else:
+            loss_j, grads_j = _forward_backward(params, X_j, Y_j, segment_size, loss_scale)
+        if single:
+            return float(loss_j), grads_j, int(activation_bytes)
+        with np.errstate(over="ignore", invalid="ignore"):
+            accumulated = accumulate_gradients(accumulated, grads_j, len(X_j))
+        del grads_j
+        sizes.append(len(X_j))
+        loss_sum += len(X_j) * loss_j
+    with np.errstate(over="ignore", invalid="ignore"):
+        grads = scale_accumulated_gradients(accumulated, sizes)
+    return float(loss_sum / sum(sizes)), grads, int(activation_bytes)
+
+
+def _worker_step(params, X, Y, config, rank):
+    """What worker ``rank`` allocates in one step, up to the end of its backward pass."""
+    N = config.num_workers
+    size = sum(value.size for value in params.values())
+    owned = len(np.array_split(np.empty(size, dtype=np.int8), N)[rank]) if config.zero_stage else size
+    if config.mixed_precision:
+        working = {key: value.astype(np.float16) for key, value in params.items()}
+        held = [np.zeros(owned, np.float32) for _ in range(3)]  # master weights, m and v (float32)
+    else:
+        working = {key: value.copy() for key, value in params.items()}
+        dtype = next(iter(params.values())).dtype
+        held = [np.zeros(owned, dtype) for _ in range(2)]       # m and v
+    _, grads, _ = worker_gradients(working, X[rank::N], Y[rank::N], config.num_micro_batches,
+                                   config.segment_size, config.loss_scale if config.mixed_precision else None)
+    return len(held) + len(grads)
+
+
+def measure_worker_memory(params, X, Y, config, rank=0):
+    """The peak bytes (tracemalloc) that worker ``rank`` allocates in one training step of ``config``.
+
+    The step as lesson 040's loop runs it, up to the end of the backward pass: the worker's
+    parameters (float16 in mixed precision), its Adam state (with the float32 master weights in
+    mixed precision; its shard of them with ZeRO), and the forward and backward passes over its
+    examples (``X[rank::N]``), with gradient accumulation, checkpointing and loss scaling as
+    ``config`` says.  The optimizer's arithmetic (in place in real frameworks) is left out.
+    """
+    return int(_traced_peak(_worker_step, params, X, Y, config, rank)[1])
