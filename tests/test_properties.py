@@ -112,12 +112,12 @@ def _mistake_params():
 
 @pytest.mark.parametrize("lesson, entry", _mistake_params())
 def test_hypothesis_finds_a_case_that_tells_the_wrong_answer_apart(lesson, entry):
+    """Hypothesis draws run seeds; every case a seed draws is tried (a wrong answer that only one
+    kind of case reveals, an overflow say, is found whichever index that case has)."""
     spec = lesson_spec(lesson.code)
     reference = reference_function(lesson)
 
-    def tells_apart(drawn) -> bool:
-        seed, index = drawn
-        case = drawn_case(lesson, seed, index, False)
+    def tells_apart_on(case) -> bool:
         if isinstance(case, Case) and case.measure:
             return False  # the large memory cases are for bytes, and slow to answer here
         given = copy.deepcopy(case.args)
@@ -133,7 +133,12 @@ def test_hypothesis_finds_a_case_that_tells_the_wrong_answer_apart(lesson, entry
         right = answer(reference, case.args)
         return difference(wrong, right, "x", **spec.tolerances(case)) is not None
 
+    def tells_apart(seed) -> bool:
+        return any(tells_apart_on(drawn_case(lesson, seed, index, False))
+                   for index in range(len(_cases(lesson.code, seed))))
+
     try:
-        find(st.tuples(SEEDS, st.integers(0, 99)), tells_apart, settings=SETTINGS)
+        find(SEEDS, tells_apart, settings=SETTINGS)
     except NoSuchExample:
-        pytest.fail(f"in {SETTINGS.max_examples} drawn cases nothing tells '{entry.name}' from the reference")
+        pytest.fail(f"in the cases of {SETTINGS.max_examples} drawn seeds nothing tells '{entry.name}' "
+                    f"from the reference")

@@ -831,6 +831,9 @@ check_equal(history_l["loss"], plain_losses, "the losses with every switch off (
 check(history_l["skipped"] == [False] * 3 and history_l["loss_scale"] == [1.0] * 3,
       f"without mixed precision no step is skipped and the scale is 1.0, got {history_l['skipped']} and "
       f"{history_l['loss_scale']}")
+check(all(type(flag) is bool for flag in history_l["skipped"]),
+      f"history['skipped'] holds Python bools (True or False), got the types "
+      f"{[type(flag).__name__ for flag in history_l['skipped']]}: convert with bool(...)")
 no_traffic = {"bytes_sent": [0], "bytes_received": [0], "messages_sent": [0], "messages_received": [0], "rounds": 0}
 check_equal(history_l["traffic"], no_traffic, "the traffic of one worker")
 memory_l = history_l["memory"]
