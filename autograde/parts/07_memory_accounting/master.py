@@ -33,6 +33,8 @@
 # Set-up (read-only): run this cell first.
 from dataclasses import replace
 
+import sys
+
 import numpy as np
 import matplotlib.pyplot as plt
 from tqdm import tqdm
@@ -747,7 +749,7 @@ def full_distributed_training_loop(params, X, Y, config):
     history = {"loss": [], "skipped": [], "loss_scale": []}
     activations, grad_bytes = [0] * N, [0] * N
     for step in tqdm(range(config.steps), desc="training", disable=not config.progress_bar, mininterval=0,
-                     bar_format="{desc}: step {n_fmt}/{total_fmt} |{bar:20}|"):
+                     bar_format="{desc}: step {n_fmt}/{total_fmt} |{bar:20}|", file=sys.stdout):
         flat_grads, loss = [], 0.0
         for r, (X_r, Y_r) in enumerate(shards):
             loss_r, grads, measured = worker_gradients(as_dict(working[r]), X_r, Y_r, k, config.segment_size,
