@@ -274,7 +274,8 @@ class FullTrainingLoop(Technique):
         c = self.config
         switches = [f"{c.num_micro_batches} micro-batches" if c.num_micro_batches > 1 else "",
                     f"checkpointed segments of {c.segment_size} layers" if c.segment_size else "",
-                    f"float16 with a loss scale of {c.loss_scale:g} at first" if c.mixed_precision else ""]
+                    f"float16 with a loss scale of {c.loss_scale:g} at first, doubled after {c.growth_interval} "
+                    f"clean steps" if c.mixed_precision else ""]
         passes = ", ".join(switch for switch in switches if switch) or "one pass"
         owned = "the float32 master weights" if c.mixed_precision else "the parameters"
         if c.zero_stage:

@@ -34,7 +34,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from course import ROOT, tool
+from course import ROOT, student_path, tool
 from grading.judge import reference_function
 from shared import real_cluster
 from shared.lessons import lesson as find_lesson
@@ -251,6 +251,43 @@ def test_the_command_refuses_more_workers_than_the_full_loop_can_use(capsys):
         tool("train_distributed").main(["--workers", "16", "--technique", "full-loop"])
     assert refused.value.code == 2
     assert "full-loop trains a batch of 30 on at most 15 workers, got --workers 16" in capsys.readouterr().err
+
+
+def quoted_in_notebook_07() -> str:
+    """What notebook 07's closing section quotes as the output of `make train-distributed WORKERS=4`."""
+    notebook = nbformat.read(student_path("07_memory_accounting"), as_version=4)
+    section = next(cell.source for cell in notebook.cells
+                   if cell.cell_type == "markdown" and cell.source.startswith("## Beyond the simulator"))
+    assert "make train-distributed WORKERS=4" in section
+    return re.search(r"^```text\n(.*?)^```", section, re.DOTALL | re.MULTILINE).group(1)
+
+
+def makefile_default(variable: str) -> str:
+    """A Makefile variable's default (``STEPS ?= 20``): what `make train-distributed` passes unless told."""
+    return re.search(rf"^{variable} \?= (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE).group(1)
+
+
+def without_what_varies(report: str, socket_counts: bool) -> str:
+    """A report without what changes from one run to the next, the training's seconds, and, where the
+    operating system does not count a process's writes, the socket column."""
+    report = re.sub(r"training \d+\.\d+ s", "training ... s", report.strip())
+    if not socket_counts:
+        report = re.sub(r" +(?:[\d,]+ \(\+\d+ B/message\)|n/a)$", " ...", report, flags=re.MULTILINE)
+    return report
+
+
+@needs_torch
+@pytest.mark.part_7
+@pytest.mark.lesson_040
+def test_notebook_07_quotes_what_make_train_distributed_prints_now(workers, capsys):
+    # The command's own code path, with the arguments `make train-distributed WORKERS=4` passes.
+    arguments = ["--workers", "4", "--steps", makefile_default("STEPS"), "--technique", makefile_default("TECHNIQUE")]
+    assert tool("train_distributed").main(arguments) == 0
+    printed = capsys.readouterr().out
+    socket_counts = real_cluster.bytes_written_by_this_process() is not None
+    assert without_what_varies(quoted_in_notebook_07(), socket_counts) == without_what_varies(printed, socket_counts), (
+        "notebook 07's closing section quotes another output than `make train-distributed WORKERS=4` prints now: "
+        "paste the new one into autograde/parts/07_memory_accounting/master.py and run `make build`")
 
 
 @needs_torch
