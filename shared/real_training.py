@@ -300,8 +300,10 @@ class FullTrainingLoop(Technique):
         config, flat = self.config, flatten(params)
         # What each worker owns (updates with Adam, and keeps the state of): with ZeRO its shard of
         # np.array_split, without it everything (one "shard").
-        sizes = [len(chunk) for chunk in np.array_split(flat, cluster.num_workers)] if config.zero_stage else [flat.size]
-        shard = cluster.rank if config.zero_stage else 0
+        if config.zero_stage:
+            sizes, shard = [len(chunk) for chunk in np.array_split(flat, cluster.num_workers)], cluster.rank
+        else:
+            sizes, shard = [flat.size], 0
         lo, owned = sum(sizes[:shard]), sizes[shard]
         dtype = np.float32 if config.mixed_precision else flat.dtype
         return LoopState(sizes, lo, lo + owned, {"step": 0, "m": np.zeros(owned, dtype), "v": np.zeros(owned, dtype)},
@@ -328,7 +330,11 @@ class FullTrainingLoop(Technique):
         loss, flat_grad = self.local_gradient(unflatten(working, params), X_r, Y_r, len(X), n,
                                               state.loss_scale if mixed else None)
         with np.errstate(over="ignore", invalid="ignore"):  # float16 overflow is the loss scaler's business
-            mean = cluster.reduce_scatter_mean(flat_grad) if config.zero_stage else cluster.ring_all_reduce_mean(flat_grad)
+            # The mean gradient of what this worker owns: its shard (035), or everything (028).
+            if config.zero_stage:
+                mean = cluster.reduce_scatter_mean(flat_grad)
+            else:
+                mean = cluster.ring_all_reduce_mean(flat_grad)
             grad = mean.astype(np.float32) / np.float32(state.loss_scale) if mixed else mean
             owned = state.master if mixed else working[state.lo:state.hi]
             new_owned, adam = reference("local_shard_adam_update")(owned, grad, state.adam, config.learning_rate,

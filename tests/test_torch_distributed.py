@@ -16,13 +16,16 @@ On 2 and 4 OS processes of this machine (gloo over TCP on 127.0.0.1), seeded cas
   its traffic the ledger's; lesson 040's loop with ZeRO and without, in float64 and in
   mixed precision (its loss scaler skipping and growing), equal bit for bit, with the
   traffic of the ledger and of the ring's schedule, and the same skips on every worker;
-- the launcher: a worker that raises ends the run at once with that worker's error, one
-  that dies without a word is named as the cause, a run past its time limit is stopped,
-  and without torch the command prints one line saying how to install it.
+- notebook 07's closing section quotes what `make train-distributed WORKERS=4` prints now;
+- the launcher: a worker that raises ends the run at once with that worker's error (also
+  one that fails inside 040's step), one that dies without a word is named as the cause,
+  a run past its time limit is stopped, and without torch the command prints one line
+  saying how to install it.
 
-The cross-checks run in one launch per world size (a module-scoped fixture); the workers
-are forked from a server that has imported torch once (see shared/real_cluster.py).
-Without torch every test here but the last skips, saying how to install it.
+The cross-checks run in one launch per world size, and so do the training runs
+(module-scoped fixtures); the workers are forked from a server that has imported torch
+once (see shared/real_cluster.py). Without torch every test here skips, saying how to
+install it, but the three that need no worker process.
 """
 
 import multiprocessing
