@@ -6,7 +6,7 @@
 #   make progress      your lessons passed and XP out of 200
 #   make grade         grade your own notebooks with the real hidden tests (PART=02 for one part)
 #   make torch         install the optional extra: PyTorch (CPU), for its cross-checks and train-distributed
-#   make train-distributed  data-parallel and ZeRO training on real processes (WORKERS=4), beside the simulation
+#   make train-distributed  data parallel, ZeRO and the full loop on real processes (WORKERS=4), beside the simulation
 # For instructors (COURSE_DIR=dir for another course directory, JOBS=n, STUDENTS="alice bob"):
 #   make release       nbgrader generate_assignment of every landed part
 #   make autograde     grade every submission in parallel; lists what needs manual grading
@@ -125,12 +125,14 @@ torch: $(STAMP)
 	  touch $(TORCH_STAMP); \
 	fi
 
-# Lessons 029 and 035 on WORKERS real processes (torch.distributed, gloo, on this machine),
-# computing with the reference solutions, against the simulated run (tools/train_distributed.py).
+# Lessons 029, 035 and 040 on WORKERS real processes (torch.distributed, gloo, on this machine),
+# computing with the reference solutions, against the simulated run (tools/train_distributed.py);
+# TECHNIQUE=data-parallel, zero or full-loop runs one of them only.
 WORKERS ?= 4
 STEPS ?= 20
+TECHNIQUE ?= all
 train-distributed: $(STAMP)
-	@$(PY) tools/train_distributed.py --workers $(WORKERS) --steps $(STEPS)
+	@$(PY) tools/train_distributed.py --workers $(WORKERS) --steps $(STEPS) --technique $(TECHNIQUE)
 
 # The instructor's workflow (tools/instructor.py): autograde/ is the course directory unless
 # COURSE_DIR names another (it is set up there); grading never depends on the current directory.

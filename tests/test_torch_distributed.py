@@ -13,14 +13,19 @@ On 2 and 4 OS processes of this machine (gloo over TCP on 127.0.0.1), seeded cas
   the flat vector in N equal pieces;
 - ``make train-distributed``'s run (``shared.real_training.run``) with 2 and 4 workers:
   every worker's final parameters equal the simulated run's (float64, rtol 1e-10) and
-  its traffic the ledger's;
-- the launcher: a worker that raises ends the run at once with that worker's error, one
-  that dies without a word is named as the cause, a run past its time limit is stopped,
-  and without torch the command prints one line saying how to install it.
+  its traffic the ledger's; lesson 040's loop with ZeRO and without, in float64 and in
+  mixed precision (its loss scaler skipping and growing), equal bit for bit, with the
+  traffic of the ledger and of the ring's schedule, and the same skips on every worker;
+- notebook 07's closing section quotes what `make train-distributed WORKERS=4` prints now;
+- the launcher: a worker that raises ends the run at once with that worker's error (also
+  one that fails inside 040's step), one that dies without a word is named as the cause,
+  a run past its time limit is stopped, and without torch the command prints one line
+  saying how to install it.
 
-The cross-checks run in one launch per world size (a module-scoped fixture); the workers
-are forked from a server that has imported torch once (see shared/real_cluster.py).
-Without torch every test here but the last skips, saying how to install it.
+The cross-checks run in one launch per world size, and so do the training runs
+(module-scoped fixtures); the workers are forked from a server that has imported torch
+once (see shared/real_cluster.py). Without torch every test here skips, saying how to
+install it, but the three that need no worker process.
 """
 
 import multiprocessing
@@ -32,18 +37,30 @@ import nbformat
 import numpy as np
 import pytest
 
-from course import ROOT, tool
+from course import ROOT, student_path, tool
 from grading.judge import reference_function
 from shared import real_cluster
 from shared.lessons import lesson as find_lesson
 from shared.real_cluster import MISSING_TORCH, WorkerFailed, WorkerTimeout, torch_available
-from shared.real_training import PRELOAD, DataParallel, TrainingSetup, Zero, run
+from shared.real_training import PRELOAD, DataParallel, FullTrainingLoop, TrainingSetup, Zero, run
+from shared.training import TrainingConfig
 
 needs_torch = pytest.mark.skipif(not torch_available(), reason=MISSING_TORCH)
 WORLD_SIZES = (2, 4)
 SETUP = TrainingSetup(steps=3)
 SGD_LEARNING_RATE, ADAM_LEARNING_RATE = 0.05, 0.01
 TIMEOUT = 120  # seconds for a launch; a run takes about one
+# Lesson 040's loop in each combination of ZeRO and mixed precision. The mixed-precision ones start
+# from a loss scale that overflows float16 on this data, so that their three steps include skipped
+# and clean steps (checked below), and grow the scale after every clean step.
+LOOPS = {
+    "every switch on": TrainingConfig(learning_rate=0.01, num_micro_batches=2, segment_size=2, mixed_precision=True,
+                                      zero_stage=1, loss_scale=2.0 ** 12, growth_interval=1),
+    "all-reduce, mixed precision": TrainingConfig(learning_rate=0.01, num_micro_batches=3, segment_size=1,
+                                                  mixed_precision=True, loss_scale=2.0 ** 12, growth_interval=1),
+    "ZeRO, float64": TrainingConfig(learning_rate=0.01, num_micro_batches=2, zero_stage=1),
+    "all-reduce, float64": TrainingConfig(learning_rate=0.01, segment_size=1),
+}
 
 
 def ref(name):
@@ -67,6 +84,14 @@ def crosschecks(workers):
     """Every worker's results of every real-process cross-check, by world size: one launch each."""
     return {n: real_cluster.launch(n, workers.crosscheck_worker, SETUP, SGD_LEARNING_RATE, ADAM_LEARNING_RATE,
                                    timeout=TIMEOUT)
+            for n in WORLD_SIZES}
+
+
+@pytest.fixture(scope="module")
+def real_runs(workers):
+    """``make train-distributed``'s run with 029's and 035's steps and 040's loops, by world size: one launch each."""
+    techniques = [DataParallel(), Zero(), *(FullTrainingLoop(config) for config in LOOPS.values())]
+    return {n: dict(zip(["data parallel", "ZeRO", *LOOPS], run(n, SETUP, techniques, timeout=TIMEOUT)))
             for n in WORLD_SIZES}
 
 
@@ -154,10 +179,10 @@ def test_the_zero_step_equals_zero_redundancy_adam(n, crosschecks, simulated):
 @pytest.mark.lesson_029
 @pytest.mark.lesson_035
 @pytest.mark.parametrize("n", WORLD_SIZES)
-def test_training_on_real_processes_equals_the_simulated_run(n, workers):
-    comparisons = run(n, SETUP, timeout=TIMEOUT)
-    assert [c.technique for c in comparisons] == ["data parallel", "ZeRO"]
-    for c in comparisons:
+def test_training_on_real_processes_equals_the_simulated_run(n, real_runs):
+    for name in ("data parallel", "ZeRO"):
+        c = real_runs[n][name]
+        assert c.technique == name
         assert c.params_close and c.largest_difference <= 1e-10 * 10, (c.technique, c.largest_difference)
         assert c.traffic_matches, (c.technique, c.real_traffic, c.simulated_traffic)
         np.testing.assert_allclose(c.real_losses, c.simulated_losses, rtol=1e-12)
@@ -166,6 +191,106 @@ def test_training_on_real_processes_equals_the_simulated_run(n, workers):
             if written is not None:  # the payload went through the sockets, with gloo's headers
                 sent = c.real_traffic[rank]
                 assert sent["bytes_sent"] <= written <= sent["bytes_sent"] + 512 * sent["messages_sent"]
+
+
+def ring_bytes_sent(num_elements, itemsize, n, rank, first_chunks):
+    """What worker ``rank`` sends in one reduce-scatter and one all-gather of a vector cut by np.array_split
+    into N chunks: each half sends every chunk but one, the one it starts the half with skipped
+    (``first_chunks``: the chunk each half skips, as offsets from the rank)."""
+    chunks = [len(chunk) for chunk in np.array_split(np.empty(num_elements), n)]
+    return sum(itemsize * (sum(chunks) - chunks[(rank + offset) % n]) for offset in first_chunks)
+
+
+@needs_torch
+@pytest.mark.part_7
+@pytest.mark.lesson_040
+@pytest.mark.parametrize("name", LOOPS)
+@pytest.mark.parametrize("n", WORLD_SIZES)
+def test_lesson_040s_loop_on_real_processes_equals_the_simulated_loop(n, name, real_runs):
+    c, config = real_runs[n][name], LOOPS[name]
+    assert c.technique == "full loop"
+    # The same arithmetic, operation for operation: equal bit for bit, float16 passes and loss scaling included.
+    assert c.params_close and c.largest_difference == 0, c.largest_difference
+    assert c.params_dtype == ("float32" if config.mixed_precision else "float64")
+    np.testing.assert_allclose(c.real_losses, c.simulated_losses, rtol=1e-12)
+    # Each worker decided to skip, and scaled the loss, as the simulated loop did, with no message of its own.
+    assert c.histories_match and len(c.real_histories) == n
+    skipped = c.simulated_history["skipped"]
+    if config.mixed_precision:  # the case exercises both branches of the loss scaler
+        assert any(skipped) and not all(skipped), skipped
+    else:
+        assert not any(skipped) and c.real_losses[-1] < c.real_losses[0]
+    # The traffic: the ledger's, worker for worker, and what the ring's schedule sends (028 all-reduce:
+    # chunks r + 1 and r + 2 skipped; 035's reduce-scatter and 034's all-gather: chunks r and r + 1).
+    assert c.traffic_matches, (c.real_traffic, c.simulated_traffic)
+    itemsize = 2 if config.mixed_precision else 8
+    skipped_chunks = (0, 1) if config.zero_stage else (1, 2)
+    for rank, traffic in enumerate(c.real_traffic):
+        per_step = ring_bytes_sent(SETUP.num_params, itemsize, n, rank, skipped_chunks)
+        assert traffic["bytes_sent"] == SETUP.steps * per_step, rank
+        assert traffic["messages_sent"] == traffic["rounds"] == SETUP.steps * 2 * (n - 1)
+
+
+@needs_torch
+@pytest.mark.part_7
+@pytest.mark.lesson_040
+def test_a_worker_that_fails_in_lesson_040s_step_ends_the_run_with_its_error(workers):
+    # 4 workers share a batch of 30 as 8, 8, 7 and 7 rows: 8 micro-batches fit workers 0 and 1 only.
+    # Workers 2 and 3 fail in their first step while 0 and 1 wait in the ring for them: the run ends
+    # with the error at once, not after the time limit.
+    loop = FullTrainingLoop(TrainingConfig(num_micro_batches=8))
+    with pytest.raises(WorkerFailed) as failure:
+        run(4, SETUP, [loop], timeout=TIMEOUT)
+    assert failure.value.rank in (2, 3)
+    assert "ValueError: cannot split a batch of 7 examples into 8 non-empty micro-batches" in str(failure.value)
+    assert "split_into_micro_batches" in failure.value.details
+    assert multiprocessing.active_children() == []
+
+
+def test_the_command_refuses_more_workers_than_the_full_loop_can_use(capsys):
+    # 2 micro-batches per worker of a batch of 30: at most 15 workers (lesson 040 refuses more). Refused
+    # before anything starts, so without torch too.
+    with pytest.raises(SystemExit) as refused:
+        tool("train_distributed").main(["--workers", "16", "--technique", "full-loop"])
+    assert refused.value.code == 2
+    assert "full-loop trains a batch of 30 on at most 15 workers, got --workers 16" in capsys.readouterr().err
+
+
+def quoted_in_notebook_07() -> str:
+    """What notebook 07's closing section quotes as the output of `make train-distributed WORKERS=4`."""
+    notebook = nbformat.read(student_path("07_memory_accounting"), as_version=4)
+    section = next(cell.source for cell in notebook.cells
+                   if cell.cell_type == "markdown" and cell.source.startswith("## Beyond the simulator"))
+    assert "make train-distributed WORKERS=4" in section
+    return re.search(r"^```text\n(.*?)^```", section, re.DOTALL | re.MULTILINE).group(1)
+
+
+def makefile_default(variable: str) -> str:
+    """A Makefile variable's default (``STEPS ?= 20``): what `make train-distributed` passes unless told."""
+    return re.search(rf"^{variable} \?= (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE).group(1)
+
+
+def without_what_varies(report: str, socket_counts: bool) -> str:
+    """A report without what changes from one run to the next, the training's seconds, and, where the
+    operating system does not count a process's writes, the socket column."""
+    report = re.sub(r"training \d+\.\d+ s", "training ... s", report.strip())
+    if not socket_counts:
+        report = re.sub(r" +(?:[\d,]+ \(\+\d+ B/message\)|n/a)$", " ...", report, flags=re.MULTILINE)
+    return report
+
+
+@needs_torch
+@pytest.mark.part_7
+@pytest.mark.lesson_040
+def test_notebook_07_quotes_what_make_train_distributed_prints_now(workers, capsys):
+    # The command's own code path, with the arguments `make train-distributed WORKERS=4` passes.
+    arguments = ["--workers", "4", "--steps", makefile_default("STEPS"), "--technique", makefile_default("TECHNIQUE")]
+    assert tool("train_distributed").main(arguments) == 0
+    printed = capsys.readouterr().out
+    socket_counts = real_cluster.bytes_written_by_this_process() is not None
+    assert without_what_varies(quoted_in_notebook_07(), socket_counts) == without_what_varies(printed, socket_counts), (
+        "notebook 07's closing section quotes another output than `make train-distributed WORKERS=4` prints now: "
+        "paste the new one into autograde/parts/07_memory_accounting/master.py and run `make build`")
 
 
 @needs_torch

@@ -994,6 +994,85 @@ plt.show()
 # count and the measurement agree within 2 %.
 
 # %% [markdown]
+# ## Beyond the simulator: the same training on real processes (optional, ungraded)
+#
+# Every worker of this part ran inside this notebook's one Python process, one after another,
+# and the cluster's ledger counted what they would have sent. The course can also run them for
+# real: one operating-system process per worker, each computing with the course's reference
+# functions (its shard as in 025, its gradients with `worker_gradients`, Adam as in 033 on what
+# it owns) while PyTorch's `torch.distributed` (the gloo backend, over TCP on this machine only)
+# carries their messages on the rings of lessons 028, 034 and 035. PyTorch is an optional extra
+# that nothing in this notebook needs. In a terminal, at the root of the course:
+#
+# ```bash
+# make torch                          # once: installs PyTorch (CPU build) into .venv
+# make train-distributed WORKERS=4    # TECHNIQUE=full-loop runs lesson 040's loop only
+# ```
+#
+# It trains three ways, each on 4 real processes and on the simulated cluster, and compares
+# them: lesson 029's data-parallel step, lesson 035's ZeRO step, and lesson 040's loop with
+# every switch on. On the course's machine it printed:
+#
+# ```text
+# 4 worker processes (torch 2.13.0+cpu, gloo over TCP on 127.0.0.1), computing with the course's reference functions
+# model: MLP [8, 30, 30, 3] (1,293 parameters, 10,344 bytes in float64); batch 30, shards of 8, 8, 7, 7 rows; 20 steps
+#
+# data parallel: lesson 029's step: shard (025), local gradients (026), ring all-reduce of each tensor (028's
+#   schedule), SGD with learning rate 0.05
+#   loss 1.653244 -> 0.388183 (simulated: 1.653244 -> 0.388183)
+#   final float64 parameters, every worker vs the simulated run: largest difference 0 (relative 0), equal bit for bit
+#   worker   bytes sent  ledger says  messages sent  ledger says  written to its sockets (OS count)
+#        0      310,240      310,240            720          720           413,920 (+144 B/message)
+#        1      310,880      310,880            720          720           414,560 (+144 B/message)
+#        2      310,400      310,400            720          720           414,080 (+144 B/message)
+#        3      309,760      309,760            720          720           413,440 (+144 B/message)
+#   rounds: 720 (ledger: 720); traffic as the ledger predicts, worker for worker; training 2.96 s (slowest worker)
+#
+# ZeRO: lesson 035's step: local gradients (025, 026), ring reduce-scatter, Adam on the worker's own shard (033,
+#   learning rate 0.01), all-gather (034)
+#   loss 1.653244 -> 0.419118 (simulated: 1.653244 -> 0.419118)
+#   final float64 parameters, every worker vs the simulated run: largest difference 0 (relative 0), equal bit for bit
+#   worker   bytes sent  ledger says  messages sent  ledger says  written to its sockets (OS count)
+#        0      310,240      310,240            120          120           327,520 (+144 B/message)
+#        1      310,400      310,400            120          120           327,680 (+144 B/message)
+#        2      310,400      310,400            120          120           327,680 (+144 B/message)
+#        3      310,240      310,240            120          120           327,520 (+144 B/message)
+#   rounds: 120 (ledger: 120); traffic as the ledger predicts, worker for worker; training 0.68 s (slowest worker)
+#
+# full loop: lesson 040's step on its one batch: shard (025), worker_gradients (2 micro-batches, checkpointed segments
+#   of 2 layers, float16 with a loss scale of 65536 at first, doubled after 5 clean steps) weighted (026), ring
+#   reduce-scatter (035), Adam on the worker's shard of the float32 master weights (033, learning rate 0.01),
+#   all-gather (034)
+#   loss 1.653311 -> 0.112102 (simulated: 1.653311 -> 0.112102)
+#   loss scaler: steps 0-4 skipped (5 of 20); scale 65536 (step 0), 32768 (1), 16384 (2), 8192 (3), 4096 (4), 2048
+#     (5-9), 4096 (10-14), 8192 (15-19); every worker as simulated
+#   final float32 parameters, every worker vs the simulated run: largest difference 0 (relative 0), equal bit for bit
+#   worker   bytes sent  ledger says  messages sent  ledger says  written to its sockets (OS count)
+#        0       77,560       77,560            120          120            94,840 (+144 B/message)
+#        1       77,600       77,600            120          120            94,880 (+144 B/message)
+#        2       77,600       77,600            120          120            94,880 (+144 B/message)
+#        3       77,560       77,560            120          120            94,840 (+144 B/message)
+#   rounds: 120 (ledger: 120); traffic as the ledger predicts, worker for worker; training 0.71 s (slowest worker)
+#
+# (OS count: what the operating system saw the process write during the training, payload and gloo's headers)
+# ```
+#
+# How to read it:
+#
+# - **final parameters**: every process ends with the simulated run's parameters, bit for bit,
+#   float16 passes and loss scaling included. The processes do the same arithmetic, operation
+#   for operation; only the bytes travel through sockets instead of the simulated cluster.
+# - **bytes sent** and **ledger says**: what each process sent, beside the ledger's prediction
+#   for that worker: the same, worker for worker. Lesson 040's loop sends a quarter of 035's
+#   bytes, as its gradients and parameters cross the wire in float16, not float64.
+# - **written to its sockets**: what the operating system saw each process write, the payload
+#   and gloo's own header for every message.
+# - **loss scaler**: the loop starts from `TrainingConfig`'s default scale, which overflows
+#   float16 on this data, so its first steps are skipped while the scale halves. Each process
+#   decided to skip on its own, from the vector it held after the all-gather, with no message,
+#   and each decided as the simulation did.
+
+# %% [markdown]
 # ## Part summary
 #
 # - A worker's peak is parameters + gradients + optimizer state + activations. The first three
