@@ -266,8 +266,12 @@ _STATUS_MESSAGES = {
 }
 
 
-def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, Any] | None) -> Verdict:
-    """The verdict of one lesson from the kernel's answers (``payload``; None when none came)."""
+def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, Any] | None,
+                 of: int | None = None) -> Verdict:
+    """The verdict of one lesson from the kernel's answers (``payload``; None when none came).
+
+    ``of``: how many cases the run has when ``cases`` are only its first ones (the quick pass of
+    :func:`grade_in_process`), for the verdict's "hidden case 2 of 20"."""
     lesson = find_lesson(code)
     spec = lesson_spec(code)
     if payload is None:
@@ -292,9 +296,12 @@ def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, A
             problem = "form", f"the answer could not be read: {error}"
         if problem is not None:
             reason, text = problem
-            return Verdict(code, False, f"{text}\n  {_case_label(index, len(cases), case)}", reason)
+            return Verdict(code, False, f"{text}\n  {_case_label(index, of or len(cases), case)}", reason)
     return Verdict(code, True, f"{len(cases)} hidden cases right", "passed")
 
+
+
+QUICK_CASES = 3  # the first pass of grade_in_process: most wrong functions fail one of the first cases
 
 
 def grade_in_process(code: str, namespace: dict[str, Any], run_seed: int = 0,
@@ -302,9 +309,25 @@ def grade_in_process(code: str, namespace: dict[str, Any], run_seed: int = 0,
     """Grade lesson ``code`` with the functions in ``namespace``, without nbgrader or a sandbox.
 
     The same cases, harness and judge as a real grading run; the learner's side runs in a
-    forked child of this process.  For tests and the mutation tool; ``time_limit`` replaces
-    the lesson's own (seconds for all its cases).
+    forked child of this process.  For tests and the mutation tool, which grade thousands of
+    wrong functions; ``time_limit`` replaces the lesson's own (seconds for all its cases).
+
+    In two passes: the first QUICK_CASES cases, then, if they are right, every case.  The
+    judge stops at the first wrong case and a case's verdict never depends on the cases after
+    it, so a function that fails the first pass gets the verdict one pass on every case would
+    give, for a fraction of the time.
     """
+    cases = draw_cases(lesson_spec(code), case_seed(run_seed, code))
+    if len(cases) > QUICK_CASES:
+        quick = _grade_cases(code, namespace, cases[:QUICK_CASES], len(cases), time_limit)
+        if not quick.passed and quick.reason != "not started":  # "not started" needs every answer
+            return quick
+    return _grade_cases(code, namespace, cases, len(cases), time_limit)
+
+
+def _grade_cases(code: str, namespace: dict[str, Any], cases: list[Case | Raises], of: int,
+                 time_limit: float | None) -> Verdict:
+    """The verdict on ``cases`` (the first of ``of``): the harness in a forked child, then the judge."""
     import json
     import os
     import tempfile
@@ -312,7 +335,6 @@ def grade_in_process(code: str, namespace: dict[str, Any], run_seed: int = 0,
     from . import harness
 
     lesson = find_lesson(code)
-    cases = draw_cases(lesson_spec(code), case_seed(run_seed, code))
     with tempfile.TemporaryDirectory(prefix="mct-inprocess-") as folder:
         path = Path(folder) / "cases.json"
         plan = kernel_input(lesson.part.slug, {code: cases})
@@ -328,4 +350,4 @@ def grade_in_process(code: str, namespace: dict[str, Any], run_seed: int = 0,
                 os.environ.pop(harness.CASES_FILE_ENV, None)
             else:
                 os.environ[harness.CASES_FILE_ENV] = saved
-    return judge_lesson(code, cases, json.loads(json.dumps(payload)))
+    return judge_lesson(code, cases, json.loads(json.dumps(payload)), of)
