@@ -51,6 +51,7 @@ from nbgrader.preprocessors import ClearHiddenTests
 
 ROOT = Path(__file__).resolve().parent.parent
 
+from grading import nbgrader_cli
 from grading.judge import lesson_specs
 from shared.lessons import Lesson, lesson as find_lesson
 
@@ -160,8 +161,7 @@ def student_notebook(source_path: Path, slug: str, workdir: Path) -> str:
         f"c = get_config()\nload_subconfig({str(NBGRADER_CONFIG)!r})\n"
         f"c.CourseDirectory.root = {str(course)!r}\n")
     env = dict(os.environ, MCT_COURSE_DIR=str(course))
-    nbgrader = Path(sys.executable).with_name("nbgrader")
-    run = subprocess.run([str(nbgrader), "generate_assignment", slug, "--force", "--no-db"],
+    run = subprocess.run(nbgrader_cli.command("generate_assignment", slug, "--force", "--no-db"),
                          cwd=course, env=env, capture_output=True, text=True)
     released = course / "release" / slug / f"{slug}.ipynb"
     if run.returncode != 0 or not released.is_file():

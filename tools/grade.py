@@ -26,6 +26,7 @@ from pathlib import Path
 
 import nbformat
 
+from grading import nbgrader_cli
 from grading.judge import landed_parts
 from grading.sandbox import bwrap_path
 from shared.lessons import lesson as find_lesson, lesson_of_grade_id, lessons_of
@@ -37,7 +38,7 @@ STUDENT = "me"
 
 
 def nbgrader(course: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=env, capture_output=True, text=True)
+    return subprocess.run(nbgrader_cli.command(*args), cwd=course, env=env, capture_output=True, text=True)
 
 
 def prepare(course: Path, parts: list[str]) -> None:

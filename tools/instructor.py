@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
+from grading import nbgrader_cli
 from grading.harness import MIME
 from grading.judge import landed_parts as judge_landed_parts
 from grading.sandbox import bwrap_path, missing_sandbox_message, sandbox_wanted
@@ -121,7 +122,7 @@ def nbgrader_env(course: Path) -> dict[str, str]:
 
 def run_nbgrader(course: Path, *args: str, log: Path | None = None) -> subprocess.CompletedProcess:
     """One nbgrader command, run in the course directory; its output goes to ``log`` if given."""
-    run = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=nbgrader_env(course),
+    run = subprocess.run(nbgrader_cli.command(*args), cwd=course, env=nbgrader_env(course),
                          capture_output=True, text=True)
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
