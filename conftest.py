@@ -42,3 +42,16 @@ def pytest_runtest_setup(item):
             os.remove(os.environ["MCT_PROGRESS_FILE"])
         except FileNotFoundError:
             pass
+
+
+# The files that take longest, started first.  `make test` runs two processes, each taking a
+# whole file at a time (`--dist loadfile`) in the order collected: a long file collected last
+# would run alone at the end while the other process idles.
+LONGEST_FIRST = ("tests/test_nbgrader_loop.py", "tests/test_mutation.py", "tests/test_instructor.py",
+                 "tests/test_grade.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    # A stable sort: every other test (and each notebook's cells) keeps its order.
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
