@@ -8,6 +8,7 @@ so compare measured and predicted memory with a tolerance, never exactly.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import tracemalloc
 from collections.abc import Callable
@@ -37,20 +38,43 @@ def measure_peak_memory(function: Callable[..., Any], *args: Any, **kwargs: Any)
     Works whether or not tracemalloc is already running (it is left as found).
     """
     was_tracing = tracemalloc.is_tracing()
-    gc.collect()
-    if not was_tracing:
-        tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        before, _ = tracemalloc.get_traced_memory()
-        result = function(*args, **kwargs)
-        peak = tracemalloc.get_traced_memory()[1]
-        gc.collect()  # what the result keeps alive, not garbage that waits for the collector
-        after = tracemalloc.get_traced_memory()[0]
-    finally:
+    with _older_objects_frozen():
+        gc.collect()  # unfrozen garbage, freed during the call, would lower its peak (none after our freeze)
         if not was_tracing:
-            tracemalloc.stop()
+            tracemalloc.start()
+        try:
+            tracemalloc.reset_peak()
+            before, _ = tracemalloc.get_traced_memory()
+            result = function(*args, **kwargs)
+            peak = tracemalloc.get_traced_memory()[1]
+            gc.collect()  # what the result keeps alive, not garbage that waits for the collector
+            after = tracemalloc.get_traced_memory()[0]
+        finally:
+            if not was_tracing:
+                tracemalloc.stop()
     return MemoryMeasurement(peak_bytes=peak - before, retained_bytes=after - before, result=result)
+
+
+@contextlib.contextmanager
+def _older_objects_frozen():
+    """While measuring, the garbage collector walks only the objects made during the call.
+
+    ``gc.collect()`` walks every object the process tracks, and a process with large libraries
+    loaded (a kernel, a test runner) holds hundreds of thousands: a collection can take a second.
+    Frozen, the older objects are never freed by the collector during the call, garbage or not,
+    so they cannot lower its peak either; the call's own garbage is made of new objects, which are
+    collected as usual.  (An old reference cycle that the call lets go of is freed at a later
+    collection: counted neither way.)  Freezing moves objects between the collector's lists and
+    allocates nothing.  An earlier freeze (someone else's) is left as it is.
+    """
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def format_bytes(n: float) -> str:
