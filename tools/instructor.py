@@ -157,23 +157,33 @@ def gradebook(course: Path):
 # --------------------------------------------------------------------------
 
 def release(course: Path, parts: list[str]) -> int:
+    """nbgrader generate_assignment of ``parts``.  When they are every part in the course's source
+    folder, one nbgrader run releases them all (its glob ``*``), as each run spends seconds
+    starting nbgrader; otherwise one run each."""
     prepare_course(course, parts)
+    in_source = sorted(p.name for p in (course / "source").iterdir() if p.is_dir())
+    runs = {"*": parts} if sorted(parts) == in_source else {slug: [slug] for slug in parts}
     status = 0
-    for slug in parts:
-        run = run_nbgrader(course, "generate_assignment", slug, "--force",
-                           log=log_dir(course) / f"release-{slug}.log")
-        released = course / "release" / slug
-        extra = sorted(p.name for p in released.iterdir() if p.name != f"{slug}.ipynb") \
-            if released.is_dir() else []
-        if run.returncode != 0 or not (released / f"{slug}.ipynb").is_file():
-            print(f"release of {slug} FAILED:\n{run.stderr[-2000:]}", file=sys.stderr)
-            status = 1
-        elif extra:
-            print(f"release of {slug} holds more than the notebook: {extra}", file=sys.stderr)
-            status = 1
-        else:
-            print(f"released {slug}: {released / f'{slug}.ipynb'}")
+    for pattern, slugs in runs.items():
+        run = run_nbgrader(course, "generate_assignment", pattern, "--force",
+                           log=log_dir(course) / f"release-{'all' if pattern == '*' else pattern}.log")
+        for slug in slugs:
+            status |= _check_release(course, slug, run)
     return status
+
+
+def _check_release(course: Path, slug: str, run: subprocess.CompletedProcess) -> int:
+    """0 when ``run`` released ``slug``'s notebook and nothing else beside it, else 1 (and why)."""
+    released = course / "release" / slug
+    extra = sorted(p.name for p in released.iterdir() if p.name != f"{slug}.ipynb") if released.is_dir() else []
+    if run.returncode != 0 or not (released / f"{slug}.ipynb").is_file():
+        print(f"release of {slug} FAILED:\n{run.stderr[-2000:]}", file=sys.stderr)
+        return 1
+    if extra:
+        print(f"release of {slug} holds more than the notebook: {extra}", file=sys.stderr)
+        return 1
+    print(f"released {slug}: {released / f'{slug}.ipynb'}")
+    return 0
 
 
 # --------------------------------------------------------------------------
