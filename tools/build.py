@@ -152,25 +152,33 @@ def reference_module(notebook: nbformat.NotebookNode, slug: str) -> str:
     return "".join(parts)
 
 
-def student_notebook(source_path: Path, slug: str, workdir: Path) -> str:
-    """Run ``nbgrader generate_assignment`` in a scratch course folder; return the release."""
+def student_notebooks(sources: dict[str, str], workdir: Path) -> dict[Path, str]:
+    """``notebooks/NN_slug.ipynb`` of each part from its source notebook's text, by
+    ``nbgrader generate_assignment`` in a scratch course folder: one run for every part
+    (its glob ``*``), as each run spends seconds starting nbgrader."""
+    if not sources:
+        return {}
     course = workdir / "course"
-    (course / "source" / slug).mkdir(parents=True)
-    shutil.copy(source_path, course / "source" / slug / f"{slug}.ipynb")
+    for slug, text in sources.items():
+        (course / "source" / slug).mkdir(parents=True)
+        (course / "source" / slug / f"{slug}.ipynb").write_text(text)
     (course / "nbgrader_config.py").write_text(
         f"c = get_config()\nload_subconfig({str(NBGRADER_CONFIG)!r})\n"
         f"c.CourseDirectory.root = {str(course)!r}\n")
     env = dict(os.environ, MCT_COURSE_DIR=str(course))
-    run = subprocess.run(nbgrader_cli.command("generate_assignment", slug, "--force", "--no-db"),
+    run = subprocess.run(nbgrader_cli.command("generate_assignment", "*", "--force", "--no-db"),
                          cwd=course, env=env, capture_output=True, text=True)
-    released = course / "release" / slug / f"{slug}.ipynb"
-    if run.returncode != 0 or not released.is_file():
-        raise BuildError(f"nbgrader generate_assignment {slug} failed:\n{run.stdout}\n{run.stderr}")
-    notebook = nbformat.read(released, as_version=4)
-    for cell in notebook.cells:
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-    return nbformat.writes(notebook) + "\n"
+    outputs = {}
+    for slug in sources:
+        released = course / "release" / slug / f"{slug}.ipynb"
+        if run.returncode != 0 or not released.is_file():
+            raise BuildError(f"nbgrader generate_assignment {slug} failed:\n{run.stdout}\n{run.stderr}")
+        notebook = nbformat.read(released, as_version=4)
+        for cell in notebook.cells:
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [], None
+        outputs[Path("notebooks") / f"{slug}.ipynb"] = nbformat.writes(notebook) + "\n"
+    return outputs
 
 
 def solved_notebook(notebook: nbformat.NotebookNode, workdir: Path, execute: bool = True) -> str:
@@ -200,19 +208,20 @@ def solved_notebook(notebook: nbformat.NotebookNode, workdir: Path, execute: boo
 # the build
 # --------------------------------------------------------------------------
 
+def source_path(slug: str) -> Path:
+    """Where part ``slug``'s nbgrader source notebook goes (relative to ROOT)."""
+    return Path("autograde") / "source" / slug / f"{slug}.ipynb"
+
+
 def build_part(master: Path, workdir: Path, execute: bool = True) -> dict[Path, str]:
-    """All generated files of one part: {path relative to ROOT: content}."""
+    """The generated files of one part but its student notebook (:func:`student_notebooks`
+    makes every part's at once): {path relative to ROOT: content}."""
     slug = master.parent.name
     lesson_specs(slug)  # every lesson of the part must have its hidden cases declared
     source = source_notebook(master)
-    source_text = nbformat.writes(source) + "\n"
-    source_rel = Path("autograde") / "source" / slug / f"{slug}.ipynb"
-    scratch_source = workdir / f"{slug}.ipynb"
-    scratch_source.write_text(source_text)
     return {
-        source_rel: source_text,
+        source_path(slug): nbformat.writes(source) + "\n",
         Path("solutions") / f"{slug}.py": reference_module(source, slug),
-        Path("notebooks") / f"{slug}.ipynb": student_notebook(scratch_source, slug, workdir / "release"),
         Path("solutions") / f"{slug}.ipynb": solved_notebook(source, workdir, execute),
     }
 
@@ -259,13 +268,17 @@ def lesson_blocks_module() -> str:
 
 def build_all(only: list[str] | None = None, execute: bool = True) -> dict[Path, str]:
     outputs: dict[Path, str] = {Path("shared") / "lesson_blocks.py": lesson_blocks_module()}
-    for master in sorted(PARTS.glob("[0-9][0-9]_*/master.py")):
-        if only and master.parent.name not in only:
-            continue
+    slugs = [master.parent.name for master in sorted(PARTS.glob("[0-9][0-9]_*/master.py"))
+             if not only or master.parent.name in only]
+    for slug in slugs:
         with tempfile.TemporaryDirectory(prefix="mct-build-") as scratch:
             started = time.perf_counter()
-            outputs.update(build_part(master, Path(scratch), execute))
-            print(f"built {master.parent.name} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+            outputs.update(build_part(PARTS / slug / "master.py", Path(scratch), execute))
+            print(f"built {slug} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="mct-build-") as scratch:
+        started = time.perf_counter()
+        outputs.update(student_notebooks({slug: outputs[source_path(slug)] for slug in slugs}, Path(scratch)))
+        print(f"released {len(slugs)} student notebook(s) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return outputs
 
 
