@@ -319,15 +319,16 @@ def grade_in_process(code: str, namespace: dict[str, Any], run_seed: int = 0,
     """
     cases = draw_cases(lesson_spec(code), case_seed(run_seed, code))
     if len(cases) > QUICK_CASES:
-        quick = _grade_cases(code, namespace, cases[:QUICK_CASES], len(cases), time_limit)
+        quick = grade_cases(code, namespace, cases[:QUICK_CASES], len(cases), time_limit)
         if not quick.passed and quick.reason != "not started":  # "not started" needs every answer
             return quick
-    return _grade_cases(code, namespace, cases, len(cases), time_limit)
+    return grade_cases(code, namespace, cases, len(cases), time_limit)
 
 
-def _grade_cases(code: str, namespace: dict[str, Any], cases: list[Case | Raises], of: int,
-                 time_limit: float | None) -> Verdict:
-    """The verdict on ``cases`` (the first of ``of``): the harness in a forked child, then the judge."""
+def grade_cases(code: str, namespace: dict[str, Any], cases: list[Case | Raises], of: int | None = None,
+                time_limit: float | None = None) -> Verdict:
+    """The verdict on ``cases``, the first of ``of`` (for the labels; None: all of them): the
+    harness in a forked child of this process, then the judge."""
     import json
     import os
     import tempfile

@@ -7,10 +7,11 @@ changed by one small mechanical mutation at a time: ``+`` for ``-``, ``*`` for
 term dropped, a comparison flipped (``>`` for ``>=``), a dict key or function
 swapped, ... (see ``Mutator``).  Every mutant is defined in a copy of the
 reference module's namespace, in place of the lesson's function, and graded by
-:func:`grading.judge.grade_in_process`: the lesson's declared cases
+:func:`grading.judge.grade_cases`: the lesson's declared cases
 (``autograde/parts/NN_slug/cases.py``), the grading harness (a forked child
-under the lesson's time limit) and the judge, exactly as in real grading.  The
-mutant is *killed* when the verdict fails.  A mutant that fails to define, that
+under the lesson's time limit) and the judge, exactly as in real grading (first
+on a few quick cases, see :func:`grade`).  The mutant is *killed* when the
+verdict fails.  A mutant that fails to define, that
 crashes the process or that runs past the time limit is killed too.
 
 Some mutants cannot be told from the reference by any test (they compute the
@@ -28,19 +29,15 @@ from __future__ import annotations
 
 import argparse
 import ast
-import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grading import harness
-from grading.judge import (Verdict, case_seed, grade_in_process, judge_lesson, kernel_input, lesson_spec,
-                           reference_function)
+from grading.judge import Verdict, case_seed, grade_cases, lesson_spec, reference_function
 from grading.spec import draw_cases
 from shared.lessons import Lesson, lesson as find_lesson, lessons_of
 
@@ -60,9 +57,23 @@ def landed_parts() -> list[str]:
 # Grading a function as the grader would
 # --------------------------------------------------------------------------
 
+QUICK_CASES = 3  # cases of a mutant's first pass
+
+
 def grade(code: str, namespace: dict[str, Any], run_seed: int = 0, time_limit: float | None = None) -> Verdict:
-    """Lesson ``code``'s verdict for the functions in ``namespace`` (the real cases and judge)."""
-    return grade_in_process(code, namespace, run_seed, time_limit)
+    """Lesson ``code``'s verdict for the functions in ``namespace`` (the real cases and judge), or the
+    first failure of a quick pass.
+
+    A mutant is killed when it fails any case, and most fail one of the first few.  So a first
+    pass grades the lesson's first QUICK_CASES cases that are not measured (a measured case is
+    large, for memory to show: lesson 024's first trains on 16384 examples in float16); only a
+    mutant that passes them is graded on every case.  A failure in the first pass is a failure of
+    the whole run too (which may report an earlier case).
+    """
+    cases = draw_cases(lesson_spec(code), case_seed(run_seed, code))
+    quick = [case for case in cases if not getattr(case, "measure", False)][:QUICK_CASES]
+    verdict = grade_cases(code, namespace, quick, time_limit=time_limit)
+    return grade_cases(code, namespace, cases, time_limit=time_limit) if verdict.passed else verdict
 
 
 def reference_namespace(lesson: Lesson) -> dict[str, Any]:
