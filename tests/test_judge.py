@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 
 from grading import wire
-from grading.judge import grade_in_process, landed_parts, lesson_spec, lesson_specs, reference_function
+from grading.judge import (QUICK_CASES, case_seed, grade_cases, grade_in_process, landed_parts, lesson_spec,
+                           lesson_specs, reference_function)
+from grading.spec import Raises, draw_cases
 from shared import lesson_blocks
 from shared.lessons import lesson as find_lesson
 
@@ -220,6 +222,31 @@ def test_a_stub_is_reported_as_not_started():
     namespace["linear_forward"] = linear_forward
     verdict = grade_in_process("003", namespace)
     assert not verdict.passed and "not started" in verdict.message
+
+
+def wrong_from_call(reference, k):
+    """The reference, with every answer from its k-th call on (0, 1, ...) off by one."""
+    calls = [0]  # counted in the grading child: each pass starts from 0
+
+    def answer(*args, **kwargs):
+        result = reference(*args, **kwargs)
+        calls[0] += 1
+        return result + 1.0 if calls[0] > k else result
+    return answer
+
+
+@pytest.mark.parametrize("k", [0, 1, QUICK_CASES + 1], ids=["first case", "second case", "past the first pass"])
+def test_grading_in_two_passes_gives_the_verdict_of_one_pass_on_every_case(k):
+    """grade_in_process grades the first QUICK_CASES cases, then every case: a function wrong on an
+    early case gets the verdict (and its 'hidden case k of N') of one pass; one wrong on a later case
+    passes the first pass and fails the second."""
+    cases = draw_cases(lesson_spec("003"), case_seed(0, "003"))
+    assert len(cases) > QUICK_CASES + 1 and not any(isinstance(case, Raises) for case in cases[:QUICK_CASES + 2])
+    namespace = reference_namespace("003")
+    namespace["linear_forward"] = wrong_from_call(namespace["linear_forward"], k)
+    verdict = grade_in_process("003", namespace)
+    assert verdict == grade_cases("003", namespace, cases)
+    assert not verdict.passed and f"hidden case {k + 1} of {len(cases)}" in verdict.message
 
 
 def test_an_answer_that_cannot_cross_the_wire_loses_the_points():

@@ -106,6 +106,25 @@ def test_memory_meter_sees_numpy_allocations():
     assert measured.peak_bytes >= 8_000_000 and measured.retained_bytes < 10_000
 
 
+def test_memory_meter_leaves_the_collector_as_found_and_still_frees_the_calls_garbage():
+    """measure_peak_memory freezes older objects while it measures (for speed), then unfreezes them;
+    a reference cycle the call makes and drops is garbage, collected before 'what the result keeps'."""
+    import gc
+
+    def drop_a_cycle():
+        cycle = [np.ones(10**6)]
+        cycle.append(cycle)
+    measured = memory.measure_peak_memory(drop_a_cycle)
+    assert gc.get_freeze_count() == 0
+    assert measured.peak_bytes >= 8_000_000 and measured.retained_bytes < 10_000
+    gc.freeze()  # someone else's freeze is left in place
+    try:
+        assert memory.measure_peak_memory(drop_a_cycle).retained_bytes < 10_000
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
 def test_format_bytes():
     assert memory.format_bytes(512) == "512 B"
     assert memory.format_bytes(3 * 2**20) == "3.0 MiB"
