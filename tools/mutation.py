@@ -72,8 +72,11 @@ def grade(code: str, namespace: dict[str, Any], run_seed: int = 0, time_limit: f
     """
     cases = draw_cases(lesson_spec(code), case_seed(run_seed, code))
     quick = [case for case in cases if not getattr(case, "measure", False)][:QUICK_CASES]
-    verdict = grade_cases(code, namespace, quick, time_limit=time_limit)
-    return grade_cases(code, namespace, cases, time_limit=time_limit) if verdict.passed else verdict
+    if quick:  # (no answers at all would read as "not started")
+        verdict = grade_cases(code, namespace, quick, time_limit=time_limit)
+        if not verdict.passed:
+            return verdict
+    return grade_cases(code, namespace, cases, time_limit=time_limit)
 
 
 def reference_namespace(lesson: Lesson) -> dict[str, Any]:
