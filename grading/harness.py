@@ -173,7 +173,8 @@ def _run_child(code: str, lesson: dict[str, Any], namespace: MutableMapping[str,
     # The kernel's objects are the child's too (copy-on-write): the collector need not walk them
     # again at each measured case (gc.collect() walks every tracked object, and a kernel holds
     # hundreds of thousands), nor touch their pages. The child's own objects are collected as usual.
-    gc.freeze()
+    from shared import memory
+    memory.freeze_for_good()
     captured = _CappedText()
     sys.stdout = sys.stderr = captured
     devnull = os.open(os.devnull, os.O_WRONLY)

@@ -55,6 +55,19 @@ def measure_peak_memory(function: Callable[..., Any], *args: Any, **kwargs: Any)
     return MemoryMeasurement(peak_bytes=peak - before, retained_bytes=after - before, result=result)
 
 
+_frozen_for_good = False
+
+
+def freeze_for_good() -> None:
+    """Freeze every object of this process for the rest of its life (``gc.freeze()``): for a
+    short-lived child that inherits a large heap and never frees it (the grading child), so that
+    the collector walks only the child's own objects.  The meter then leaves the freeze alone.
+    (A flag, not ``gc.get_freeze_count()``, says so: that count walks every frozen object.)"""
+    global _frozen_for_good
+    gc.freeze()
+    _frozen_for_good = True
+
+
 @contextlib.contextmanager
 def _older_objects_frozen():
     """While measuring, the garbage collector walks only the objects made during the call.
@@ -65,9 +78,9 @@ def _older_objects_frozen():
     so they cannot lower its peak either; the call's own garbage is made of new objects, which are
     collected as usual.  (An old reference cycle that the call lets go of is freed at a later
     collection: counted neither way.)  Freezing moves objects between the collector's lists and
-    allocates nothing.  An earlier freeze (someone else's) is left as it is.
+    allocates nothing.  A process frozen for good (:func:`freeze_for_good`) stays as it is.
     """
-    if gc.get_freeze_count():
+    if _frozen_for_good:
         yield
         return
     gc.freeze()
