@@ -19,7 +19,6 @@ The collectives come from Parts 5 and 6 (``shared.lesson_blocks`` and
 from __future__ import annotations
 
 import math
-import tracemalloc
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +27,7 @@ from . import mlp
 from .answers import answers
 from .lesson_blocks import (accumulate_gradients, mlp_backward_checkpointed, mlp_forward_checkpointed,
                             scale_accumulated_gradients, scale_loss, split_into_micro_batches)
+from .memory import measure_peak_memory
 
 
 @dataclass(frozen=True)
@@ -125,32 +125,10 @@ def _forward_backward(params, X, Y, segment_size, loss_scale):
     return loss, grads
 
 
-def _traced_peak(function, *args):
-    """``(function(*args), peak)``: the most bytes it allocates at once, above the level before it,
-    and ``current``, what is still allocated when it returns.
-
-    Without a garbage collection (the steps measured here make no reference cycles, and a
-    collection in a large notebook or test process takes tens of milliseconds): tracemalloc is
-    started if it was not running, and left as found.
-    """
-    was_tracing = tracemalloc.is_tracing()
-    if not was_tracing:
-        tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        before = tracemalloc.get_traced_memory()[0]
-        result = function(*args)
-        current, peak = tracemalloc.get_traced_memory()
-    finally:
-        if not was_tracing:
-            tracemalloc.stop()
-    return result, peak - before, current - before
-
-
 def _measure_activations(params, X, Y, segment_size, loss_scale):
     """``(_forward_backward(...), bytes)``: the peak it allocates beyond what its result keeps."""
-    result, peak, kept = _traced_peak(_forward_backward, params, X, Y, segment_size, loss_scale)
-    return result, max(0, peak - kept)
+    measured = measure_peak_memory(_forward_backward, params, X, Y, segment_size, loss_scale)
+    return measured.result, max(0, measured.peak_bytes - measured.retained_bytes)
 
 
 @answers("014", "017")
@@ -220,4 +198,4 @@ def measure_worker_memory(params, X, Y, config, rank=0):
     examples (``X[rank::N]``), with gradient accumulation, checkpointing and loss scaling as
     ``config`` says.  The optimizer's arithmetic (in place in real frameworks) is left out.
     """
-    return int(_traced_peak(_worker_step, params, X, Y, config, rank)[1])
+    return measure_peak_memory(_worker_step, params, X, Y, config, rank).peak_bytes
