@@ -44,10 +44,10 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata,  # noqa: E402
                                     IgnorePattern, LimitOutput, SaveAutoGrades)
 
-from grading.preprocessors import JudgeLessons, PrepareCases, SandboxedExecute  # noqa: E402
+from grading.preprocessors import CheckRules, JudgeLessons, PrepareCases, SandboxedExecute  # noqa: E402
 
 c.Autograde.autograde_preprocessors = [
-    PrepareCases, SandboxedExecute, JudgeLessons, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    PrepareCases, CheckRules, SandboxedExecute, JudgeLessons, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
 

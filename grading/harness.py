@@ -13,6 +13,12 @@ type :data:`MIME` with the results, the inputs as they were after each call,
 and which results share memory with an input.  The judge, in nbgrader's own
 process, compares them with the reference and gives the points.
 
+What the course measures about *how* an answer was computed is measured here,
+on objects the harness made, never taken from the learner's function: a lesson
+about a collective runs on a :class:`shared.cluster.Cluster` the harness creates
+and passes in (its ledger, read after the call, is the traffic); a measured case
+runs under :class:`grading.meter.Meter`, which the code it measures cannot reset.
+
 The child process is what makes one lesson's fate its own: a crash, an
 endless loop, ``os._exit``, ``SystemExit``, a memory bomb or a flood of output
 in the learner's function ends that child, the lesson is reported as such, and
@@ -22,7 +28,6 @@ capped, and it runs under the lesson's time limit and a memory limit.
 
 from __future__ import annotations
 
-import gc
 import io
 import json
 import os
@@ -31,7 +36,6 @@ import signal
 import sys
 import tempfile
 import time
-import tracemalloc
 import traceback
 from collections.abc import Callable, MutableMapping
 from pathlib import Path
@@ -40,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from . import wire
+from .meter import Meter
 
 MIME = "application/vnd.mct.answers+json"
 CASES_FILE_ENV = "MCT_CASES_FILE"
@@ -79,22 +84,12 @@ def _load_lesson(code: str) -> dict[str, Any] | None:
         return json.load(handle)["lessons"].get(code)
 
 
-def _arrays(value: Any, where: str) -> list[tuple[str, np.ndarray]]:
-    """Every array inside ``value`` with a description of where it is."""
-    if type(value) is np.ndarray:
-        return [(where, value)]
-    if type(value) in (tuple, list):
-        return [item for i, v in enumerate(value) for item in _arrays(v, f"{where}[{i}]")]
-    if type(value) is dict:
-        return [item for k, v in value.items() for item in _arrays(v, f"{where}[{k!r}]")]
-    return []
-
-
 def _aliases(result: Any, args: dict[str, Any], earlier: list[tuple[str, np.ndarray]]) -> list[str]:
     """Which arrays of the result share memory with an input or with an earlier call's result."""
+    from shared.cluster import arrays_held
     found = []
-    inputs = [item for name, value in args.items() for item in _arrays(value, f"`{name}`")]
-    for where, array in _arrays(result, "the result"):
+    inputs = [item for name, value in args.items() for item in arrays_held(value, f"`{name}`")]
+    for where, array in arrays_held(result, "the result"):
         for source, other in inputs + earlier:
             if array.size and other.size and np.shares_memory(array, other):
                 found.append(f"{where} shares memory with {source}")
@@ -107,17 +102,28 @@ def _per_worker(result: Any) -> Any:
     return result[0] if type(result) is tuple and result else result
 
 
+def _cluster_for(case: dict[str, Any]) -> tuple[str, Any] | None:
+    """(argument name, a new Cluster) when the lesson runs on a cluster the grader makes."""
+    spec = case.get("cluster")
+    if not spec:
+        return None
+    from shared.cluster import Cluster
+    return spec["arg"], Cluster(int(spec["workers"]))
+
+
 def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
                 earlier: list[tuple[str, np.ndarray]], workers_apart: bool = False) -> dict[str, Any]:
     args = wire.from_plain(case["args"])
-    measure = bool(case.get("measure"))
-    if measure:  # the lesson's technique is graded: the peak bytes this call allocates
-        tracemalloc.start()
-        tracemalloc.reset_peak()
-        before, _ = tracemalloc.get_traced_memory()
+    on_cluster = _cluster_for(case)
+    extra = {on_cluster[0]: on_cluster[1]} if on_cluster else {}
+    meter = Meter() if case.get("measure") else None  # the lesson's technique is graded: its bytes
     started = time.perf_counter()
     try:
-        result = function(*args.values())
+        if meter is None:
+            result = function(*args.values(), **extra)
+        else:
+            with meter:
+                result = function(*args.values(), **extra)
     except BaseException as error:  # SystemExit and KeyboardInterrupt too: they end this case only
         frames = traceback.extract_tb(error.__traceback__)[1:]  # drop this harness's own frame
         return {"kind": "raised", "error": type(error).__name__, "message": str(error)[:2000],
@@ -126,15 +132,15 @@ def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
     seconds = time.perf_counter() - started
     answer: dict[str, Any] = {"kind": "returned", "seconds": seconds,
                               "aliases": _aliases(result, args, earlier)}
+    if on_cluster:  # read off the cluster the harness made: what was really sent
+        answer["traffic"] = on_cluster[1].ledger.summary()
+        answer["unreceived"] = on_cluster[1].unreceived()
     if workers_apart:  # the lesson's result holds one value per worker: do workers share arrays?
-        from shared.checking import arrays_shared_between_workers
+        from shared.cluster import arrays_shared_between_workers
         answer["workers_shared"] = arrays_shared_between_workers(
             _per_worker(result), "the result" if type(result) is not tuple else "the result[0]")
-    if measure:
-        answer["peak_bytes"] = tracemalloc.get_traced_memory()[1] - before
-        gc.collect()  # what the result keeps alive, not garbage that waits for the collector
-        answer["kept_bytes"] = tracemalloc.get_traced_memory()[0] - before
-        tracemalloc.stop()
+    if meter is not None:
+        answer["peak_bytes"], answer["kept_bytes"] = meter.peak_bytes, meter.kept_bytes
     try:
         answer["result"] = wire.to_plain(result, "the result")
     except wire.WireError as error:
@@ -144,7 +150,8 @@ def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
     except wire.WireError as error:
         answer["args_after"] = None
         answer["args_note"] = f"the inputs after the call cannot be compared: {error}"
-    earlier.extend((f"the result of case {index + 1}", a) for _, a in _arrays(result, "r"))
+    from shared.cluster import arrays_held
+    earlier.extend((f"the result of case {index + 1}", a) for _, a in arrays_held(result, "r"))
     return answer
 
 

@@ -107,9 +107,31 @@ def kernel_input(slug: str, drawn: dict[str, list[Case | Raises]]) -> dict[str, 
     return {"lessons": {
         code: {"function": find_lesson(code).function, "isolate": list(specs[code].isolate),
                "time_limit": specs[code].time_limit, "workers_apart": specs[code].workers_apart,
-               "cases": [{"args": wire.to_plain(case.args, "a case"),
-                          "measure": isinstance(case, Case) and case.measure} for case in cases]}
+               "cases": [_kernel_case(specs[code], case) for case in cases]}
         for code, cases in drawn.items()}}
+
+
+def _kernel_case(spec: LessonSpec, case: Case | Raises) -> dict[str, Any]:
+    """One case as the kernel sees it: its inputs, whether it is measured, the cluster to make."""
+    told: dict[str, Any] = {"args": wire.to_plain(case.args, "a case"),
+                            "measure": isinstance(case, Case) and case.measure}
+    workers = spec.on_cluster.count(case.args) if spec.on_cluster else None
+    if workers is not None:
+        told["cluster"] = {"arg": spec.on_cluster.arg, "workers": workers}
+    return told
+
+
+def reference_answer(lesson: Lesson, spec: LessonSpec, case: Case | Raises) -> tuple[Any, dict[str, Any] | None]:
+    """The reference's result on a copy of the case's inputs, and (for a lesson on a cluster) the
+    traffic it sent on a cluster made as the harness makes the learner's: ``{"traffic", "unreceived"}``."""
+    values = copy.deepcopy(list(case.args.values()))
+    workers = spec.on_cluster.count(case.args) if spec.on_cluster else None
+    if workers is None:
+        return reference_function(lesson)(*values), None
+    from shared.cluster import Cluster
+    cluster = Cluster(workers)
+    result = reference_function(lesson)(*values, **{spec.on_cluster.arg: cluster})
+    return result, {"traffic": cluster.ledger.summary(), "unreceived": cluster.unreceived()}
 
 
 # --------------------------------------------------------------------------
@@ -120,8 +142,8 @@ def kernel_input(slug: str, drawn: dict[str, list[Case | Raises]]) -> dict[str, 
 #: dtypes, shapes, keys), kept the contract (errors, no mutation, fresh arrays, memory) and
 #: differed in numbers alone; the contract tests allow no other reason to be hidden from
 #: the visible tests.
-REASONS = ("passed", "value", "form", "refusal", "crash", "mutation", "alias", "memory",
-           "not started", "no answers", "grading")
+REASONS = ("passed", "value", "form", "refusal", "crash", "mutation", "alias", "memory", "traffic",
+           "not started", "no answers", "rules", "grading")
 
 
 @dataclass(frozen=True)
@@ -186,13 +208,17 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
                 return "mutation", _with_mistake(
                     f"{name} changed its input `{arg_name}` in place. Functions in this course must not "
                     f"mutate their inputs: work on a copy (e.g. x = x + y instead of x += y).", mistake)
-    expected = reference_function(lesson)(*copy.deepcopy(values))
+    expected, sent = reference_answer(lesson, spec, case)
     tolerances = spec.tolerances(case)
     message = difference(result, expected, f"the result of {name}", **tolerances)
     if message is not None:
         mistake = recognise_mistake(result, mistakes, tuple(copy.deepcopy(values)), expected=expected,
                                     **tolerances)
         return _value_or_form(result, expected), _with_mistake(message, mistake)
+    if sent is not None:
+        problem = _traffic_problem(name, spec, answer, sent)
+        if problem:
+            return "traffic", problem
     if isinstance(case, Case) and case.measure and spec.memory is not None:
         problem = _memory_problem(name, spec, case, answer)
         if problem:
@@ -206,6 +232,32 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
         return "alias", _with_mistake(f"{answer['aliases'][0]}: return new arrays (e.g. x + 0 or x.copy()), so "
                                       f"that changing the result can never change the caller's data", mistake)
     return None
+
+
+def _traffic_problem(name: str, spec: LessonSpec, answer: dict[str, Any], sent: dict[str, Any]) -> str | None:
+    """Why what the learner's function sent on the grader's cluster is not what the reference sent."""
+    arg = spec.on_cluster.arg
+    traffic, expected = answer.get("traffic"), sent["traffic"]
+    if traffic != expected:
+        if isinstance(traffic, dict) and not any(traffic.get("messages_sent") or [0]) and any(expected["messages_sent"]):
+            return (f"{name} gives the right values but sent nothing on the cluster it was given (`{arg}`): the "
+                    f"traffic is measured on that cluster, so compute by sending and receiving on it (not with "
+                    f"np.mean, and not on a Cluster of your own); expected {_traffic_text(expected)}")
+        return (f"{name} gives the right values but its traffic on the cluster it was given (`{arg}`) is "
+                f"{_traffic_text(traffic)}, expected {_traffic_text(expected)}: follow the lesson's schedule "
+                f"(which worker sends which chunk to whom, in which round)")
+    if answer.get("unreceived") != sent["unreceived"]:
+        return (f"{name} sent the right messages, but {answer.get('unreceived')} of them were never received: each "
+                f"worker's result must come from what it received (a worker that reads the other workers' "
+                f"inputs directly is not a collective)")
+    return None
+
+
+def _traffic_text(traffic: Any) -> str:
+    if not isinstance(traffic, dict):
+        return repr(traffic)[:200]
+    return (f"bytes sent per worker {traffic.get('bytes_sent')}, messages sent {traffic.get('messages_sent')}, "
+            f"{traffic.get('rounds')} rounds")
 
 
 def _value_or_form(result: Any, expected: Any) -> str:

@@ -1,11 +1,17 @@
-"""The judge inside nbgrader: two preprocessors around nbgrader's ``Execute``.
+"""The judge inside nbgrader: preprocessors around nbgrader's ``Execute``.
 
 ``PrepareCases`` (before execution) draws the cases of every lesson of the
 notebook's part and writes their inputs where the grading kernel will find
-them.  ``JudgeLessons`` (after execution) reads the kernel's answers out of
-each test cell, judges them (:mod:`grading.judge`), and replaces the cell's
-outputs with the verdict; it also drops answer messages from every other cell
-and caps each cell's output, so a flood of printing cannot make a huge page.
+them.  ``CheckRules`` (before execution) reads every cell the learner wrote or
+changed against the rules for graded code (:mod:`grading.rules`); a cell that
+breaks them is not run.  ``SandboxedExecute`` runs the notebook and takes each
+lesson's answers as they arrive, from the message itself: only a plain
+``display_data`` message of the lesson's own test cell, while that cell runs,
+counts (an update of an earlier display, a message from another cell or a second
+one are refused).  ``JudgeLessons`` (after execution) judges the answers
+(:mod:`grading.judge`), applies the rules' verdicts, and replaces each test cell's
+outputs with its verdict; it caps every other cell's output, so a flood of
+printing cannot make a huge page.
 """
 
 from __future__ import annotations
@@ -27,13 +33,16 @@ from traitlets import Integer
 
 from shared.lessons import lesson as find_lesson, lesson_of_grade_id
 
-from . import judge, redact
+from . import judge, kernel_tree, redact, rules
 from .harness import MIME
 
 CASES_FILE_HOST_ENV = "MCT_CASES_FILE_HOST"  # read by grading.sandbox when it starts a kernel
-REDACTED_DIR_ENV = "MCT_REDACTED_DIR"        # helper modules without the part's answers (grading.redact)
+KERNEL_TREE_ENV = "MCT_KERNEL_TREE_HOST"      # the modules the kernel may import (grading.kernel_tree)
 REVEAL_DIR_ENV = "MCT_REVEAL_DIR_HOST"       # where a composite lesson's building blocks appear for its cell
 RUN_SEED = int(os.environ.get("MCT_RUN_SEED") or secrets.randbits(48))  # one per nbgrader process
+# For the sandbox's own tests only: cells that break the rules run all the same (they still cost their
+# lessons or withhold the grade), so that what the sandbox must stop reaches it.
+RUN_BROKEN_CELLS = os.environ.get("MCT_RUN_BROKEN_CELLS") == "1"
 
 _drawn: dict[str, dict[str, list]] = {}  # part slug -> this notebook's cases (judge side only)
 
@@ -43,7 +52,8 @@ def _slug(resources: dict[str, Any]) -> str:
 
 
 class PrepareCases(NbGraderPreprocessor):
-    """Draw this run's cases and put their inputs where the sandboxed kernel can read them."""
+    """Draw this run's cases and put what the sandboxed kernel may read where it can read it: the
+    cases' inputs, and the kernel's own tree of modules (:mod:`grading.kernel_tree`)."""
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]):
         slug = _slug(resources)
@@ -52,21 +62,29 @@ class PrepareCases(NbGraderPreprocessor):
         folder = Path(tempfile.mkdtemp(prefix="mct-cases-"))
         path = folder / "cases.json"
         path.write_text(json.dumps(judge.kernel_input(slug, drawn), allow_nan=False))
-        redacted = folder / "redacted"
-        redacted.mkdir()
-        for name, text in redact.redacted_sources(slug).items():
-            (redacted / name).write_text(text)
-            (redacted / name).chmod(0o644)
+        tree = kernel_tree.build(slug, folder / "tree")
         reveal = folder / "reveal"
         reveal.mkdir()
-        for item in (folder, redacted, reveal):
+        for item in (folder, reveal):
             item.chmod(0o755)
         path.chmod(0o644)
         os.environ[CASES_FILE_HOST_ENV] = str(path)
-        os.environ[REDACTED_DIR_ENV] = str(redacted)
+        os.environ[KERNEL_TREE_ENV] = str(tree)
         os.environ[REVEAL_DIR_ENV] = str(reveal)
         resources.setdefault("mct", {})["cases_file"] = str(path)
         self.log.info("grading %s with run seed %d", slug, RUN_SEED)
+        return nb, resources
+
+
+class CheckRules(NbGraderPreprocessor):
+    """Read every cell the learner wrote or changed against the rules for graded code, before it runs."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]):
+        findings = rules.check_notebook(nb.cells, _slug(resources))
+        resources.setdefault("mct", {})["rules"] = findings
+        for found in findings.cells:
+            self.log.warning("%s breaks the rules for graded code: %s", found.where(),
+                             "; ".join(str(b) for b in found.breaks[:3]))
         return nb, resources
 
 
@@ -85,15 +103,60 @@ class SandboxedExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._died_at = None
+        self._mct = (resources if resources is not None else {}).setdefault("mct", {})
+        self._mct.update(answers={}, refused=[])
         return super().preprocess(nb, resources, km)
 
     def preprocess_cell(self, cell, resources, index):
+        findings = self._mct.get("rules")
+        if findings is not None and index in findings.skipped and not RUN_BROKEN_CELLS:
+            found = next(f for f in findings.cells if f.index == index)
+            text = f"[not run: {found.message()}] (this notebook needs a human look)"
+            cell.outputs = [NotebookNode(output_type="error", ename="RulesBroken", evalue=text, traceback=[text])]
+            return cell, resources
         revealed = self._reveal_building_blocks(cell)
         try:
             return self._run_cell(cell, resources, index)
         finally:
             if revealed is not None:
                 revealed.unlink(missing_ok=True)
+
+    def process_message(self, msg, cell, cell_index):
+        """Every message of the running cell: answers are taken out here and never reach the notebook."""
+        content = msg.get("content") or {}
+        data = content.get("data")
+        if isinstance(data, dict) and MIME in data:
+            self._take_answers(msg, cell, cell_index)
+            rest = {mime: value for mime, value in data.items() if mime != MIME}
+            if not rest:
+                return None
+            msg = {**msg, "content": {**content, "data": rest}}
+        return super().process_message(msg, cell, cell_index)
+
+    def _take_answers(self, msg, cell, cell_index) -> None:
+        """Keep one answers message of a lesson's own test cell; refuse any other (and say why)."""
+        meta = cell.metadata.get("nbgrader", {})
+        lesson = lesson_of_grade_id(str(meta.get("grade_id", "")))
+        own_cell = bool(meta.get("grade")) and lesson is not None and meta.get("grade_id") == lesson.grade_id
+        content = msg.get("content") or {}
+        payload = json.loads(json.dumps(content["data"][MIME]))
+        said = payload.get("lesson") if isinstance(payload, dict) else None
+        transient = content.get("transient") or {}
+        why = None
+        if msg.get("msg_type") != "display_data" or transient.get("display_id"):
+            why = f"answers came as {msg.get('msg_type')!r}" + (" with a display id" if transient.get("display_id")
+                                                                else "") + " (an update or a result, not a new display)"
+        elif not own_cell:
+            why = f"answers to lesson {said} came from a cell that is not its test cell"
+        elif said != lesson.code:
+            why = f"answers to lesson {said} came from lesson {lesson.code}'s test cell"
+        elif cell_index in self._mct["answers"]:
+            why = f"lesson {lesson.code}'s test cell sent more than one set of answers"
+        if why is None:
+            self._mct["answers"][cell_index] = payload
+        else:
+            self._mct["refused"].append((cell_index, str(said), why))
+            self.log.warning("refused answers in cell %d: %s", cell_index, why)
 
     def _reveal_building_blocks(self, cell) -> Path | None:
         """Before a composite lesson's test cell: the helper's versions of the earlier lessons'
@@ -200,35 +263,60 @@ class JudgeLessons(NbGraderPreprocessor):
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]):
         slug = _slug(resources)
         drawn = _drawn.pop(slug)
-        cases_file = resources.get("mct", {}).pop("cases_file", None)
+        mct = resources.setdefault("mct", {})
+        cases_file = mct.pop("cases_file", None)
         if cases_file:
             shutil.rmtree(Path(cases_file).parent, ignore_errors=True)
-        verdicts = []
+        answers, refused = mct.get("answers", {}), mct.get("refused", [])
+        findings = mct.get("rules") or rules.Findings()
+        verdicts, cells = [], {}
         last_code = ""
-        for cell in nb.cells:
+        for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
-            found, others = _answers_in(cell)
+            _, others = _answers_in(cell)  # nothing of the kind can be left; dropped all the same
             meta = cell.metadata.get("nbgrader", {})
             lesson = lesson_of_grade_id(str(meta.get("grade_id", "")))
             if meta.get("grade") and lesson is not None and meta.get("grade_id") == lesson.grade_id:
-                code = lesson.code
-                mine = [a for a in found if isinstance(a, dict) and a.get("lesson") == code]
-                if code < last_code:  # a moved cell could run after a later lesson showed its building blocks
-                    verdict = judge.Verdict(code, False, "this test cell was moved below a later lesson's; "
-                                                         "no points (this notebook needs a human look)")
-                elif len(mine) > 1:
-                    verdict = judge.Verdict(code, False, "the test cell sent more than one set of answers; "
-                                                         "no points (this notebook needs a human look)")
-                else:
-                    verdict = judge.judge_lesson(code, drawn.get(code, []), mine[0] if mine else None)
-                cell.outputs = [verdict_output(verdict)]
-                verdicts.append(verdict)
-                last_code = max(last_code, code)
+                verdicts.append(self._judge(lesson.code, index, last_code, answers, refused, drawn))
+                cells[lesson.code] = cell
+                last_code = max(last_code, lesson.code)
             else:
                 cell.outputs = _cap(others, self.max_output_chars)
-        resources.setdefault("mct", {})["verdicts"] = verdicts
+                cell.outputs += [_refusal_output(why) for where, _, why in refused if where == index]
+        verdicts = [_apply_rules(verdict, findings) for verdict in verdicts]
+        for verdict in verdicts:
+            cells[verdict.code].outputs = [verdict_output(verdict)]
+        mct["verdicts"] = verdicts
         return nb, resources
+
+    @staticmethod
+    def _judge(code: str, index: int, last_code: str, answers: dict, refused: list, drawn: dict) -> judge.Verdict:
+        mine = [why for where, said, why in refused if where == index]
+        if code < last_code:  # a moved cell could run after a later lesson showed its building blocks
+            return judge.Verdict(code, False, "this test cell was moved below a later lesson's; no points "
+                                              "(this notebook needs a human look)")
+        if mine:
+            return judge.Verdict(code, False, f"{mine[0]}; no points (this notebook needs a human look)")
+        return judge.judge_lesson(code, drawn.get(code, []), answers.get(index))
+
+
+def _refusal_output(why: str) -> NotebookNode:
+    text = f"answers refused: {why} (this notebook needs a human look)"
+    return NotebookNode(output_type="error", ename="AnswersRefused", evalue=text, traceback=[text])
+
+
+def _apply_rules(verdict: judge.Verdict, findings: rules.Findings) -> judge.Verdict:
+    """A lesson whose region breaks the rules gets no points; a break outside every lesson withholds all."""
+    if findings.outside:
+        found = findings.outside[0]
+        return judge.Verdict(verdict.code, False, f"grade withheld: {found.message()}; that cell, outside every "
+                                                  f"lesson, was not run (this notebook needs a human look)", "rules")
+    mine = findings.of_lesson(verdict.code)
+    if mine:
+        return judge.Verdict(verdict.code, False, f"{mine[0].message()}; that cell was not run, and lesson "
+                                                  f"{verdict.code} gets no points", "rules")
+    return verdict
 
 
 ACTIVE_MIME = ("text/html", "application/javascript", "image/svg+xml", "text/markdown", "text/latex")

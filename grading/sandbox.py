@@ -6,12 +6,14 @@ The kernel runs under Debian's ``bubblewrap`` as an unprivileged user (started b
 root: a uid of its own, no account, no capabilities):
 
 - the whole file system is read-only, and these are not there at all (empty
-  folders): the reference solutions (``solutions/``), the course sources and
-  the gradebook (``autograde/`` and the course directory), the grader's
+  folders): the course's checkout (its reference solutions, sources, helper
+  package, tests and history) apart from the Python environment the kernel runs
+  on, the course directory (the gradebook, other students' work), the grader's
   private folders (but for the kernel's own socket folder), ``/tmp``, ``/home``
   and ``/root`` apart from what Python itself needs;
-- the helper modules that answer a lesson of the graded part are replaced by
-  redacted copies (``grading/redact.py``), their bytecode hidden;
+- what the kernel may import of the course is its own tree (``grading/kernel_tree.py``):
+  the helper library with the graded part's answers redacted, inert stand-ins for
+  what only the visible tests use, and the harness; first on ``PYTHONPATH``;
 - no network, no other process visible (own PID namespace), no environment
   from the grader (only what a kernel needs);
 - the only writable place is a private ``/tmp`` that vanishes with the kernel;
@@ -41,6 +43,7 @@ KERNEL_UIDS = (200_000, 100_000)  # first uid, how many: each kernel its own, so
                                   # (processes) of one notebook never reach another's
 INSIDE_CASES = "/tmp/mct/cases.json"
 INSIDE_REVEAL = "/tmp/mct/reveal"
+INSIDE_TREE = "/tmp/mct/course"
 
 LIMITS = {  # resource -> (soft, hard); generous for a course notebook, tight for a bomb
     resource.RLIMIT_AS: int(os.environ.get("MCT_KERNEL_MEMORY", 6 * 2**30)),
@@ -65,8 +68,10 @@ def missing_sandbox_message() -> str:
             "(or, for a trusted class only, MCT_SANDBOX=off)")
 
 
-def kernel_env(cases_file: str | None, home: str) -> dict[str, str]:
+def kernel_env(cases_file: str | None, home: str, tree: str | None = None) -> dict[str, str]:
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    if tree:
+        env["PYTHONPATH"] = tree
     env.update({
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
         "HOME": home, "IPYTHONDIR": f"{home}/.ipython", "MPLCONFIGDIR": f"{home}/.matplotlib",
@@ -93,8 +98,8 @@ def _under(path: Path, folder: Path) -> bool:
 
 
 def kept_folders() -> list[Path]:
-    """What the kernel needs: the course and the Python it runs on (perhaps inside a hidden folder)."""
-    return sorted({ROOT, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}, key=lambda p: len(str(p)))
+    """What the kernel needs of the host: the Python it runs on (perhaps inside a hidden folder)."""
+    return sorted({Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}, key=lambda p: len(str(p)))
 
 
 def git_paths() -> list[Path]:
@@ -114,9 +119,8 @@ def git_paths() -> list[Path]:
 
 
 def inner_hidden_folders() -> list[Path]:
-    """Folders (and files) the kernel must not see even where the course is visible."""
-    folders = [ROOT / "solutions", ROOT / "autograde", *git_paths(), ROOT / "tests", ROOT / "tools",
-               ROOT / "notebooks", ROOT / "build"]
+    """Folders (and files) the kernel must not see: the whole checkout, and a worktree's repository."""
+    folders = [ROOT, *git_paths()]
     folders += [Path(os.environ[name]) for name in ("MCT_COURSE_DIR", "MCT_PRIVATE_DIR") if os.environ.get(name)]
     return [f.resolve() for f in folders if f.exists()]
 
@@ -138,14 +142,20 @@ def bwrap_command(kernel: list[str], connection_file: str, cases_file: str | Non
     tops = [Path(top) for top in TOP_HIDDEN if Path(top).exists()]
     for top in tops:
         command += ["--perms", "1777", "--size", str(256 * 2**20), "--tmpfs", str(top)]
-    kept = kept_folders()
-    for folder in kept:  # put back what the kernel needs from inside a hidden top folder
-        if any(_under(folder, top) for top in tops):
+    kept, hidden = kept_folders(), inner_hidden_folders()
+
+    def hide(folder: Path) -> list[str]:  # a file (a worktree's .git) behind an empty one, a folder behind a tmpfs
+        return ["--ro-bind", "/dev/null", str(folder)] if folder.is_file() else ["--tmpfs", str(folder)]
+
+    for folder in hidden:  # the checkout, the course directory, the grader's private folder
+        if not any(_under(folder, top) for top in tops):
+            command += hide(folder)
+    for folder in kept:  # put back the Python the kernel runs on, from inside whatever hid it
+        if any(_under(folder, other) for other in [*tops, *hidden]):
             command += ["--ro-bind", str(folder), str(folder)]
-    for folder in inner_hidden_folders():
-        if not any(_under(folder, top) for top in tops) or any(_under(folder, k) for k in kept):
-            # a file (a worktree's .git) is hidden behind an empty one, a folder behind an empty tmpfs
-            command += ["--ro-bind", "/dev/null", str(folder)] if folder.is_file() else ["--tmpfs", str(folder)]
+    for folder in hidden:  # and hide again what lies inside it
+        if any(_under(folder, k) and folder != k for k in kept):
+            command += hide(folder)
     for top in tops:  # the runtime folder keeps its path (the connection file names it): make its parents
         if _under(runtime, top):
             for parent in reversed([p for p in runtime.parents if _under(p, top) and p != top]):
@@ -153,17 +163,14 @@ def bwrap_command(kernel: list[str], connection_file: str, cases_file: str | Non
     command += ["--bind", str(runtime), str(runtime), "--perms", "1777", "--dir", "/tmp/work"]
     if cases_file:
         command += ["--perms", "0755", "--dir", str(Path(INSIDE_CASES).parent), "--ro-bind", cases_file, INSIDE_CASES]
-    redacted = os.environ.get("MCT_REDACTED_DIR")
-    if redacted:  # the helper modules without the graded part's answers, and no bytecode of the real ones
-        if (ROOT / "shared" / "__pycache__").is_dir():
-            command += ["--tmpfs", str(ROOT / "shared" / "__pycache__")]
-        for module in sorted(Path(redacted).glob("*.py")):
-            command += ["--ro-bind", str(module), str(ROOT / "shared" / module.name)]
+    tree = os.environ.get("MCT_KERNEL_TREE_HOST")
+    if tree:  # the modules the kernel may import: the redacted library, stand-ins, the harness
+        command += ["--ro-bind", tree, INSIDE_TREE]
     reveal = os.environ.get("MCT_REVEAL_DIR_HOST")
     if reveal:
         command += ["--ro-bind", reveal, INSIDE_REVEAL]
     command += ["--clearenv"]
-    for name, value in {**kernel_env(INSIDE_CASES if cases_file else None, "/tmp"),
+    for name, value in {**kernel_env(INSIDE_CASES if cases_file else None, "/tmp", INSIDE_TREE if tree else None),
                         **({"MCT_REVEAL_DIR": INSIDE_REVEAL} if reveal else {})}.items():
         command += ["--setenv", name, value]
     command += ["--chdir", "/tmp/work"]
@@ -211,7 +218,7 @@ def main(argv: list[str]) -> None:
     if not sandbox_wanted():
         home = os.environ.get("MCT_PRIVATE_DIR") or "/tmp"
         reveal = _reveal_dir(inside=False)
-        os.execve(sys.executable, kernel, {**kernel_env(cases_file, home),
+        os.execve(sys.executable, kernel, {**kernel_env(cases_file, home, os.environ.get("MCT_KERNEL_TREE_HOST")),
                                            **({"MCT_REVEAL_DIR": reveal} if reveal else {}),
                                            "JUPYTER_RUNTIME_DIR": str(Path(connection_file).parent)})
     if bwrap_path() is None:

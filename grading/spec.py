@@ -64,6 +64,31 @@ class MemoryBound:
 
 
 @dataclass(frozen=True)
+class OnCluster:
+    """The lesson runs on a simulated cluster that the grader makes: its traffic is measured, not reported.
+
+    The harness creates ``Cluster(workers(args))`` and passes it as the argument named ``arg``;
+    after the call it reads the cluster's ledger (bytes and messages per worker, rounds) and how
+    many delivered messages nobody received.  The judge runs the reference the same way and
+    compares both exactly: a collective that computes without sending, sends on a cluster of its
+    own or computes from every worker's input while its messages go unreceived scores 0.
+    ``workers(args)`` gives None when the arguments name no valid worker count (a bad-input
+    case): the function then gets no cluster.
+    """
+
+    workers: Callable[[dict[str, Any]], int | None]
+    arg: str = "cluster"
+
+    def count(self, args: dict[str, Any]) -> int | None:
+        """How many workers the case's cluster has (None: no cluster for this case)."""
+        try:
+            n = self.workers(args)
+        except Exception:
+            return None
+        return int(n) if isinstance(n, (int, np.integer)) and n >= 1 else None
+
+
+@dataclass(frozen=True)
 class Raises:
     """Call the function with ``args``; it must raise ``error`` (the contract's bad input)."""
 
@@ -111,6 +136,8 @@ class LessonSpec:
                 memory with another worker's (lessons about collectives).
     memory:     the bound that the ``measure`` cases' peak memory must keep (lessons
                 whose point is saving memory).
+    on_cluster: the lesson runs on a cluster the grader makes and passes in (:class:`OnCluster`):
+                lessons whose contract names a collective; their traffic is measured.
     time_limit: seconds for all of the lesson's cases in the grading kernel.
     key_tolerances: other tolerances for the values under some dict keys of the answer
                 (``shared.checking.difference``): bytes measured with tracemalloc within a few
@@ -129,6 +156,7 @@ class LessonSpec:
     fresh_result: bool = True
     workers_apart: bool = False
     memory: MemoryBound | None = None
+    on_cluster: OnCluster | None = None
     time_limit: float = 20.0
     key_tolerances: dict[str, dict[str, Any]] = field(default_factory=dict)
     equivalent_mutants: tuple[tuple[str, str], ...] = field(default=())

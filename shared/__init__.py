@@ -1,19 +1,20 @@
 """The course's helper package: the library the notebooks import.
 
-- :mod:`shared.lessons`   the 7 parts and 40 lessons (names, grade ids, XP)
-- :mod:`shared.checking`  comparisons whose failures explain themselves
-- :mod:`shared.mistakes`  each lesson's common mistakes, recognised by name
-- :mod:`shared.answers`   which helper functions answer which lesson (locked while it is graded)
-- :mod:`shared.lesson_blocks`  the helper's versions of lesson functions that later lessons build on
-- :mod:`shared.progress`  XP, the progress panel, ``make progress``
+For computing (graded code may import these: see :mod:`shared.policy`):
+
 - :mod:`shared.mlp`, :mod:`shared.data`  the MLP of any depth and synthetic data
-- :mod:`shared.memory`    peak bytes measured with tracemalloc
-- :mod:`shared.plotting`  the course's plots
+- :mod:`shared.cluster`   the simulated cluster and its traffic ledger
+- :mod:`shared.memory`    byte counts, and peak bytes measured with tracemalloc
+- :mod:`shared.lesson_blocks`  the helper's versions of lesson functions that later lessons build on
+- :mod:`shared.training`  lesson 040's configuration and one worker's gradients
+
+For the learner's view of the course (not for graded code):
+
+- :mod:`shared.lessons`   the 7 parts and 40 lessons (names, grade ids, XP)
+- :mod:`shared.checking`  the visible tests: comparisons whose failures explain themselves
+- :mod:`shared.mistakes`  each lesson's common mistakes, recognised by name
+- :mod:`shared.policy`    the rules for graded code
+- :mod:`shared.progress`  XP, the progress panel, ``make progress``
+- :mod:`shared.plotting`, :mod:`shared.notebook`  the course's plots and the notebooks' set-up
+- :mod:`shared.answers`   which helper functions answer which lesson (locked while it is graded)
 """
-
-from .checking import CheckFailure, Mistake, check, check_dtype, check_equal, check_shape
-from .mistakes import mistakes_of
-from .progress import lesson_passed, show_progress
-
-__all__ = ["CheckFailure", "Mistake", "check", "check_dtype", "check_equal", "check_shape",
-           "mistakes_of", "lesson_passed", "show_progress"]

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from .cluster import arrays_held, arrays_shared_between_workers  # noqa: F401  (the visible tests' too)
+
 # Bound once, at import: see the module docstring.
 _ndarray = np.ndarray
 _asarray = np.asarray
@@ -42,7 +44,6 @@ _deepcopy = copy.deepcopy
 _where = np.where
 _inf = np.inf
 _float64 = np.float64
-_shares_memory = np.shares_memory
 # What counts as a dict.  Concrete types, not the Mapping ABC: an isinstance check against an ABC
 # can run code of any class that subclasses it (its __subclasshook__ or metaclass).
 _MAPPINGS = (dict, _MappingProxyType)
@@ -390,16 +391,8 @@ def recognise_mutating_mistake(mutated: Sequence[Any], mistakes: Sequence[Mistak
 
 def shared_arrays(result: Any, args: Sequence[Any]) -> bool:
     """Whether an array inside ``result`` shares memory with an array inside ``args``."""
-    def arrays(value: Any) -> list:
-        if isinstance(value, _ndarray):
-            return [value]
-        if isinstance(value, (tuple, list)):
-            return [a for item in value for a in arrays(item)]
-        if isinstance(value, _MAPPINGS):
-            return [a for item in value.values() for a in arrays(item)]
-        return []
-    inputs = arrays(list(args))
-    return any(a.size and b.size and _shares_memory(a, b) for a in arrays(result) for b in inputs)
+    inputs = arrays_in(list(args))
+    return any(a.size and b.size and _shares_memory(a, b) for a in arrays_in(result) for b in inputs)
 
 
 def recognise_aliasing_mistake(mistakes: Sequence[Mistake], args: tuple, *, expected: Any,
@@ -437,38 +430,6 @@ def check_dtype(value: Any, dtype: Any, name: str) -> None:
         raise CheckFailure(f"{name} should be a NumPy array, but it is {describe(value)}")
     if value.dtype != np.dtype(dtype):
         raise CheckFailure(f"{name} has dtype {value.dtype}, expected {np.dtype(dtype)}")
-
-
-def _arrays_in(value: Any, where: str) -> list[tuple[str, np.ndarray]]:
-    """Every array inside a nest of dicts, lists and tuples, with where it is."""
-    if type(value) is _ndarray:
-        return [(where, value)]
-    if type(value) in (list, tuple):
-        return [item for i, v in enumerate(value) for item in _arrays_in(v, f"{where}[{i}]")]
-    if type(value) in _MAPPINGS:
-        return [item for k, v in value.items() for item in _arrays_in(v, f"{where}[{k!r}]")]
-    return []
-
-
-def arrays_shared_between_workers(per_worker: Any, name: str = "the result") -> list[str]:
-    """Where arrays held by different workers share memory.
-
-    ``per_worker`` is a list indexed by rank whose items are arrays, or dicts, lists
-    and tuples of arrays (one worker's arrays may share memory among themselves).
-    Returns one line per array that shares memory with an array of an earlier
-    worker; empty when every worker holds its own.
-    """
-    if type(per_worker) not in (list, tuple):
-        return []
-    held = [(rank, where, array) for rank, item in enumerate(per_worker)
-            for where, array in _arrays_in(item, f"{name}[{rank}]")]
-    found = []
-    for i, (rank, where, array) in enumerate(held):
-        for other_rank, other_where, other in held[:i]:
-            if other_rank != rank and array.size and other.size and _shares_memory(array, other):
-                found.append(f"{where} (worker {rank}) shares memory with {other_where} (worker {other_rank})")
-                break
-    return found
 
 
 WORKERS_APART_HINT = ("every worker must hold its own arrays: one array object in every worker's slot "
@@ -558,14 +519,8 @@ def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: 
 
 
 def arrays_in(value: Any) -> list:
-    """Every ndarray in a nest of dicts, lists and tuples."""
-    if isinstance(value, _ndarray):
-        return [value]
-    if isinstance(value, _MAPPINGS):
-        return [a for item in value.values() for a in arrays_in(item)]
-    if isinstance(value, (tuple, list)):
-        return [a for item in value for a in arrays_in(item)]
-    return []
+    """Every ndarray in a nest of dicts, lists and tuples (:func:`shared.cluster.arrays_held`)."""
+    return [array for _, array in arrays_held(value)]
 
 
 def check_fresh(result: Any, args: Sequence[Any], names: Sequence[str], label: str) -> None:
@@ -699,3 +654,61 @@ def check_memory(function: Callable[..., Any], args: Mapping[str, Any], allowed_
         raise CheckFailure(f"{label} allocated {format_bytes(measured.peak_bytes)} at its peak on this case, "
                            f"and this lesson allows {format_bytes(allowed_bytes)} ({rule})")
     return measured.result
+
+
+# --------------------------------------------------------------------------
+# The rules for graded code (shared.policy), as the visible tests apply them
+# --------------------------------------------------------------------------
+
+def _defining_source(function: Any) -> tuple[str, str] | None:
+    """(source, where) of the code that defines ``function``: the whole notebook cell it was defined in
+    (IPython keeps each cell's text in linecache under a name that is no file), else its own source."""
+    import linecache
+    import os
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return None
+    name = getattr(function, "__name__", "the function")
+    filename = code.co_filename
+    if filename in linecache.cache and not os.path.exists(filename):
+        lines = linecache.getlines(filename)
+        if lines:
+            return "".join(lines), f"the cell that defines {name}"
+    import ast
+    import textwrap
+    try:
+        source = textwrap.dedent(_inspect.getsource(function))
+        ast.parse(source)
+    except (OSError, TypeError, SyntaxError):  # no source (made by exec), or a lambda inside an expression
+        return None
+    return source, name
+
+
+def _names_from_modules(namespace: Mapping[str, Any], own: str | None) -> dict[str, str]:
+    """{name: module} for the notebook's names bound to modules or to what other modules define (what
+    the learner defined, beside the function, is theirs: module ``own``)."""
+    found = {}
+    for name, value in namespace.items():
+        if _inspect.ismodule(value):
+            found[name] = value.__name__
+        elif callable(value) and isinstance(getattr(value, "__module__", None), str):
+            if value.__module__ not in ("__main__", "builtins", own):
+                found[name] = value.__module__
+    return found
+
+
+def check_rules(function: Any) -> None:
+    """The cell that defines ``function`` keeps the rules for graded code (:mod:`shared.policy`).
+
+    The judge reads every cell the same way while grading; a cell that breaks them is not run
+    there, and its lesson gets no points.  So the learner hears of it here, first.
+    """
+    from . import policy
+    found = _defining_source(function)
+    if found is None:
+        return
+    source, where = found
+    course = _names_from_modules(getattr(function, "__globals__", {}), getattr(function, "__module__", None))
+    breaks = policy.check_source(source, course=course)
+    if breaks:
+        raise CheckFailure(policy.describe(breaks, where))

@@ -42,6 +42,7 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -78,25 +79,41 @@ class TrafficLedger:
     """What the cluster's workers sent and received, message by message and round by round.
 
     Totals per worker are lists indexed by rank (Python ints); :meth:`summary`
-    gives them all as plain data.
+    gives them all as plain data.  The ledger is read-only: only the cluster writes
+    in it, when a round's messages travel, so what it says is what was sent (the
+    grader reads the ledger of a cluster it made, after the learner's function ran).
     """
 
     def __init__(self, num_workers: int):
-        self.num_workers = num_workers
-        self.messages: list[Message] = []
-        self.rounds = 0  # rounds in which at least one message travelled
+        self._num_workers = int(num_workers)
+        self._messages: list[Message] = []
+        self._rounds = 0  # rounds in which at least one message travelled
 
-    def record_round(self, transfers: list[tuple[int, int, int]]) -> None:
+    @property
+    def num_workers(self) -> int:
+        return self._num_workers
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """Every message so far, in order (a tuple: the record cannot be changed through it)."""
+        return tuple(self._messages)
+
+    @property
+    def rounds(self) -> int:
+        """How many rounds carried at least one message."""
+        return self._rounds
+
+    def _record_round(self, transfers: list[tuple[int, int, int]]) -> None:
         """Write down one round's transfers, each ``(src, dst, nbytes)`` (an empty round is not counted)."""
         if not transfers:
             return
         for src, dst, nbytes in transfers:
-            self.messages.append(Message(self.rounds, src, dst, int(nbytes)))
-        self.rounds += 1
+            self._messages.append(Message(self._rounds, src, dst, int(nbytes)))
+        self._rounds += 1
 
     def _per_worker(self, rank_of: str, value_of: str | None) -> list[int]:
         totals = [0] * self.num_workers
-        for message in self.messages:
+        for message in self._messages:
             totals[getattr(message, rank_of)] += 1 if value_of is None else getattr(message, value_of)
         return totals
 
@@ -126,14 +143,15 @@ class TrafficLedger:
     def round_seconds(self, latency: float = DEFAULT_LATENCY,
                       seconds_per_byte: float = DEFAULT_SECONDS_PER_BYTE) -> list[float]:
         """The alpha-beta time of each round (see the module docstring), in order."""
-        if not self.messages:
+        messages = self._messages
+        if not messages:
             return []
-        rounds = np.array([m.round for m in self.messages])
-        seconds = latency + seconds_per_byte * np.array([m.nbytes for m in self.messages], dtype=np.float64)
+        rounds = np.array([m.round for m in messages])
+        seconds = latency + seconds_per_byte * np.array([m.nbytes for m in messages], dtype=np.float64)
         sending = np.zeros((self.rounds, self.num_workers))     # seconds each worker spends sending
         receiving = np.zeros((self.rounds, self.num_workers))   # ... and receiving, per round
-        np.add.at(sending, (rounds, [m.src for m in self.messages]), seconds)
-        np.add.at(receiving, (rounds, [m.dst for m in self.messages]), seconds)
+        np.add.at(sending, (rounds, [m.src for m in messages]), seconds)
+        np.add.at(receiving, (rounds, [m.dst for m in messages]), seconds)
         return [float(t) for t in np.maximum(sending.max(axis=1), receiving.max(axis=1))]
 
     def estimated_seconds(self, latency: float = DEFAULT_LATENCY,
@@ -169,8 +187,8 @@ class Cluster:
         seconds_per_byte: beta, seconds per byte.
 
     Attributes:
-        workers: list of N :class:`Worker`, indexed by rank, each with its own ``state`` dict.
-        ledger: the :class:`TrafficLedger` of everything sent so far.
+        workers: the N :class:`Worker` (a tuple indexed by rank), each with its own ``state`` dict.
+        ledger: the :class:`TrafficLedger` of everything sent so far (read-only).
     """
 
     def __init__(self, num_workers: int, *, latency: float = DEFAULT_LATENCY,
@@ -183,18 +201,26 @@ class Cluster:
             raise ValueError(f"latency and seconds_per_byte must be >= 0, got {latency} and {seconds_per_byte}")
         self.latency = float(latency)
         self.seconds_per_byte = float(seconds_per_byte)
-        self.workers = [Worker(rank) for rank in range(int(num_workers))]
-        self.ledger = TrafficLedger(int(num_workers))
+        self._workers = tuple(Worker(rank) for rank in range(int(num_workers)))
+        self._ledger = TrafficLedger(int(num_workers))
         self._in_flight: list[tuple[int, int, np.ndarray]] | None = None  # None: no round is open
         self._mailboxes: dict[tuple[int, int], deque[np.ndarray]] = {}
 
     @property
+    def workers(self) -> tuple[Worker, ...]:
+        return self._workers
+
+    @property
+    def ledger(self) -> TrafficLedger:
+        return self._ledger
+
+    @property
     def num_workers(self) -> int:
-        return len(self.workers)
+        return len(self._workers)
 
     def __repr__(self) -> str:
-        return (f"Cluster({self.num_workers} workers, {len(self.ledger.messages)} messages in "
-                f"{self.ledger.rounds} rounds)")
+        return (f"Cluster({self.num_workers} workers, {len(self._ledger.messages)} messages in "
+                f"{self._ledger.rounds} rounds)")
 
     @contextmanager
     def round(self) -> Iterator[None]:
@@ -205,7 +231,7 @@ class Cluster:
         try:
             yield
             transfers = self._in_flight
-            self.ledger.record_round([(src, dst, array.nbytes) for src, dst, array in transfers])
+            self._ledger._record_round([(src, dst, array.nbytes) for src, dst, array in transfers])
             for src, dst, array in transfers:
                 self._mailboxes.setdefault((src, dst), deque()).append(array)
         finally:
@@ -249,6 +275,38 @@ class Cluster:
     def estimated_seconds(self) -> float:
         """The alpha-beta estimate of the communication so far, with this cluster's latency and bandwidth."""
         return self.ledger.estimated_seconds(self.latency, self.seconds_per_byte)
+
+
+def arrays_held(value: Any, where: str = "the value") -> list[tuple[str, np.ndarray]]:
+    """Every array inside a nest of dicts, lists and tuples, with where it is (``"x[0]['W1']"``)."""
+    if type(value) is np.ndarray:  # exact types: walking a nest never runs code of a class of the learner's
+        return [(where, value)]
+    if type(value) in (list, tuple):
+        return [item for i, v in enumerate(value) for item in arrays_held(v, f"{where}[{i}]")]
+    if type(value) in (dict, MappingProxyType):
+        return [item for k, v in value.items() for item in arrays_held(v, f"{where}[{k!r}]")]
+    return []
+
+
+def arrays_shared_between_workers(per_worker: Any, name: str = "the result") -> list[str]:
+    """Where arrays held by different workers share memory (on a real cluster they never can).
+
+    ``per_worker`` is a list indexed by rank whose items are arrays, or dicts, lists
+    and tuples of arrays (one worker's arrays may share memory among themselves).
+    Returns one line per array that shares memory with an array of an earlier
+    worker; empty when every worker holds its own.
+    """
+    if type(per_worker) not in (list, tuple):
+        return []
+    held = [(rank, where, array) for rank, item in enumerate(per_worker)
+            for where, array in arrays_held(item, f"{name}[{rank}]")]
+    found = []
+    for i, (rank, where, array) in enumerate(held):
+        for other_rank, other_where, other in held[:i]:
+            if other_rank != rank and array.size and other.size and np.shares_memory(array, other):
+                found.append(f"{where} (worker {rank}) shares memory with {other_where} (worker {other_rank})")
+                break
+    return found
 
 
 @answers("035")

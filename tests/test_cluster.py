@@ -54,8 +54,25 @@ def test_the_ledger_counts_bytes_and_messages_per_worker_and_rounds():
         "messages_sent": [1, 1, 1], "messages_received": [2, 0, 1], "rounds": 2}
     assert tuple(cluster.ledger.summary()) == SUMMARY_KEYS
     assert all(type(n) is int for key in SUMMARY_KEYS[:4] for n in cluster.ledger.summary()[key])
-    assert cluster.ledger.messages == [Message(0, 1, 0, 32), Message(0, 2, 0, 16), Message(1, 0, 2, 80)]
+    assert cluster.ledger.messages == (Message(0, 1, 0, 32), Message(0, 2, 0, 16), Message(1, 0, 2, 80))
     assert cluster.unreceived() == 3
+
+
+def test_the_ledger_records_only_what_was_sent():
+    """The grader reads a ledger after the learner's function ran: sending is the only public way to write in it."""
+    cluster = Cluster(2)
+    with cluster.round():
+        cluster.send(0, 1, np.zeros(2))
+    public = [name for name in dir(cluster.ledger) if not name.startswith("_")]
+    assert "record_round" not in public
+    cluster.ledger.messages + (Message(5, 0, 1, 10**9),)  # a new tuple: the ledger's record is untouched
+    with pytest.raises(AttributeError):
+        cluster.ledger.rounds = 0
+    with pytest.raises(AttributeError):
+        cluster.ledger = None
+    with pytest.raises(AttributeError):
+        cluster.workers.append(None)
+    assert cluster.ledger.summary()["bytes_sent"] == [16, 0] and cluster.ledger.rounds == 1
 
 
 def test_an_empty_round_is_not_a_round_and_a_failed_round_sends_nothing():
@@ -66,7 +83,7 @@ def test_an_empty_round_is_not_a_round_and_a_failed_round_sends_nothing():
         with cluster.round():
             cluster.send(0, 1, np.ones(2))
             raise KeyError("the worker crashed")
-    assert cluster.ledger.rounds == 0 and cluster.ledger.messages == []
+    assert cluster.ledger.rounds == 0 and cluster.ledger.messages == ()
     with pytest.raises(RuntimeError, match="no message"):
         cluster.receive(1, 0)
 

@@ -1,0 +1,88 @@
+"""What a grading kernel can import: a tree of its own, built for the part it grades.
+
+The sandbox shows the kernel no file of the course but this tree (and the
+notebook): ``shared/`` and ``grading/`` as the kernel needs them, nothing else.
+
+- ``shared/``: the helper library the notebooks compute with (:data:`LIBRARY`), each
+  function that answers one of the graded part's lessons redacted
+  (:mod:`grading.redact`: same name, signature and docstring, a body that refuses);
+  the modules only the visible tests use (:data:`VISIBLE_ONLY`: the checking
+  toolkit, the mistake catalogue, the progress panel) as *inert* stand-ins: their
+  names exist, so the notebook's set-up cell imports them, but they compute
+  nothing (visible tests do not run while grading).  The torch extra and the
+  rules checker are not there at all.
+- ``grading/``: the kernel's side of grading (:data:`KERNEL_SIDE`: the harness and
+  the wire), nothing of the judge.
+
+So no working answer of the part's lessons is in the kernel's reach: not in the
+library (redacted), not in the mistake catalogue (absent), not in the reference
+(never there).  ``tests/test_judge.py`` checks that every module a notebook imports
+is in the tree, and ``tests/test_delegation.py`` that nothing in it answers a lesson.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import shutil
+from pathlib import Path
+
+from . import redact
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT / "shared"
+
+#: The helper library: what notebooks and graded code compute with (copied, answers redacted).
+LIBRARY = ("__init__", "lessons", "answers", "mlp", "data", "cluster", "memory", "lesson_blocks", "training",
+           "plotting")
+#: What only the visible tests and the learner's own view use: inert stand-ins while grading.
+VISIBLE_ONLY = ("checking", "mistakes", "progress", "notebook")
+#: Functions of the stand-ins that the notebook's own cells call outside the visible tests:
+#: they do nothing while grading (any other function refuses, saying why).
+QUIET = {"notebook": ("setup_notebook",), "progress": ("show_progress",)}
+#: The kernel's side of grading.
+KERNEL_SIDE = ("harness", "wire", "meter")
+
+
+def _stand_in(module_name: str) -> str:
+    """The source of an inert stand-in for ``shared.<module_name>``: every public name, no computation."""
+    module = importlib.import_module(f"shared.{module_name}")
+    lines = [f'"""shared.{module_name} while a notebook is graded: names only (the visible tests do not run)."""',
+             "", "",
+             "class NotWhileGrading(RuntimeError):",
+             '    """A visible-test tool was called while a notebook is graded."""', "", ""]
+    quiet = QUIET.get(module_name.split(".")[0], ())
+    for name, value in sorted(vars(module).items()):
+        if name.startswith("_") or inspect.ismodule(value):
+            continue
+        if callable(value) and not str(getattr(value, "__module__", "")).startswith("shared."):
+            continue  # what the module imported for itself (typing, numpy): not its own names
+        if inspect.isclass(value) and issubclass(value, BaseException):
+            lines += [f"class {name}(AssertionError if {issubclass(value, AssertionError)} else Exception):",
+                      "    pass", "", ""]
+        elif inspect.isclass(value) or callable(value):
+            body = ("    return None" if name in quiet else
+                    f"    raise NotWhileGrading('shared.{module_name}.{name} is for the visible tests; it does "
+                    f"nothing while a notebook is graded')")
+            lines += [f"def {name}(*args, **kwargs):", body, "", ""]
+        elif isinstance(value, (bool, int, float, str, type(None))):
+            lines += [f"{name} = {value!r}", ""]
+    return "\n".join(lines) + "\n"
+
+
+def build(slug: str, folder: Path) -> Path:
+    """Write the kernel's tree for grading part ``slug`` into ``folder`` (made); return it."""
+    shared, grading = folder / "shared", folder / "grading"
+    shared.mkdir(parents=True)
+    grading.mkdir()
+    redacted = redact.redacted_sources(slug)
+    for name in LIBRARY:
+        source = redacted.get(f"{name}.py") or (SHARED / f"{name}.py").read_text()
+        (shared / f"{name}.py").write_text(source)
+    for name in VISIBLE_ONLY:
+        (shared / f"{name}.py").write_text(_stand_in(name))
+    for name in KERNEL_SIDE:
+        shutil.copy(ROOT / "grading" / f"{name}.py", grading / f"{name}.py")
+    for path in [folder, shared, grading, *shared.iterdir(), *grading.iterdir()]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return folder
