@@ -465,8 +465,9 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
 
     Returns:
         (results, traffic): results a list of N new arrays (same shape and dtype), each worker's
-        own copy of the element-wise mean, bitwise equal on all workers; traffic
-        ``cluster.ledger.summary()``. Chunks: ``np.array_split(array.ravel(), N)``.
+        own copy of the element-wise mean, bitwise equal on all workers and bit for bit the sum in the
+        ring's order divided by N; traffic ``cluster.ledger.summary()`` (every message received).
+        Chunks: ``np.array_split(array.ravel(), N)``.
         Reduce-scatter step s = 0..N-2: worker r sends chunk (r - s) % N to worker (r + 1) % N,
         which adds it to its own; then worker r divides chunk (r + 1) % N by N. All-gather step
         s = 0..N-2: worker r sends chunk (r + 1 - s) % N to worker (r + 1) % N, which replaces its own.
@@ -557,9 +558,9 @@ def all_gather_param_shards(param_shards, cluster=None):
 
     Returns:
         (vectors, traffic): vectors a list of N new 1-D arrays, worker r's own
-        ``np.concatenate(param_shards)`` (the shards in rank order 0..N-1); traffic
-        ``cluster.ledger.summary()``. Rounds s = 0..N-2: worker r sends shard (r - s) % N to worker
-        (r + 1) % N, which keeps it.
+        ``np.concatenate(param_shards)`` (the shards in rank order 0..N-1, as it received them); traffic
+        ``cluster.ledger.summary()`` (every message received). Rounds s = 0..N-2: worker r sends shard
+        (r - s) % N to worker (r + 1) % N, which keeps it.
 
     Raises:
         ValueError: if param_shards is empty, if the shards differ in dtype, or if a shard is not 1-D.

@@ -19,6 +19,8 @@ The collectives come from Parts 5 and 6 (``shared.lesson_blocks`` and
 from __future__ import annotations
 
 import math
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,6 +97,15 @@ class TrainingConfig:
                              f"{self.learning_rate}, {self.loss_scale} and {self.eps}")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise ValueError(f"beta1 and beta2 must be in [0, 1), got {self.beta1} and {self.beta2}")
+
+
+def training_steps(config: TrainingConfig) -> Iterable[int]:
+    """The loop's step numbers, 0 .. config.steps - 1, behind a tqdm progress bar when
+    ``config.progress_bar`` (on standard output, in one fixed format, so that a notebook's output
+    is the same on every run)."""
+    from tqdm import tqdm
+    return tqdm(range(config.steps), desc="training", disable=not config.progress_bar, mininterval=0,
+                bar_format="{desc}: step {n_fmt}/{total_fmt} |{bar:20}|", file=sys.stdout)
 
 
 def _require_int(name: str, value) -> None:

@@ -8,6 +8,7 @@ import numpy as np
 import matplotlib.pyplot as plt
 from shared import mlp
 from shared.checking import CheckFailure, call, check, check_call, check_equal, check_shape
+from shared.checking import check_rules
 from shared.checking import check_memory, check_raises, expect_error
 from shared.memory import format_bytes, format_measured, format_ratio, measure_peak_memory
 from shared.mistakes import mistakes_of

@@ -7,6 +7,7 @@ import numpy as np
 import matplotlib.pyplot as plt
 from shared import mlp
 from shared.checking import CheckFailure, call, check, check_call, check_equal, check_shape
+from shared.checking import check_rules
 from shared.checking import check_workers_apart, expect_error
 from shared.cluster import Cluster
 from shared.memory import (data_parallel_activation_bytes, data_parallel_step_allowed_bytes, format_bytes,
@@ -80,9 +81,10 @@ def all_reduce_mean(worker_arrays, cluster=None):
 
     Returns:
         (results, traffic): results a list of N new arrays (same shape and dtype), each
-        worker's own copy of the element-wise mean; traffic ``cluster.ledger.summary()``
-        after the two rounds (1: every worker r > 0 sends its array to worker 0;
-        2: worker 0 sends the mean to every worker r > 0).
+        worker's own copy of the element-wise mean (worker r > 0's the array it received);
+        traffic ``cluster.ledger.summary()`` after the two rounds (1: every worker r > 0 sends
+        its array to worker 0; 2: worker 0 sends the mean to every worker r > 0). Every
+        message sent is received.
 
     Raises:
         ValueError: if worker_arrays is empty or its arrays differ in shape or dtype.
@@ -121,8 +123,9 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
 
     Returns:
         (results, traffic): results a list of N new arrays (same shape and dtype), each worker's
-        own copy of the element-wise mean, bitwise equal on all workers; traffic
-        ``cluster.ledger.summary()``. Chunks: ``np.array_split(array.ravel(), N)``.
+        own copy of the element-wise mean, bitwise equal on all workers and bit for bit the sum in the
+        ring's order divided by N; traffic ``cluster.ledger.summary()`` (every message received).
+        Chunks: ``np.array_split(array.ravel(), N)``.
         Reduce-scatter step s = 0..N-2: worker r sends chunk (r - s) % N to worker (r + 1) % N,
         which adds it to its own; then worker r divides chunk (r + 1) % N by N. All-gather step
         s = 0..N-2: worker r sends chunk (r + 1 - s) % N to worker (r + 1) % N, which replaces its own.
@@ -161,7 +164,7 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
     return results, cluster.ledger.summary()
 
 
-def data_parallel_train_step(params, X, Y, num_workers, learning_rate):
+def data_parallel_train_step(params, X, Y, num_workers, learning_rate, cluster=None):
     """One data-parallel SGD step on the batch (X, Y) with num_workers simulated workers.
 
     Args:
@@ -169,18 +172,21 @@ def data_parallel_train_step(params, X, Y, num_workers, learning_rate):
         X: (B, features) inputs; Y: (B, outputs) targets.
         num_workers: N, 1 <= N <= B.
         learning_rate: float.
+        cluster: the ``Cluster(N)`` to run the all-reduces on (a new one when None).
 
     Returns:
         (worker_params, loss): a list of N new dicts, worker r's replica
         ``params - learning_rate * grad`` at index r (grad the gradient of the full batch's mean
-        loss, all-reduced tensor by tensor with ``ring_all_reduce_mean``; no array shared between
-        workers), and the full batch's mean loss as a Python float.
+        loss, all-reduced tensor by tensor, in the dict's order, with ``ring_all_reduce_mean`` on
+        ``cluster``; no array shared between workers), and the full batch's mean loss as a Python float.
     Use your ``shard_dataset_across_workers``, ``compute_local_gradients`` and ``ring_all_reduce_mean``.
 
     Raises:
         ValueError: as shard_dataset_across_workers (N < 1, N > B).
     """
     shards = shard_dataset_across_workers(X, Y, num_workers)
+    if cluster is None:
+        cluster = Cluster(num_workers)
     losses, local_grads = [], []
     for X_shard, Y_shard in shards:  # each worker on its own shard, one after another
         loss, grads = compute_local_gradients(params, X_shard, Y_shard, len(X), num_workers)
@@ -188,7 +194,7 @@ def data_parallel_train_step(params, X, Y, num_workers, learning_rate):
         local_grads.append(grads)
     worker_params = [{} for _ in range(num_workers)]
     for key in params:
-        averaged, _ = ring_all_reduce_mean([grads[key] for grads in local_grads])
+        averaged, _ = ring_all_reduce_mean([grads[key] for grads in local_grads], cluster)
         for rank in range(num_workers):
             worker_params[rank][key] = params[key] - learning_rate * averaged[rank]
     return worker_params, float(sum(losses) / num_workers)

@@ -7,6 +7,7 @@ import numpy as np
 import matplotlib.pyplot as plt
 from shared import mlp
 from shared.checking import call, check, check_call, check_equal, check_memory, check_raises, check_workers_apart
+from shared.checking import check_rules
 from shared.cluster import Cluster
 from shared.lesson_blocks import ring_all_reduce_mean
 from shared.memory import (format_measured, measure_peak_memory, partitioned_state_allowed_bytes,
@@ -115,9 +116,9 @@ def all_gather_param_shards(param_shards, cluster=None):
 
     Returns:
         (vectors, traffic): vectors a list of N new 1-D arrays, worker r's own
-        ``np.concatenate(param_shards)`` (the shards in rank order 0..N-1); traffic
-        ``cluster.ledger.summary()``. Rounds s = 0..N-2: worker r sends shard (r - s) % N to worker
-        (r + 1) % N, which keeps it.
+        ``np.concatenate(param_shards)`` (the shards in rank order 0..N-1, as it received them); traffic
+        ``cluster.ledger.summary()`` (every message received). Rounds s = 0..N-2: worker r sends shard
+        (r - s) % N to worker (r + 1) % N, which keeps it.
 
     Raises:
         ValueError: if param_shards is empty, if the shards differ in dtype, or if a shard is not 1-D.

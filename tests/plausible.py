@@ -968,30 +968,52 @@ def activations_written_out(batch_size, width, num_layers, dtype, segment_size=N
     return arrays * rows * width * b + rows * width * (3 if dtype == "mixed" else 1)
 
 
-def _compare_with(rows_of):
-    def compare(params, X, Y, config):
-        from shared.mistakes.part7 import _compare
-        if any(value.shape[0] != X.shape[1] for key, value in params.items() if key.startswith("W")) \
-                or config.num_workers > len(X) or config.num_micro_batches > len(X) // config.num_workers:
-            raise ValueError("the configuration does not fit")
-        table = _compare()(params, X, Y, config)
-        layers = sum(1 for key in params if key.startswith("W"))
-        for row, name in zip(table, [r["configuration"] for r in table]):
-            row_config = {"ZeRO": config, "all together": config}.get(name)
-            N = row_config.num_workers if row_config else 1
-            from shared.lesson_blocks import compute_peak_activation_memory_bytes as act
-            dtype = "mixed" if (name in ("mixed precision", "all together") and config.mixed_precision) \
-                else params["W1"].dtype.name
-            segment = config.segment_size if name in ("checkpointing", "all together") else None
-            k = config.num_micro_batches if name in ("accumulation", "all together") else 1
-            row["activations"] = act(rows_of(X, N), X.shape[1], layers, dtype, segment, k)
-            row["predicted"] = row["parameters"] + row["gradients"] + row["optimizer"] + row["activations"]
-        return table
-    return compare
+def _compare_written_out(params, X, Y, config, rows_of):
+    """039 written out, each row's activations for ``rows_of(X, N)`` examples."""
+    from dataclasses import replace
+    from shared.lesson_blocks import (compute_optimizer_memory_bytes, compute_param_memory_bytes,
+                                      compute_peak_activation_memory_bytes)
+    from shared.training import TrainingConfig, measure_worker_memory
+    layers, width = sum(1 for key in params if key.startswith("W")), X.shape[1]
+    if any(value.shape[0] != width for key, value in params.items() if key.startswith("W")):
+        raise ValueError("a layer's input is not as wide as X")
+    if config.num_workers > len(X) or config.num_micro_batches > len(X) // config.num_workers:
+        raise ValueError("the configuration does not fit the batch")
+    plain = TrainingConfig()
+    rows = [("none", plain), ("accumulation", replace(plain, num_micro_batches=config.num_micro_batches)),
+            ("checkpointing", replace(plain, segment_size=config.segment_size)),
+            ("mixed precision", replace(plain, mixed_precision=config.mixed_precision)),
+            ("ZeRO", replace(plain, num_workers=config.num_workers, zero_stage=config.zero_stage)),
+            ("all together", config)]
+    count = sum(value.size for value in params.values())
+    table = []
+    for name, row in rows:
+        dtype = "mixed" if row.mixed_precision else params["W1"].dtype.name
+        held = compute_param_memory_bytes(count, dtype, row.zero_stage, row.num_workers)
+        examples = rows_of(X, row.num_workers)
+        entry = {"configuration": name, "parameters": held["parameters"],
+                 "gradients": held["gradients"] * (2 if row.num_micro_batches > 1 else 1),
+                 "optimizer": compute_optimizer_memory_bytes(count, dtype, row.zero_stage, row.num_workers),
+                 "activations": compute_peak_activation_memory_bytes(examples, width, layers, dtype, row.segment_size,
+                                                                     row.num_micro_batches)}
+        entry["predicted"] = entry["parameters"] + entry["gradients"] + entry["optimizer"] + entry["activations"]
+        entry["measured"] = measure_worker_memory(params, X, Y, row)
+        table.append(entry)
+    return table
 
 
-compare_last_workers_rows = _compare_with(lambda X, N: len(X[N - 1::N]))
-compare_rows_by_ceil = _compare_with(lambda X, N: -(-len(X) // N))
+def compare_rows_by_ceil(params, X, Y, config):
+    """Worker 0's rows counted as the busiest worker's, by ceiling division (right: dealt like cards,
+    worker 0 holds ceil(B / N) of B examples)."""
+    return _compare_written_out(params, X, Y, config, lambda X, N: -(-len(X) // N))
+
+
+def compare_last_workers_rows(params, X, Y, config):
+    """The last worker's rows counted instead of worker 0's (wrong when N does not divide B)."""
+    return _compare_written_out(params, X, Y, config, lambda X, N: len(X[N - 1::N]))
+
+
+
 
 
 def loop_scale_after_the_step(params, X, Y, config):

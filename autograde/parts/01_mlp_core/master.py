@@ -32,6 +32,7 @@ import numpy as np
 import matplotlib.pyplot as plt
 
 from shared.checking import CheckFailure, call, check, check_call, check_equal, check_raises, check_shape
+from shared.checking import check_rules  # the rules for graded code (shared.policy)
 from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
 from shared.plotting import plot_loss_curve

@@ -58,6 +58,7 @@ import matplotlib.pyplot as plt
 
 from shared import mlp
 from shared.checking import CheckFailure, call, check, check_call, check_equal, check_shape
+from shared.checking import check_rules  # the rules for graded code (shared.policy)
 from shared.checking import expect_error
 from shared.data import make_regression_batch
 from shared.memory import (format_bytes, format_measured, format_ratio, measure_peak_memory,

@@ -2,10 +2,15 @@
 
 Each lesson's ``cases(rng)`` draws fresh inputs from the grader's generator;
 the judge compares the learner's answers with the reference solutions on
-exactly these inputs.  The collectives (027, 028, 030) return the ledger's
-summary with their results, so their traffic (bytes and messages per worker,
-rounds) is graded exactly, beside the values: a "ring" that gathers everything
-to one worker gives the right numbers and the wrong ledger.  The cases span
+exactly these inputs.  The collectives (027, 028, 030) and the step (029) run on
+a cluster the grader makes and passes in (``OnCluster``): its ledger, read by the
+grader after the call, is their traffic (bytes and messages per worker, rounds),
+graded exactly beside the values, with every message received.  A "ring" that
+gathers everything to one worker gives the right numbers and the wrong ledger; one
+that computes with ``np.mean`` sends nothing.  The ring (028) and the buckets (030)
+are compared bit for bit, on one case each where any other order of the additions
+gives other bits (``grading.inputs``): each worker's result must come from what it
+received.  The cases span
 each contract: batches that N divides and batches it does not, N = 1 and
 N = B, payloads that N divides and payloads it does not, float32 as well as
 float64, bucket caps below, between and above the tensors' sizes, and every
@@ -15,7 +20,8 @@ worker computes on its own shard only.
 
 import numpy as np
 
-from grading.spec import Case, LessonSpec, MemoryBound, Raises, Refusal
+from grading.inputs import order_revealing_vectors
+from grading.spec import Case, LessonSpec, MemoryBound, OnCluster, Raises, Refusal
 from shared import mlp
 from shared.memory import data_parallel_step_allowed_bytes
 
@@ -152,10 +158,21 @@ def ring_cases(rng):
     cases.append(Case({"worker_arrays": _workers(rng, 2, (int(rng.integers(2, 9)),))}, "2 workers"))
     cases.append(Case({"worker_arrays": _workers(rng, 8, (int(rng.integers(20, 40)),))}, "8 workers"))
     cases.append(Case({"worker_arrays": _workers(rng, int(rng.integers(3, 6)), (7,), np.float32)},
-                      "float32 arrays (4 bytes a number; keep the dtype)", **F32))
+                      "float32 arrays (4 bytes a number; keep the dtype)"))
     cases.append(Case({"worker_arrays": _workers(rng, 1, (5,))}, "one worker: nothing to send"))
+    for dtype in (np.float64, np.float32):
+        N = int(rng.integers(3, 7))
+        length = N * int(rng.integers(2, 5)) + int(rng.integers(0, N))
+        cases.append(Case({"worker_arrays": order_revealing_vectors(rng, N, length, ring_order, dtype)},
+                          f"{N} workers, {np.dtype(dtype).name}, numbers of 2**60 that only the ring's order of "
+                          f"the additions cancels before adding the others (bit for bit)"))
     cases += _bad_collective_cases(rng)
     return cases
+
+
+def ring_order(chunk):
+    """Lesson 028's order: chunk c's sum starts with worker c's number, then worker c + 1's, ..."""
+    return chunk, chunk + 1
 
 
 def _bad_collective_cases(rng):
@@ -176,6 +193,10 @@ FIRST_OR_LAST = (
 
 def _shapes(a):
     return {array.shape for array in a["worker_arrays"]}
+
+
+#: The collectives run on a cluster the grader makes: one worker per array (none for an empty list).
+ON_WORKERS = OnCluster(lambda a: len(a["worker_arrays"]))
 
 
 COLLECTIVE_REFUSALS = (
@@ -272,8 +293,14 @@ def bucket_cases(rng):
     shapes = _grad_shapes(rng, 3)
     sizes = sorted(4 * int(np.prod(s)) for s in shapes.values())
     cases.append(case(int(rng.integers(3, 6)), shapes, sizes[-2] + sizes[-3],
-                      "float32 gradients (4 bytes a number)", np.float32, **F32))
+                      "float32 gradients (4 bytes a number)", np.float32))
     cases.append(case(1, _grad_shapes(rng, 2), 64, "one worker"))
+    N = int(rng.integers(3, 6))
+    ordered = order_revealing_vectors(rng, N, N * int(rng.integers(2, 5)) + 1, ring_order)
+    cases.append(Case({"worker_grads": [{"W1": vector[1:].reshape(-1, 1), "b1": vector[:1]} for vector in ordered],
+                       "bucket_cap_bytes": 10**6},
+                      f"{N} workers, one bucket (b1 then W1, from the last key) of numbers of 2**60 that only "
+                      f"the ring's order cancels first (bit for bit)"))
     grads = _worker_grads(rng, 2, {"W1": (2, 3), "b1": (3,)})
     cases += [Raises({"worker_grads": grads, "bucket_cap_bytes": 0}, ValueError, "bucket_cap_bytes is 0"),
               Raises({"worker_grads": grads, "bucket_cap_bytes": -int(rng.integers(1, 100))}, ValueError,
@@ -305,9 +332,10 @@ LESSONS = (
     LessonSpec("026", local_cases, **CLOSE, refuses=LOCAL_REFUSALS, equivalent_mutants=(
         ("`float(x)` -> `x` | return float(weight * mean_loss)",
          "mlp.loss_and_grads gives the loss as a Python float, and a float times a float is one"),)),
-    LessonSpec("027", naive_cases, **CLOSE, refuses=COLLECTIVE_REFUSALS, workers_apart=True,
+    LessonSpec("027", naive_cases, **CLOSE, refuses=COLLECTIVE_REFUSALS, workers_apart=True, on_cluster=ON_WORKERS,
                equivalent_mutants=(FIRST_OR_LAST,)),
-    LessonSpec("028", ring_cases, **CLOSE, refuses=COLLECTIVE_REFUSALS, workers_apart=True, equivalent_mutants=(
+    LessonSpec("028", ring_cases, exact=True, refuses=COLLECTIVE_REFUSALS, workers_apart=True, on_cluster=ON_WORKERS,
+               equivalent_mutants=(
         FIRST_OR_LAST,
         *((f"drop the right operand of `%` | {line}",
            "a Python list counts a negative index from its end, so chunks[r - s] is chunks[(r - s) % N] "
@@ -315,11 +343,13 @@ LESSONS = (
           for line in ("chunks[rank][(rank - step) % n])", "index = (rank - 1 - step) % n",
                        "chunks[rank][(rank - step) % n] = cluster.receive")))),
     LessonSpec("029", step_cases, **CLOSE, refuses=STEP_REFUSALS, memory=STEP_MEMORY, workers_apart=True,
+               on_cluster=OnCluster(lambda a: a["num_workers"]),
                isolate=("shard_dataset_across_workers", "compute_local_gradients", "ring_all_reduce_mean"),
                equivalent_mutants=(
         ("`float(x)` -> `x` | return worker_params, float(sum(losses) / num_workers)",
          "compute_local_gradients gives each loss as a Python float, and their sum divided by an int is one"),)),
-    LessonSpec("030", bucket_cases, **CLOSE, refuses=BUCKET_REFUSALS, workers_apart=True,
+    LessonSpec("030", bucket_cases, exact=True, refuses=BUCKET_REFUSALS, workers_apart=True,
+               on_cluster=OnCluster(lambda a: len(a["worker_grads"])),
                isolate=("ring_all_reduce_mean",), equivalent_mutants=(
         ("constant 0 - 1 | first = worker_grads[0]",
          "every worker's gradients have been checked to have the same keys and shapes, and the contract "

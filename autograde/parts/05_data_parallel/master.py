@@ -37,6 +37,7 @@ import matplotlib.pyplot as plt
 
 from shared import mlp
 from shared.checking import CheckFailure, call, check, check_call, check_equal, check_shape
+from shared.checking import check_rules  # the rules for graded code (shared.policy)
 from shared.checking import check_workers_apart, expect_error
 from shared.cluster import Cluster
 from shared.memory import (data_parallel_activation_bytes, data_parallel_step_allowed_bytes, format_bytes,
@@ -323,7 +324,9 @@ lesson_passed("026")
 #   divides by $N$, and sends the mean to each worker $r \ne 0$.
 # - Run it on `cluster` when one is given (a new `Cluster(N)` otherwise) and
 #   return `cluster.ledger.summary()` with the results: the traffic is part of
-#   the answer, and the tests compare it byte for byte.
+#   the answer. The grader passes in a cluster of its own and reads *its* ledger
+#   after the call, byte for byte; every message sent must be received (a worker's
+#   result comes from what it received, not from the other workers' inputs).
 # - Bad input gives `ValueError`: no workers (an empty list), or arrays of
 #   different shapes or dtypes.
 #
@@ -351,9 +354,10 @@ def all_reduce_mean(worker_arrays, cluster=None):
 
     Returns:
         (results, traffic): results a list of N new arrays (same shape and dtype), each
-        worker's own copy of the element-wise mean; traffic ``cluster.ledger.summary()``
-        after the two rounds (1: every worker r > 0 sends its array to worker 0;
-        2: worker 0 sends the mean to every worker r > 0).
+        worker's own copy of the element-wise mean (worker r > 0's the array it received);
+        traffic ``cluster.ledger.summary()`` after the two rounds (1: every worker r > 0 sends
+        its array to worker 0; 2: worker 0 sends the mean to every worker r > 0). Every
+        message sent is received.
 
     Raises:
         ValueError: if worker_arrays is empty or its arrays differ in shape or dtype.
@@ -412,8 +416,10 @@ check(not np.shares_memory(one[0], alone[0]), "with one worker the result must s
 given = Cluster(3)
 call(all_reduce_mean, arrays, given)
 check(given.ledger.summary() == naive_traffic,
-      f"all_reduce_mean(arrays, cluster) should send its messages on `cluster`; its ledger shows "
-      f"{given.ledger.summary()}")
+      f"all_reduce_mean(arrays, cluster) should send its messages on `cluster` (the grader passes one in and "
+      f"reads its ledger); its ledger shows {given.ledger.summary()}")
+check(given.unreceived() == 0, f"{given.unreceived()} message(s) were sent and never received: each worker's "
+      f"result comes from what it received (worker r > 0 keeps the mean it received from worker 0)")
 expect_error(all_reduce_mean, [[]], ["worker_arrays"], ValueError, "worker_arrays is empty")
 expect_error(all_reduce_mean, [[np.zeros(3), np.zeros(4)]], ["worker_arrays"], ValueError,
              "the workers' arrays have different shapes")
@@ -468,6 +474,11 @@ lesson_passed("027")
 #   (`chunk + received`), never add in place, and the inputs stay as they were.
 # - The schedule below is the contract: the tests compare the ledger's bytes per
 #   worker, and with uneven chunks another schedule moves other bytes.
+# - So is the order of the additions. Floating-point addition is not associative:
+#   chunk $c$'s sum is built as it travels, $x_c$, then $+\,x_{c+1}$, then $+\,x_{c+2}$, ...,
+#   and the tests compare the results **bit for bit**, on inputs where any other
+#   order (`np.mean` of the arrays, `sum(worker_arrays)`) gives other bits. Each
+#   worker's result must come from what it received.
 # - Return the results reshaped to the input shape, with the ledger's
 #   `summary()`; run on `cluster` when given. Bad input as in lesson 027.
 #
@@ -502,8 +513,9 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
 
     Returns:
         (results, traffic): results a list of N new arrays (same shape and dtype), each worker's
-        own copy of the element-wise mean, bitwise equal on all workers; traffic
-        ``cluster.ledger.summary()``. Chunks: ``np.array_split(array.ravel(), N)``.
+        own copy of the element-wise mean, bitwise equal on all workers and bit for bit the sum in the
+        ring's order divided by N; traffic ``cluster.ledger.summary()`` (every message received).
+        Chunks: ``np.array_split(array.ravel(), N)``.
         Reduce-scatter step s = 0..N-2: worker r sends chunk (r - s) % N to worker (r + 1) % N,
         which adds it to its own; then worker r divides chunk (r + 1) % N by N. All-gather step
         s = 0..N-2: worker r sends chunk (r + 1 - s) % N to worker (r + 1) % N, which replaces its own.
@@ -582,8 +594,18 @@ check(not np.shares_memory(one[0], alone[0]), "with one worker the result must s
 given = Cluster(3)
 call(ring_all_reduce_mean, arrays, given)
 check(given.ledger.summary() == ring_traffic,
-      f"ring_all_reduce_mean(arrays, cluster) should send its messages on `cluster`; its ledger shows "
-      f"{given.ledger.summary()}")
+      f"ring_all_reduce_mean(arrays, cluster) should send its messages on `cluster` (the grader passes one in "
+      f"and reads its ledger); its ledger shows {given.ledger.summary()}")
+check(given.unreceived() == 0, f"{given.unreceived()} message(s) were sent and never received: each worker's "
+      f"result comes from what it received")
+# Bit for bit in the ring's order: B = 2**60 swallows any small number added to it, so only the ring's order
+# (chunk c: worker c's number, + worker c+1's, + worker c+2's) keeps the small ones. In rank order (np.mean of
+# the arrays), chunks 1 and 2 would lose them: [1, 0, 0] instead of [1, 1/3, 2/3].
+B = 2.0 ** 60
+ordered = [np.array([B, 1.0, -B]), np.array([-B, B, 2.0]), np.array([3.0, -B, B])]
+in_ring_order, _ = call(ring_all_reduce_mean, ordered, returns=("results", "traffic"))
+check_equal(in_ring_order, [np.array([1.0, 1 / 3, 2 / 3])] * 3,
+            "the results for B = 2**60 (chunk c added in the ring's order, starting at worker c)", exact=True)
 expect_error(ring_all_reduce_mean, [[]], ["worker_arrays"], ValueError, "worker_arrays is empty")
 expect_error(ring_all_reduce_mean, [[np.zeros(3), np.zeros(4)]], ["worker_arrays"], ValueError,
              "the workers' arrays have different shapes")
@@ -626,8 +648,9 @@ lesson_passed("028")
 #
 # - `params`: the replica every worker starts from; `X`, `Y`: the whole batch.
 # - Use your `shard_dataset_across_workers`, `compute_local_gradients` and
-#   `ring_all_reduce_mean`: one ring all-reduce **per parameter tensor** (lesson
-#   030 packs them into buckets).
+#   `ring_all_reduce_mean`: one ring all-reduce **per parameter tensor**, in the
+#   dict's order, all on `cluster` (a new `Cluster(N)` when none is given; the
+#   grader passes its own and reads its ledger). Lesson 030 packs them into buckets.
 # - Return `(worker_params, loss)`: a list of $N$ dicts, worker $r$'s new replica
 #   at index $r$, built from the arrays that worker received (no two workers share
 #   an array), and the full batch's mean loss as a Python float.
@@ -647,7 +670,7 @@ lesson_passed("028")
 # ### Implementation
 
 # %% tags=["solution"]
-def data_parallel_train_step(params, X, Y, num_workers, learning_rate):
+def data_parallel_train_step(params, X, Y, num_workers, learning_rate, cluster=None):
     """One data-parallel SGD step on the batch (X, Y) with num_workers simulated workers.
 
     Args:
@@ -655,12 +678,13 @@ def data_parallel_train_step(params, X, Y, num_workers, learning_rate):
         X: (B, features) inputs; Y: (B, outputs) targets.
         num_workers: N, 1 <= N <= B.
         learning_rate: float.
+        cluster: the ``Cluster(N)`` to run the all-reduces on (a new one when None).
 
     Returns:
         (worker_params, loss): a list of N new dicts, worker r's replica
         ``params - learning_rate * grad`` at index r (grad the gradient of the full batch's mean
-        loss, all-reduced tensor by tensor with ``ring_all_reduce_mean``; no array shared between
-        workers), and the full batch's mean loss as a Python float.
+        loss, all-reduced tensor by tensor, in the dict's order, with ``ring_all_reduce_mean`` on
+        ``cluster``; no array shared between workers), and the full batch's mean loss as a Python float.
     Use your ``shard_dataset_across_workers``, ``compute_local_gradients`` and ``ring_all_reduce_mean``.
 
     Raises:
@@ -668,6 +692,8 @@ def data_parallel_train_step(params, X, Y, num_workers, learning_rate):
     """
     ### BEGIN SOLUTION
     shards = shard_dataset_across_workers(X, Y, num_workers)
+    if cluster is None:
+        cluster = Cluster(num_workers)
     losses, local_grads = [], []
     for X_shard, Y_shard in shards:  # each worker on its own shard, one after another
         loss, grads = compute_local_gradients(params, X_shard, Y_shard, len(X), num_workers)
@@ -675,7 +701,7 @@ def data_parallel_train_step(params, X, Y, num_workers, learning_rate):
         local_grads.append(grads)
     worker_params = [{} for _ in range(num_workers)]
     for key in params:
-        averaged, _ = ring_all_reduce_mean([grads[key] for grads in local_grads])
+        averaged, _ = ring_all_reduce_mean([grads[key] for grads in local_grads], cluster)
         for rank in range(num_workers):
             worker_params[rank][key] = params[key] - learning_rate * averaged[rank]
     return worker_params, float(sum(losses) / num_workers)
@@ -698,6 +724,14 @@ replicas, _ = check_call(data_parallel_train_step, {"params": p0, "X": X10, "Y":
 check(all(np.array_equal(replicas[0][key], other[key]) for other in replicas for key in p0),
       "the workers' replicas differ: after the all-reduce every worker applies the same update")
 check_workers_apart(replicas, "data_parallel_train_step's worker_params")
+# The all-reduces run on the cluster it is given: one ring per tensor (W1, b1, W2, b2: 15, 5, 10 and 2 numbers)
+given = Cluster(4)
+call(data_parallel_train_step, p0, X10, Y10, 4, 0.1, given)
+check(given.ledger.summary() == {"bytes_sent": [384, 408, 384, 360], "bytes_received": [360, 384, 408, 384],
+                                 "messages_sent": [24] * 4, "messages_received": [24] * 4, "rounds": 24},
+      f"data_parallel_train_step(..., cluster) should all-reduce each tensor with ring_all_reduce_mean on "
+      f"`cluster` (the grader passes one in and reads its ledger); its ledger shows {given.ledger.summary()}")
+check(given.unreceived() == 0, f"{given.unreceived()} message(s) on the cluster were never received")
 check_call(data_parallel_train_step, {"params": p0, "X": X10, "Y": Y10, "num_workers": 1, "learning_rate": 0.1},
            ([full_step], full_loss), mistakes=mistakes_of("data_parallel_train_step"), rtol=1e-12, atol=1e-14)
 # The technique: each worker computes on its own shard only, about 1/N of the full batch's activations.
@@ -879,8 +913,17 @@ check(not any(np.shares_memory(alone[0][key], two[0][key]) for key in shapes),
       "with one worker the averaged gradients must still be new arrays, not the inputs themselves")
 given = Cluster(2)
 call(bucket_gradients, two, 80, given)
-check(given.ledger.rounds == 6, f"bucket_gradients(worker_grads, cap, cluster) should run its all-reduces on "
-      f"`cluster`; its ledger shows {given.ledger.rounds} rounds")
+check(given.ledger.rounds == 6 and given.unreceived() == 0,
+      f"bucket_gradients(worker_grads, cap, cluster) should run its all-reduces on `cluster` (the grader passes "
+      f"one in and reads its ledger), every message received; its ledger shows {given.ledger.rounds} rounds and "
+      f"{given.unreceived()} message(s) unreceived")
+# One bucket, averaged by your ring bit for bit: with B = 2**60, averaging in rank order (np.mean) loses the
+# small numbers that the ring's order keeps (lesson 028's example, as one gradient of 3 numbers)
+B = 2.0 ** 60
+ordered = [{"b": np.array([B, 1.0, -B])}, {"b": np.array([-B, B, 2.0])}, {"b": np.array([3.0, -B, B])}]
+one_bucket, _, _ = call(bucket_gradients, ordered, 80, returns=("averaged", "buckets", "traffic"))
+check_equal(one_bucket, [{"b": np.array([1.0, 1 / 3, 2 / 3])}] * 3,
+            "the averaged gradients for B = 2**60 (each bucket all-reduced by ring_all_reduce_mean)", exact=True)
 expect_error(bucket_gradients, [two, 0], ["worker_grads", "bucket_cap_bytes"], ValueError, "the cap is 0")
 expect_error(bucket_gradients, [[], 80], ["worker_grads", "bucket_cap_bytes"], ValueError, "worker_grads is empty")
 expect_error(bucket_gradients, [[two[0], {"W1": two[1]["W1"]}], 80], ["worker_grads", "bucket_cap_bytes"],

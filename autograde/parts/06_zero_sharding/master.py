@@ -44,6 +44,7 @@ import matplotlib.pyplot as plt
 
 from shared import mlp
 from shared.checking import call, check, check_call, check_equal, check_memory, check_raises, check_workers_apart
+from shared.checking import check_rules  # the rules for graded code (shared.policy)
 from shared.cluster import Cluster
 from shared.lesson_blocks import ring_all_reduce_mean  # lesson 028's ring, the helper's version
 from shared.memory import (format_measured, measure_peak_memory, partitioned_state_allowed_bytes,
@@ -497,7 +498,9 @@ lesson_passed("033")
 # - Then every worker concatenates the $N$ shards **in rank order** $0, 1, \dots, N-1$
 #   (not in the order they arrived): each its own new 1-D array.
 # - Return `(vectors, traffic)`: the $N$ vectors and `cluster.ledger.summary()`;
-#   run on `cluster` when one is given (a new `Cluster(N)` otherwise).
+#   run on `cluster` when one is given (a new `Cluster(N)` otherwise). The grader
+#   passes a cluster of its own and reads its ledger; every message sent must be
+#   received, since each worker's vector is made of what it received.
 # - Bad input gives `ValueError`: no shards, shards of different dtypes, or a
 #   shard that is not 1-D.
 #
@@ -524,9 +527,9 @@ def all_gather_param_shards(param_shards, cluster=None):
 
     Returns:
         (vectors, traffic): vectors a list of N new 1-D arrays, worker r's own
-        ``np.concatenate(param_shards)`` (the shards in rank order 0..N-1); traffic
-        ``cluster.ledger.summary()``. Rounds s = 0..N-2: worker r sends shard (r - s) % N to worker
-        (r + 1) % N, which keeps it.
+        ``np.concatenate(param_shards)`` (the shards in rank order 0..N-1, as it received them); traffic
+        ``cluster.ledger.summary()`` (every message received). Rounds s = 0..N-2: worker r sends shard
+        (r - s) % N to worker (r + 1) % N, which keeps it.
 
     Raises:
         ValueError: if param_shards is empty, if the shards differ in dtype, or if a shard is not 1-D.
@@ -583,8 +586,10 @@ check(not np.shares_memory(one[0], alone[0]), "with one worker the vector must s
 given = Cluster(3)
 call(all_gather_param_shards, shards3, given)
 check(given.ledger.summary() == gather_traffic,
-      f"all_gather_param_shards(param_shards, cluster) should send its messages on `cluster`; its ledger "
-      f"shows {given.ledger.summary()}")
+      f"all_gather_param_shards(param_shards, cluster) should send its messages on `cluster` (the grader passes "
+      f"one in and reads its ledger); its ledger shows {given.ledger.summary()}")
+check(given.unreceived() == 0, f"{given.unreceived()} message(s) were sent and never received: each worker's "
+      f"vector is made of the shards it received")
 check_raises(all_gather_param_shards, {"param_shards": []}, ValueError, "param_shards is empty")
 check_raises(all_gather_param_shards, {"param_shards": [np.zeros(2), np.zeros(2, dtype=np.float32)]}, ValueError,
              "the shards have different dtypes")
@@ -640,11 +645,15 @@ lesson_passed("034")
 # - The reduce-scatter, rounds $s = 0, \dots, N-2$: worker $r$ sends chunk
 #   $(r - 1 - s) \bmod N$ of its running sums to worker $(r+1) \bmod N$, which adds it to
 #   its own chunk of that index (as in lesson 028: a new array, never in place). After
-#   $N - 1$ rounds worker $r$'s chunk $r$ holds the sum over all workers.
+#   $N - 1$ rounds worker $r$'s chunk $r$ holds the sum over all workers, added in the
+#   ring's order (worker $r+1$'s numbers, $+$ worker $r+2$'s, ..., $+$ worker $r$'s), and
+#   worker $r$ divides it by $N$. The tests compare the states **bit for bit**, on
+#   gradients where any other order (`np.mean` of the workers' gradients) gives other bits.
 # - Return `(worker_params, worker_states, traffic)`: $N$ dicts of new parameters
 #   (each worker's own, cut from its gathered vector: views of it are fine), the
 #   $N$ new state shards, and the ledger's summary after both collectives (on
-#   `cluster` when given).
+#   `cluster` when given; the grader passes its own, reads its ledger, and expects
+#   every message received).
 # - Bad input gives `ValueError`: no workers, more workers than parameter elements,
 #   a worker's gradients of other keys or shapes than `params`, states that are not
 #   $N$ shards of these parameters, and (from your `local_shard_adam_update`) a
@@ -774,7 +783,18 @@ check_workers_apart(replicas, "zero_optimizer_step's worker_params")
 given = Cluster(3)
 call(zero_optimizer_step, p7, g7, z7, 0.1, 0.5, 0.75, 0.0, given)
 check(given.ledger.summary() == zero_traffic, f"zero_optimizer_step(..., cluster) should send its messages on "
-      f"`cluster`; its ledger shows {given.ledger.summary()}")
+      f"`cluster` (the grader passes one in and reads its ledger); its ledger shows {given.ledger.summary()}")
+check(given.unreceived() == 0, f"{given.unreceived()} message(s) were sent and never received: each worker's "
+      f"shard of the mean gradient comes from what it received")
+# Bit for bit in the ring's order: B = 2**60 swallows any small number added to it. Chunk c's sum starts with
+# worker c+1's number, then worker c+2's: here +B and -B, which cancel, and the small one survives. In rank
+# order (np.mean of the gradients) chunks 0 and 1 would lose it. The first moments (m = g / 2) show the mean.
+B = 2.0 ** 60
+g_order = [{"w": np.array([1.0, -B, B])}, {"w": np.array([B, 2.0, -B])}, {"w": np.array([-B, B, 3.0])}]
+_, states_order, _ = call(zero_optimizer_step, {"w": np.zeros(3)}, g_order, zero_states({"w": np.zeros(3)}, 3),
+                          0.1, 0.5, returns=("worker_params", "worker_states", "traffic"))
+check_equal([state["m"] for state in states_order], [np.array([1 / 6]), np.array([1 / 3]), np.array([0.5])],
+            "the first moments for B = 2**60 (the mean gradient added in the ring's order, halved)", exact=True)
 # float32: float32 parameters and states, 4 bytes a number
 p7_32 = {key: value.astype(np.float32) for key, value in p7.items()}
 g7_32 = [{key: value.astype(np.float32) for key, value in g.items()} for g in g7]

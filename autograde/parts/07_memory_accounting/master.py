@@ -33,14 +33,12 @@
 # Set-up (read-only): run this cell first.
 from dataclasses import replace
 
-import sys
-
 import numpy as np
 import matplotlib.pyplot as plt
-from tqdm import tqdm
 
 from shared import mlp
 from shared.checking import Deferred, call, check, check_call, check_equal, check_raises
+from shared.checking import check_rules  # the rules for graded code (shared.policy)
 from shared.cluster import Cluster, reduce_scatter_mean
 from shared.lesson_blocks import (all_gather_param_shards, estimate_checkpointing_memory_savings,
                                   local_shard_adam_update, ring_all_reduce_mean, shard_dataset_across_workers)
@@ -49,7 +47,7 @@ from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
 from shared.plotting import COLORS
 from shared.progress import lesson_passed, show_progress
-from shared.training import TrainingConfig, measure_worker_memory, worker_gradients
+from shared.training import TrainingConfig, measure_worker_memory, training_steps, worker_gradients
 
 setup_notebook()
 
@@ -704,7 +702,7 @@ def full_distributed_training_loop(params, X, Y, config):
         config: a TrainingConfig.
     Use ``shard_dataset_across_workers``, ``worker_gradients``, ``ring_all_reduce_mean`` or
     ``reduce_scatter_mean``, ``local_shard_adam_update`` and ``all_gather_param_shards`` on one
-    ``Cluster(N)``, and a tqdm bar (shown when config.progress_bar).
+    ``Cluster(N)``, and ``training_steps(config)`` for the steps (a progress bar when config.progress_bar).
 
     Returns:
         (final_params, history): the final master weights (a dict shaped like params; float32 in
@@ -748,8 +746,7 @@ def full_distributed_training_loop(params, X, Y, config):
     scale, clean = config.loss_scale if mixed else 1.0, 0
     history = {"loss": [], "skipped": [], "loss_scale": []}
     activations, grad_bytes = [0] * N, [0] * N
-    for step in tqdm(range(config.steps), desc="training", disable=not config.progress_bar, mininterval=0,
-                     bar_format="{desc}: step {n_fmt}/{total_fmt} |{bar:20}|", file=sys.stdout):
+    for step in training_steps(config):
         flat_grads, loss = [], 0.0
         for r, (X_r, Y_r) in enumerate(shards):
             loss_r, grads, measured = worker_gradients(as_dict(working[r]), X_r, Y_r, k, config.segment_size,
