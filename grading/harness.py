@@ -102,6 +102,14 @@ def _per_worker(result: Any) -> Any:
     return result[0] if type(result) is tuple and result else result
 
 
+def _held_received(cluster: Any, result: Any) -> list[bool]:
+    """Per worker, whether its part of the result holds memory that it received on ``cluster``."""
+    per_worker = _per_worker(result)
+    if type(per_worker) not in (list, tuple):
+        return []
+    return [cluster.holds_received(rank, item) for rank, item in enumerate(per_worker)]
+
+
 def _cluster_for(case: dict[str, Any]) -> tuple[str, Any] | None:
     """(argument name, a new Cluster) when the lesson runs on a cluster the grader makes."""
     spec = case.get("cluster")
@@ -135,6 +143,8 @@ def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
     if on_cluster:  # read off the cluster the harness made: what was really sent
         answer["traffic"] = on_cluster[1].ledger.summary()
         answer["unreceived"] = on_cluster[1].unreceived()
+        if case["cluster"].get("results_received"):
+            answer["held_received"] = _held_received(on_cluster[1], result)
     if workers_apart:  # the lesson's result holds one value per worker: do workers share arrays?
         from shared.cluster import arrays_shared_between_workers
         answer["workers_shared"] = arrays_shared_between_workers(

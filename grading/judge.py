@@ -115,23 +115,35 @@ def _kernel_case(spec: LessonSpec, case: Case | Raises) -> dict[str, Any]:
     """One case as the kernel sees it: its inputs, whether it is measured, the cluster to make."""
     told: dict[str, Any] = {"args": wire.to_plain(case.args, "a case"),
                             "measure": isinstance(case, Case) and case.measure}
-    workers = spec.on_cluster.count(case.args) if spec.on_cluster else None
+    workers = _cluster_workers(spec, case)
     if workers is not None:
-        told["cluster"] = {"arg": spec.on_cluster.arg, "workers": workers}
+        told["cluster"] = {"arg": spec.on_cluster.arg, "workers": workers,
+                           "results_received": spec.on_cluster.results_received}
     return told
+
+
+def _cluster_workers(spec: LessonSpec, case: Case | Raises) -> int | None:
+    """How many workers the cluster the grader makes for this case has (None: it makes none)."""
+    if spec.on_cluster is None or (isinstance(case, Case) and case.own_cluster):
+        return None
+    return spec.on_cluster.count(case.args)
 
 
 def reference_answer(lesson: Lesson, spec: LessonSpec, case: Case | Raises) -> tuple[Any, dict[str, Any] | None]:
     """The reference's result on a copy of the case's inputs, and (for a lesson on a cluster) the
     traffic it sent on a cluster made as the harness makes the learner's: ``{"traffic", "unreceived"}``."""
     values = copy.deepcopy(list(case.args.values()))
-    workers = spec.on_cluster.count(case.args) if spec.on_cluster else None
+    workers = _cluster_workers(spec, case)
     if workers is None:
         return reference_function(lesson)(*values), None
     from shared.cluster import Cluster
+    from .harness import _held_received
     cluster = Cluster(workers)
     result = reference_function(lesson)(*values, **{spec.on_cluster.arg: cluster})
-    return result, {"traffic": cluster.ledger.summary(), "unreceived": cluster.unreceived()}
+    sent = {"traffic": cluster.ledger.summary(), "unreceived": cluster.unreceived()}
+    if spec.on_cluster.results_received:
+        sent["held_received"] = _held_received(cluster, result)
+    return result, sent
 
 
 # --------------------------------------------------------------------------
@@ -227,6 +239,9 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
         from shared.checking import WORKERS_APART_HINT
         return "alias", _with_mistake(f"{answer['workers_shared'][0]}: {WORKERS_APART_HINT}",
                                       _sharing_mistake(mistakes, values))
+    problem = _received_problem(name, answer, sent) if sent is not None else None
+    if problem:
+        return "traffic", problem
     if spec.fresh_result and answer.get("aliases"):
         mistake = recognise_aliasing_mistake(mistakes, tuple(copy.deepcopy(values)), expected=expected, **tolerances)
         return "alias", _with_mistake(f"{answer['aliases'][0]}: return new arrays (e.g. x + 0 or x.copy()), so "
@@ -251,6 +266,17 @@ def _traffic_problem(name: str, spec: LessonSpec, answer: dict[str, Any], sent: 
                 f"worker's result must come from what it received (a worker that reads the other workers' "
                 f"inputs directly is not a collective)")
     return None
+
+
+def _received_problem(name: str, answer: dict[str, Any], sent: dict[str, Any]) -> str | None:
+    """Why the workers' results are not the arrays the contract says they received (lesson 027)."""
+    if "held_received" not in sent or answer.get("held_received") == sent["held_received"]:
+        return None
+    held = answer.get("held_received") or []
+    others = [rank for rank, (mine, theirs) in enumerate(zip(held, sent["held_received"])) if mine != theirs]
+    return (f"{name} sent and received the right messages, but worker {others[0] if others else '?'}'s result "
+            f"is not the array it received: a worker keeps what the collective delivered to it, it does not "
+            f"compute its own copy from the other workers' inputs")
 
 
 def _traffic_text(traffic: Any) -> str:

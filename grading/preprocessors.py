@@ -297,7 +297,8 @@ class JudgeLessons(NbGraderPreprocessor):
             return judge.Verdict(code, False, "this test cell was moved below a later lesson's; no points "
                                               "(this notebook needs a human look)")
         if mine:
-            return judge.Verdict(code, False, f"{mine[0]}; no points (this notebook needs a human look)")
+            return judge.Verdict(code, False, f"answers refused: {mine[0]}; no points (this notebook needs a human "
+                                              f"look)")
         return judge.judge_lesson(code, drawn.get(code, []), answers.get(index))
 
 
@@ -315,7 +316,7 @@ def _apply_rules(verdict: judge.Verdict, findings: rules.Findings) -> judge.Verd
     mine = findings.of_lesson(verdict.code)
     if mine:
         return judge.Verdict(verdict.code, False, f"{mine[0].message()}; that cell was not run, and lesson "
-                                                  f"{verdict.code} gets no points", "rules")
+                                                  f"{verdict.code} gets no points (listed for a human look)", "rules")
     return verdict
 
 

@@ -31,9 +31,16 @@ from shared.policy import Break, check_source, course_imports, describe
 ROOT = Path(__file__).resolve().parent.parent
 _LESSON_HEADING = re.compile(r"^##\s+(\d{3})\s+·", re.MULTILINE)
 _ANY_HEADING = re.compile(r"^##\s", re.MULTILINE)
+_HIDDEN_REGION = re.compile(r"^### BEGIN HIDDEN TESTS\n.*?^### END HIDDEN TESTS\n?", re.MULTILINE | re.DOTALL)
+
+
+# What nbgrader puts above a cell it adds back (OverwriteCells.add_missing_cells): not the learner's.
+_ADDED_BACK = re.compile(r"\A# This cell \(id:[^)\n]*\) was missing from the submission\. It was added back by "
+                         r"nbgrader\.\n\n")
 
 
 def _normal(source: str) -> str:
+    source = _ADDED_BACK.sub("", source)
     return "\n".join(line.rstrip() for line in source.strip().splitlines())
 
 
@@ -47,14 +54,15 @@ class CourseCells:
 
 @lru_cache(maxsize=None)
 def course_cells(slug: str) -> CourseCells:
-    """The part's own code cells, from its source notebook (the course's cells and reference solutions)."""
+    """The part's own code cells, from its source notebook (the course's cells and reference solutions),
+    with the test cells also as the learner's copy has them (without the hidden region)."""
     notebook = json.loads((ROOT / "autograde" / "source" / slug / f"{slug}.ipynb").read_text())
     sources, imports = set(), {}
     for cell in notebook["cells"]:
         if cell.get("cell_type") != "code":
             continue
         text = "".join(cell.get("source", ""))
-        sources.add(_normal(text))
+        sources.update({_normal(text), _normal(_HIDDEN_REGION.sub("", text))})  # as graded, and as released
         if not cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
             imports.update(course_imports(text))
     return CourseCells(frozenset(sources), imports)

@@ -30,6 +30,8 @@ class Case:
     ``rtol``, ``atol``, ``exact`` override the lesson's tolerances for this case;
     ``measure``: the call's memory is measured (tracemalloc, in the grading kernel: its
     peak, and what its result keeps) and must stay within the lesson's :class:`MemoryBound`.
+    ``own_cluster``: for a lesson on a cluster (:class:`OnCluster`), this case passes none: the
+    function must make its own, as when the notebook calls it (its traffic is not measured).
     """
 
     args: dict[str, Any]
@@ -38,6 +40,7 @@ class Case:
     atol: float | None = None
     exact: bool | None = None
     measure: bool = False
+    own_cluster: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,11 +76,16 @@ class OnCluster:
     compares both exactly: a collective that computes without sending, sends on a cluster of its
     own or computes from every worker's input while its messages go unreceived scores 0.
     ``workers(args)`` gives None when the arguments name no valid worker count (a bad-input
-    case): the function then gets no cluster.
+    case): the function then gets no cluster.  ``results_received``: the contract says which
+    workers keep, as their result, the very array they received (lesson 027: every worker but
+    the root); the harness reports, per worker, whether its result holds memory it received, and
+    the judge compares that with the reference's, so a worker that computes its own copy from the
+    other workers' inputs is caught even where the numbers agree bit for bit.
     """
 
     workers: Callable[[dict[str, Any]], int | None]
     arg: str = "cluster"
+    results_received: bool = False
 
     def count(self, args: dict[str, Any]) -> int | None:
         """How many workers the case's cluster has (None: no cluster for this case)."""

@@ -1,4 +1,4 @@
-"""Adversarial submissions for grading v2, with the score every lesson must get.
+"""Adversarial submissions for grading v3, with the score every lesson must get.
 
 Each :class:`Adversary` is one student's notebook for one part (and, for some,
 files beside it), with the score each lesson must get and words its verdict
@@ -10,9 +10,10 @@ Kinds (``KINDS`` describes each):
 
 - honest baselines: the reference (full marks), the untouched release (0), and
   honest students graded right after attackers in the same nbgrader run;
-- wrong answers: hard-coded for the visible tests, catalogued mistakes, NaN, a
-  wrong dtype or shape, an input changed in place, delegation to the helper
-  package (each lesson 0, and the verdict says why);
+- wrong answers: hard-coded for the visible tests, plausible wrong answers written
+  as a learner would (tests/plausible.py, each named by the judge when it is a
+  catalogued mistake), NaN, a wrong dtype or shape, an input changed in place,
+  delegation to the helper package (each lesson 0, and the verdict says why);
 - damaged notebooks: endless loops (interrupted), sleeps and a loop that
   swallows KeyboardInterrupt (the kernel killed, listed for a human look), test
   cells edited, deleted or turned into markdown (restored and graded), a
@@ -25,13 +26,26 @@ Kinds (``KINDS`` describes each):
   writes, displayhook, compile/exec and subprocess tricks, /proc and frames,
   HTML and scripts, SystemExit, forged answer messages, writes outside the
   sandbox, memory bombs, and ways around the helper lock and the harness;
+- the attacks that beat grading v2 (``v3_attacks``): the reveal-and-update hooks
+  that rewrite earlier test cells' outputs, the mistake catalogue's private
+  copies, collectives that compute with ``np.mean`` and report a ledger by
+  formula, collectives with a perfect ledger whose results come from every
+  worker's input, ``np.mean`` in 029, tracemalloc stopped around a memory
+  shortcut and the meter reset through the helper, base64/exec-hidden code,
+  dunder and ``getattr`` tricks;
 - in a second, small run: a fork bomb beside an honest student graded at the
   same time (``NEIGHBOURS``).
 
-Expected scores of submissions that are plain code (mistakes, wrong outputs,
-hard-coded answers, delegation) are also computed in-process with
-grading.judge.grade_in_process, with the run's seed: the nbgrader loop must
-agree with them.
+Most attacks break the rules for graded code (shared/policy.py): their lesson
+gets 0 for that, or, outside every lesson, the notebook's grade is withheld.
+The suite grades with ``MCT_RUN_BROKEN_CELLS=1``, so that those cells run all the
+same and the sandbox and the judge still meet every attack (by default such a
+cell is not run at all).
+
+Expected scores of submissions that are plain code (plausible wrong answers,
+wrong outputs, hard-coded answers, delegation, the v3 collectives) are also
+computed in-process with grading.judge.grade_in_process, with the run's seed:
+the nbgrader loop must agree with them.
 
 Some attacks work today.  They are listed in ``HOLES`` with what they do and
 why: their rows keep the score they *should* get, the report marks them, and
@@ -51,12 +65,12 @@ import nbformat
 
 from course import (ROOT, grade_id_of, hard_coded_answer, make_submission, reference_code,
                     visible_test_answers)
-from grading import wire
+from grading import rules, wire
 from grading.harness import MIME
 from grading.judge import Verdict, grade_in_process, lesson_spec, reference_function
 from grading.spec import Raises, draw_cases
 from shared.lessons import Lesson, lesson as find_lesson, lessons_of
-from shared.mistakes import mistakes_of
+from shared.policy import check_source
 
 RUN_SEED = 20261201  # MCT_RUN_SEED of the grading run: the in-process expectations use the same cases
 MARKER = "MCT-ADVERSARY-WAS-HERE"  # the name of every file an attack tries to leave behind
@@ -64,6 +78,14 @@ MARKER = "MCT-ADVERSARY-WAS-HERE"  # the name of every file an attack tries to l
 # withholds any page that contains it, and these notebooks' pages must be checked too.
 MIME_HEAD, MIME_TAIL = MIME[:len(MIME) // 2], MIME[len(MIME) // 2:]
 assert MIME_HEAD + MIME_TAIL == MIME
+RULES = "breaks the course's rules for graded code"  # the verdict of a lesson whose region breaks them
+WITHHELD = "grade withheld"  # the verdict of every lesson when a cell outside every lesson breaks them
+
+
+def breaks_rules(slug: str, *sources: str) -> bool:
+    """Whether any of ``sources`` (cells a learner wrote) breaks the rules for graded code."""
+    imports = rules.course_cells(slug).imports
+    return any(check_source(source, course=imports) for source in sources)
 
 
 @dataclass(frozen=True)
@@ -688,14 +710,18 @@ def rotating(slug: str, kind: str, ctx: Context) -> Adversary:
     for lesson, name in zip(lessons, names):
         attack = ATTACKS[name](slug, lesson, ctx)
         answers[lesson.function] = attack.code
-        expected[lesson.code] = replace(attack.expect, note=f"{name}: {attack.expect.note}")
+        expect = attack.expect
+        if breaks_rules(slug, attack.code, *(source for kind, source in attack.after if kind == "code")):
+            expect = Expect(0, (RULES,), expect.note)  # the lesson's own cell breaks the rules: that decides
+        expected[lesson.code] = replace(expect, note=f"{name}: {expect.note}")
         after[lesson.function] = attack.after
     notebook = make_submission(slug, answers, default="reference")
     insert_after_solutions(notebook, after)
     for i, (cell_type, source) in enumerate(ROTATION_EXTRAS.get((slug, kind), [])):
         insert_after_setup(notebook, source, f"adversarial-extra-{i}", offset=i, cell_type=cell_type)
-    # The tripwire lists every such notebook for a human look (a replaced harness among others: `grading.`).
-    return Adversary(kind, slug, notebook, expected, flagged=("unusual code",),
+    # A lesson whose cell breaks the rules is listed for a human look (a replaced harness among others).
+    flagged = (RULES,) if any(RULES in e.says for e in expected.values()) else ()
+    return Adversary(kind, slug, notebook, expected, flagged=flagged,
                      description="one attack per lesson, each lesson's answer wrong: " + ", ".join(names))
 
 
@@ -793,23 +819,63 @@ def hardcoded(slug: str) -> Adversary:
     return adversary
 
 
-def mistake_answer(lesson: Lesson, i: int) -> tuple[str, str]:
-    """(solution cell, mistake name): lesson's catalogued mistake number i (mod how many it has)."""
-    catalogue = mistakes_of(lesson.function)
-    k = i % len(catalogue)
-    return (f"def {lesson.function}(*args, **kwargs):\n"
-            f"    from shared.mistakes import mistakes_of\n"
-            f"    return mistakes_of({lesson.function!r})[{k}].compute(*args, **kwargs)\n"), catalogue[k].name
+def standalone(function, name: str) -> str:
+    """``function``'s source as a learner would write it in one cell: the imports it needs, the
+    helpers of its own module that it calls (recursively), and ``name = function``."""
+    import inspect
+    import textwrap
+    import types
+    module = inspect.getmodule(function)
+    imports, helpers, seen = [], [], set()
+
+    def visit(fn) -> None:
+        if fn.__name__ in seen:
+            return
+        seen.add(fn.__name__)
+        codes = [fn.__code__]
+        names = set()
+        while codes:
+            code = codes.pop()
+            names.update(code.co_names)
+            codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        for used in sorted(names):
+            value = vars(module).get(used)
+            if inspect.ismodule(value):
+                line = f"import {value.__name__} as {used}" if value.__name__ != used else f"import {used}"
+                if line not in imports:
+                    imports.append(line)
+            elif inspect.isfunction(value) and value.__module__ == module.__name__:
+                visit(value)
+        helpers.append(textwrap.dedent(inspect.getsource(fn)))
+
+    visit(function)
+    return "\n".join(imports) + "\n\n\n" + "\n\n".join(helpers) + f"\n\n{name} = {function.__name__}\n"
+
+
+def plausible_answer(lesson: Lesson, i: int) -> tuple[str, str]:
+    """(solution cell, what it is): lesson's plausible wrong answer number i (mod how many it has),
+    written out as a learner would (tests/plausible.py), never imported from the helper package."""
+    from plausible import PLAUSIBLE
+    entries = PLAUSIBLE[lesson.code]
+    name, function = entries[i % len(entries)]
+    return standalone(function, lesson.function), name
 
 
 def mistakes(slug: str) -> Adversary:
-    """Lesson i makes its catalogued mistake i (mod how many it has)."""
+    """Lesson i makes plausible wrong answer i (tests/plausible.py), written in the notebook: the judge
+    names the catalogued mistake it matches."""
     answers, notes = {}, {}
     for i, lesson in enumerate(lessons_of(slug)):
-        answers[lesson.function], notes[lesson.code] = mistake_answer(lesson, i)
+        answers[lesson.function], notes[lesson.code] = plausible_answer(lesson, i)
+        assert not breaks_rules(slug, answers[lesson.function]), (lesson.code, notes[lesson.code])
     adversary = Adversary("mistakes", slug, make_submission(slug, answers, default="reference"), {},
-                          "a catalogued mistake in every lesson (named in the verdict)")
-    return expected_from_process(adversary, {c: (f"common mistake: {n}",) for c, n in notes.items()}, notes)
+                          "a plausible wrong answer in every lesson, written out (named when catalogued)")
+    expected_from_process(adversary, {}, notes)
+    earned = [c for c, e in adversary.expected.items() if e.score]
+    assert not earned, f"{slug}: plausible wrong answers earn points in lessons {earned}"
+    for code, verdict in adversary.in_process.items():  # whatever the judge says, the loop must say too
+        adversary.expected[code] = replace(adversary.expected[code], says=(verdict.message.split("\n")[0][:60],))
+    return adversary
 
 
 WRONG_OUTPUTS = {  # kind: (the function's body, words of the verdict)
@@ -856,8 +922,13 @@ def wrong_outputs(slug: str) -> Adversary:
     return adversary
 
 
+def _plausible_codes() -> set[str]:
+    from plausible import PLAUSIBLE
+    return {code for code, entries in PLAUSIBLE.items() if entries}
+
+
 def mixed(slug: str) -> Adversary:
-    """One notebook for a later part: lesson i is, in turn, a catalogued mistake, a wrong output
+    """One notebook for a later part: lesson i is, in turn, a plausible wrong answer, a wrong output
     (NaN, dtype, shape or an input changed), a delegation to the helper package (where the helper
     has the lesson's function) and the untouched stub; the first part grades each kind in a
     notebook of its own."""
@@ -868,9 +939,10 @@ def mixed(slug: str) -> Adversary:
             kind = "mistake"
         if kind == "wrong output" and not any(_applies(k, lesson) for k in WRONG_OUTPUTS):
             kind = "mistake"  # an answer of Python ints only (037): no NaN, dtype, shape or input to change
+        if kind == "mistake" and lesson.code not in _plausible_codes():
+            kind = "stub"
         if kind == "mistake":
-            answers[lesson.function], notes[lesson.code] = mistake_answer(lesson, i)
-            says[lesson.code] = (f"common mistake: {notes[lesson.code]}",)
+            answers[lesson.function], notes[lesson.code] = plausible_answer(lesson, i)
         elif kind == "wrong output":
             answers[lesson.function], says[lesson.code], notes[lesson.code] = wrong_output_answer(slug, lesson, i)
         elif kind == "delegation":
@@ -879,8 +951,9 @@ def mixed(slug: str) -> Adversary:
         else:
             answers[lesson.function] = stub(lesson.function)
             says[lesson.code], notes[lesson.code] = ("not started",), "stub"
+    assert not breaks_rules(slug, *answers.values()), slug
     adversary = Adversary("mixed", slug, make_submission(slug, answers, default="reference"), {},
-                          "in turn: a catalogued mistake, a wrong output, a delegation to the helper package, "
+                          "in turn: a plausible wrong answer, a wrong output, a delegation to the helper package, "
                           "the stub")
     expected_from_process(adversary, says, notes)
     earned = [c for c, e in adversary.expected.items() if e.score]
@@ -947,7 +1020,7 @@ def stalls(slug: str) -> Adversary:
         insert_after_setup(notebook, "import time\ntime.sleep(5)", f"adversarial-sleep-{i}", offset=i)
     insert_after_setup(notebook, "while True:\n    try:\n        while True:\n            pass\n"
                                  "    except KeyboardInterrupt:\n        pass", "adversarial-swallow", offset=6)
-    return Adversary("stalls", slug, notebook, all_lessons(slug, 0), flagged=("kernel died",),
+    return Adversary("stalls", slug, notebook, all_lessons(slug, 0, WITHHELD), flagged=("kernel died", WITHHELD),
                      description="5-second sleeps in many cells, then a loop that swallows KeyboardInterrupt: "
                                  "the kernel is killed (MCT_NOTEBOOK_SECONDS at the latest), the notebook "
                                  "listed for a human look")
@@ -997,8 +1070,8 @@ def files_beside(slug: str) -> Adversary:
                                 f"except ImportError:\n{indent(stub(first.function))}\n"),
                second.function: reference_code(slug, second.function)}
     notebook = make_submission(slug, answers, default="stub")
-    expected = {lesson.code: Expect(lesson.points) if lesson == second else Expect(0, ("not started",))
-                for lesson in lessons}
+    expected = {lesson.code: Expect(lesson.points) if lesson == second else
+                Expect(0, (RULES,) if lesson == first else ("not started",)) for lesson in lessons}
     return Adversary("files_beside", slug, notebook, expected, files=files, feedback_refused="unexpected file",
                      description="shared/, grading/ (a forging harness), numpy.py, sitecustomize.py and "
                                  f"{first.function}.py beside a notebook of stubs (lesson {second.code} honest): "
@@ -1009,8 +1082,9 @@ def os_exit(slug: str) -> Adversary:
     late = lessons_of(slug)[-2]
     notebook = make_submission(slug, {late.function: cell(slug, late.function, "import os\nos._exit(1)")},
                                default="reference")
-    return Adversary("os_exit", slug, notebook, {**full(slug), late.code: Expect(0, ("ended the grading process",))},
-                     "os._exit(1) in a graded function: only that lesson should lose its points")
+    return Adversary("os_exit", slug, notebook, {**full(slug), late.code: Expect(0, (RULES,))},
+                     "os._exit(1) in a graded function (os breaks the rules): only that lesson loses its points",
+                     flagged=(RULES,))
 
 
 def flood(slug: str) -> Adversary:
@@ -1066,7 +1140,8 @@ print("ADV-CONFIG-WRITTEN:", json.dumps(sorted({{os.path.dirname(p) for p in wri
     notebook = make_submission(slug, {target.function: cell(slug, target.function, wrong(target.function))},
                                default="reference")
     insert_after_setup(notebook, source, "adversarial-config")
-    return Adversary("config_writer", slug, notebook, {**full(slug), target.code: Expect(0)},
+    # its cell, outside every lesson, breaks the rules: the notebook's grade is withheld (it runs in this suite)
+    return Adversary("config_writer", slug, notebook, all_lessons(slug, 0, WITHHELD), flagged=(WITHHELD,),
                      student="zx-config-writer",
                      description="nbgrader/Jupyter/IPython configuration and Python start-up files written into "
                                  "every folder named by the kernel's environment, /tmp and the cwd's parents")
@@ -1082,7 +1157,7 @@ def runtime_chmod(slug: str) -> Adversary:
                           "print('runtime folder:', runtime, sorted(os.listdir(runtime)))\n"
                           f"open(os.path.join(runtime, {MARKER!r}), 'w').write('left for the next kernel')\n"
                           "os.chmod(runtime, 0)", "adversarial-runtime")
-    return Adversary("runtime_chmod", slug, notebook, {**full(slug), target.code: Expect(0)},
+    return Adversary("runtime_chmod", slug, notebook, all_lessons(slug, 0, WITHHELD), flagged=(WITHHELD,),
                      student="zy-runtime-chmod",
                      description="the kernel's socket folder (the grader's, bound into the sandbox) chmod 0 "
                                  "at the end of the notebook")
@@ -1129,14 +1204,193 @@ time.sleep(0.5)
                                  "honest student")
 
 
+# --------------------------------------------------------------------------
+# The attacks that beat grading v2 (found by a review of all 40 lessons)
+# --------------------------------------------------------------------------
+
+REVEAL_AND_UPDATE = r"""
+import os, json, base64
+from IPython import get_ipython
+import IPython.display as _adv_display_module
+from grading import wire as _adv_wire
+_adv_real_display = _adv_display_module.display
+_ADV_IDS = []
+
+
+def _adv_display(*objects, **kwargs):
+    # every answers message gets a display id, so that a later message can rewrite it
+    kwargs.setdefault("display_id", "adv-%d" % len(_ADV_IDS))
+    _ADV_IDS.append(kwargs["display_id"])
+    return _adv_real_display(*objects, **kwargs)
+
+
+_adv_display_module.display = _adv_display
+
+
+def _adv_rewrite(result):
+    # after each cell: right answers to the real cases, sent as updates of every earlier display
+    try:
+        with open(os.environ["MCT_CASES_FILE"]) as handle:
+            lessons = json.load(handle)["lessons"]
+    except Exception:
+        return
+    for code, lesson in lessons.items():
+        function = globals().get("_adv_reference_" + lesson["function"])
+        if function is None:
+            continue
+        answers = []
+        for case in lesson["cases"]:
+            try:
+                answers.append({"kind": "returned", "seconds": 0.0, "aliases": [], "args_after": case["args"],
+                                "result": _adv_wire.to_plain(function(*_adv_wire.from_plain(case["args"]).values()))})
+            except Exception as error:
+                answers.append({"kind": "raised", "error": type(error).__name__, "message": str(error),
+                                "traceback": "", "seconds": 0.0})
+        payload = {"lesson": code, "status": "answered", "answers": answers, "output": ""}
+        for display_id in _ADV_IDS:
+            _adv_real_display({"%(mime)s": payload, "text/plain": "[answers]"}, raw=True, display_id=display_id,
+                              update=True)
+        _adv_real_display({"%(mime)s": payload, "text/plain": "[answers]"}, raw=True, display_id="adv-" + code)
+
+
+get_ipython().events.register("post_run_cell", _adv_rewrite)
+"""
+
+
+def reveal_and_update(slug: str) -> Adversary:
+    """Stubs, and hooks (in the first lesson's cell) that give every answers message a display id and,
+    after each cell, send right answers as updates of the earlier test cells' displays and as new
+    displays with display ids: every lesson 0 (the first breaks the rules), the updates refused, the
+    notebook listed."""
+    lessons = lessons_of(slug)
+    references = "\n\n".join(renamed_reference(slug, lesson.function) for lesson in lessons)
+    hooks = REVEAL_AND_UPDATE.replace('"%(mime)s"', f"{MIME_HEAD!r} + {MIME_TAIL!r}")
+    first = lessons[0]
+    answers = {first.function: f"{references}\n{hooks}\n\n{stub(first.function)}"}
+    notebook = make_submission(slug, answers, default="stub")
+    expected = {lesson.code: Expect(0, (RULES,) if lesson == first else ("answers refused",),
+                                    "display ids and updates of earlier displays") for lesson in lessons}
+    return Adversary("reveal_and_update", slug, notebook, expected, flagged=("answers refused",),
+                     description="stubs; hooks that give every answers message a display id and, after each "
+                                 "cell, rewrite the earlier test cells' outputs with right answers to the real cases")
+
+
+def _cell_with_reference(slug: str, function: str, body: str, signature: str = "*args, **kwargs") -> str:
+    return f"{renamed_reference(slug, function)}\n\n\ndef {function}({signature}):\n{indent(body)}\n"
+
+
+# lesson code -> (attack, function body, what the verdict says); plain code unless it says RULES
+V3_PLAIN = {
+    # collectives that compute with np.mean and report the ledger of a cluster of their own (by formula)
+    "027": ("np.mean and the ledger of a cluster of its own",
+            "results, traffic = _adv_reference_all_reduce_mean(worker_arrays)  # not on `cluster`\n"
+            "mean = np.mean(np.stack(worker_arrays), axis=0).astype(worker_arrays[0].dtype)\n"
+            "return [mean.copy() for _ in worker_arrays], traffic", "worker_arrays, cluster=None",
+            ("sent nothing on the cluster it was given",)),
+    # a perfect ledger on the grader's cluster, every worker's result computed from every worker's input
+    "028": ("a perfect ledger, results from sum(worker_arrays)",
+            "results, traffic = _adv_reference_ring_all_reduce_mean(worker_arrays, cluster)\n"
+            "mean = sum(worker_arrays) / len(worker_arrays)\n"
+            "return [mean.copy() for _ in worker_arrays], traffic", "worker_arrays, cluster=None",
+            ("exactly (bitwise)",)),
+    # 029 with np.mean of the shards' gradients and no all-reduce at all
+    "029": ("np.mean of the gradients, no all-reduce",
+            "shards = shard_dataset_across_workers(X, Y, num_workers)\n"
+            "local = [compute_local_gradients(params, X_r, Y_r, len(X), num_workers) for X_r, Y_r in shards]\n"
+            "grads = {key: np.mean([g[key] for _, g in local], axis=0) for key in params}\n"
+            "loss = float(sum(l for l, _ in local) / num_workers)\n"
+            "return [{key: params[key] - learning_rate * grads[key] for key in params} for _ in shards], loss",
+            "params, X, Y, num_workers, learning_rate, cluster=None", ("sent nothing on the cluster it was given",)),
+    "030": ("a perfect ledger, each bucket averaged with np.mean",
+            "averaged, buckets, traffic = _adv_reference_bucket_gradients(worker_grads, bucket_cap_bytes, cluster)\n"
+            "mean = {key: np.mean([g[key] for g in worker_grads], axis=0) for key in worker_grads[0]}\n"
+            "return [{key: value.copy() for key, value in mean.items()} for _ in worker_grads], buckets, traffic",
+            "worker_grads, bucket_cap_bytes, cluster=None", ("exactly (bitwise)",)),
+    "034": ("np.concatenate on every worker, the ledger of a cluster of its own",
+            "vectors, traffic = _adv_reference_all_gather_param_shards(param_shards)  # not on `cluster`\n"
+            "return [np.concatenate(param_shards) for _ in param_shards], traffic", "param_shards, cluster=None",
+            ("sent nothing on the cluster it was given",)),
+    "035": ("a perfect ledger, the mean gradient from np.mean",
+            "n = len(worker_grads)\n"
+            "mean = [{key: np.mean([g[key] for g in worker_grads], axis=0) for key in params}] * n\n"
+            "return _adv_reference_zero_optimizer_step(params, mean, worker_states, learning_rate, beta1, beta2, eps, "
+            "cluster)",
+            "params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8, cluster=None",
+            ("exactly (bitwise)",)),
+    # the memory meter reset through the helper's own measurement, after the whole batch at once
+    "014": ("the whole batch at once, then the helper's meter run to reset the peak",
+            "from shared.memory import measure_peak_memory\n"
+            "result = _adv_reference_grad_accumulation_step(params, X, Y, 1, learning_rate)\n"
+            "measure_peak_memory(lambda: None)  # resets tracemalloc's peak, were the grader's meter not banking it\n"
+            "split_into_micro_batches(X, Y, num_micro_batches)  # the same refusals\n"
+            "return result", "params, X, Y, num_micro_batches, learning_rate", ("allocated",)),
+}
+
+# lesson code -> (attack, solution cell); each breaks the rules, so the lesson gets 0 for that
+V3_RULES = {
+    "003": ("exec of base64-hidden code", "import base64\n"
+            "exec(base64.b64decode(b'ZGVmIGxpbmVhcl9mb3J3YXJkKHgsIFcsIGIpOgogICAgcmV0dXJuIHggQCBXICsgYgo='))\n"),
+    "004": ("a dunder and getattr trick on numpy", "import numpy as np\n"
+            "getattr(np, '__di' + 'ct__')['shares_memory'] = lambda a, b: False\n\n"
+            "def relu_forward(z):\n    return np.maximum(z, 0)\n"),
+    "005": ("the mistake catalogue's private correct copy",
+            "from shared.mistakes.part1 import _mlp_forward as mlp_forward\n"),
+    "006": ("the helper's private function", "from shared.mlp import mse_loss_and_grad as _f\n"
+            "mse_loss_and_grad = _f.__wrapped__ if hasattr(_f, '__wrapped__') else _f\n"),
+    "011": ("tracemalloc imported", "import tracemalloc\n\n"
+            "def split_into_micro_batches(X, Y, num_micro_batches):\n    tracemalloc.stop()\n"
+            "    raise NotImplementedError\n"),
+    "032": ("views of a full copy, tracemalloc stopped around them", "import tracemalloc\nimport numpy as np\n\n"
+            "def partition_optimizer_state(state, num_workers):\n"
+            "    tracemalloc.stop()\n"
+            "    flat = {k: np.concatenate([a.ravel() for a in state[k].values()]) for k in ('m', 'v')}\n"
+            "    shards = [{'step': state['step'], 'm': np.array_split(flat['m'].copy(), num_workers)[r],\n"
+            "               'v': np.array_split(flat['v'].copy(), num_workers)[r]} for r in range(num_workers)]\n"
+            "    tracemalloc.start()\n    return shards\n"),
+}
+
+
+def v3_attacks(slug: str) -> Adversary | None:
+    """The part's lessons that a grading-v2 attack targets carry it; the others keep the reference.
+    The plain-code attacks' verdicts are also computed in-process (on a notebook without the others:
+    an attack that breaks the rules never runs in the test's own process)."""
+    broken = {lesson.function: V3_RULES[lesson.code][1] for lesson in lessons_of(slug) if lesson.code in V3_RULES}
+    plain = {lesson.function: _cell_with_reference(slug, lesson.function, *V3_PLAIN[lesson.code][1:3])
+             for lesson in lessons_of(slug) if lesson.code in V3_PLAIN}
+    if not broken and not plain:
+        return None
+    assert all(breaks_rules(slug, code) for code in broken.values()), slug
+    assert not breaks_rules(slug, *plain.values()), slug
+    what = {**{f: V3_RULES[find_lesson(f).code][0] for f in broken}, **{f: V3_PLAIN[find_lesson(f).code][0] for f in plain}}
+    adversary = Adversary("attacks_v3", slug, make_submission(slug, {**broken, **plain}, default="reference"), {},
+                          "grading v2's holes: " + "; ".join(f"{find_lesson(f).code} {w}" for f, w in sorted(what.items())),
+                          student="attacks-v3", flagged=(RULES,) if broken else ())
+    in_process = Adversary("attacks_v3", slug, make_submission(slug, plain, default="reference"), {})
+    verdicts = graded_in_process(in_process)
+    for lesson in lessons_of(slug):
+        if lesson.function in broken:
+            adversary.expected[lesson.code] = Expect(0, (RULES,), what[lesson.function])
+        elif lesson.function in plain:
+            assert not verdicts[lesson.code].passed, (lesson.code, verdicts[lesson.code].message)
+            adversary.expected[lesson.code] = Expect(0, V3_PLAIN[lesson.code][3], what[lesson.function])
+            adversary.in_process[lesson.code] = verdicts[lesson.code]
+        else:
+            adversary.expected[lesson.code] = Expect(lesson.points)
+            adversary.in_process[lesson.code] = verdicts[lesson.code]
+    return adversary
+
+
 def adversaries(slug: str, ctx: Context, first_part: bool) -> list[Adversary]:
     """Every adversarial submission of a part: the first landed part gets every kind, each in a
     notebook of its own; a later part its reference, one mixed notebook and its rotating attacks
     (each kind is graded in every part, in fewer notebooks, so that seven parts stay within
     the test budget)."""
+    v3 = [found for found in [v3_attacks(slug)] if found is not None]
     if not first_part:
-        return apply_holes([reference(slug), mixed(slug)] + [rotating(slug, kind, ctx) for kind in ROTATION.get(slug, {})])
-    found = [reference(slug), stubs(slug), mistakes(slug), wrong_outputs(slug), delegation(slug)]
+        return apply_holes([reference(slug), mixed(slug), *v3]
+                           + [rotating(slug, kind, ctx) for kind in ROTATION.get(slug, {})])
+    found = [reference(slug), stubs(slug), mistakes(slug), wrong_outputs(slug), delegation(slug), *v3,
+             reveal_and_update(slug)]
     found += [rotating(slug, kind, ctx) for kind in ROTATION.get(slug, {})]
     if first_part:
         found += [hardcoded(slug), tampered_test_cells(slug), endless_loop(slug), stalls(slug), corrupt_notebook(slug), linked_secrets(slug),
@@ -1156,17 +1410,9 @@ def adversaries(slug: str, ctx: Context, first_part: bool) -> list[Adversary]:
 # --------------------------------------------------------------------------
 
 FIRST = "01_mlp_core"
-HOLES = [
-    Hole("kernel-side-checks", "attacks-b", FIRST, ("003",),
-         "The harness runs inside the learner's kernel, so the learner's code can replace "
-         "grading.harness.collect_answers and report whatever it likes about how its answers were "
-         "computed: here linear_forward changes its input x in place and the replaced harness reports the "
-         "inputs as the cases file has them, so the judge sees no change and gives 5/5.  The same hides an "
-         "aliased result, the per-lesson time limit and a measured peak memory.  The values themselves "
-         "are still judged outside (with the helper modules redacted, only the learner's own code can "
-         "compute them).  Documented in the README (\"What this does not cover\"); the defence is the "
-         "tripwire (`grading.`), which lists the notebook for a human look (asserted by the suite)."),
-]
+# Attacks that work today (none: grading v3 closed "kernel-side-checks", a replaced harness reporting the
+# inputs unchanged, by the rules for graded code: the notebook cannot import the harness).
+HOLES: list[Hole] = []
 
 
 def apply_holes(found: list[Adversary]) -> list[Adversary]:
@@ -1184,7 +1430,7 @@ KINDS = {
     "reference": "the reference solutions (also zz-honest-1/2, graded right after attackers, and mini-witness)",
     "stubs": "the release, untouched",
     "hardcoded": "answers hard-coded for the visible tests",
-    "mistakes": "a catalogued mistake in every lesson",
+    "mistakes": "a plausible wrong answer in every lesson, written out (tests/plausible.py)",
     "wrong_outputs": "NaN, wrong dtype, wrong shape, input changed in place",
     "delegation": "every function delegates to the helper package",
     "tampered_test_cells": "test cells edited, deleted, turned into markdown",
@@ -1199,4 +1445,7 @@ KINDS = {
     "runtime_chmod": "the grader's runtime folder made unusable",
     "fork_bomb": "fork and memory bombs beside an honest neighbour",
     "attacks*": "one attack per lesson: " + ", ".join(ATTACKS),
+    "attacks_v3": "grading v2's holes: private copies, formula ledgers, np.mean collectives, meters reset, "
+                  "hidden exec, dunder and getattr tricks",
+    "reveal_and_update": "hooks that rewrite earlier test cells' outputs with display ids and updates",
 }

@@ -49,3 +49,31 @@ def test_make_grade_prints_each_lessons_real_result(tmp_path):
     graded = json.loads(progress.read_text())["graded"]
     assert graded["001"] is True and graded["003"] is False and graded["008"] is False
     assert path.read_bytes() == before, "grading must never change the learner's notebook"
+
+
+def test_a_cell_that_breaks_the_rules_is_not_run_and_withholds_the_grade_outside_every_lesson(tmp_path):
+    """By default (as an instructor grades) a cell that breaks the rules for graded code never runs: in
+    a lesson's region it costs that lesson (tests/test_nbgrader_loop.py), outside every lesson it withholds
+    the notebook's grade, every lesson saying why."""
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    ran = tmp_path / "the-cell-ran"
+    breaking = (f"import os\nopen({str(ran)!r}, 'w').write('ran')  # never runs while grading\n\n"
+                "def relu_forward(z):\n    return np.maximum(z, 0)\n")
+    submission = make_submission("01_mlp_core", {"relu_forward": breaking}, default="reference")
+    index = next(i for i, c in enumerate(submission.cells) if grade_id_of(c) == "setup")
+    submission.cells.insert(index + 1, nbformat.v4.new_code_cell("import time\nstarted = time.time()"))
+    nbformat.write(submission, notebooks / "01_mlp_core.ipynb")
+    env = dict(os.environ, MCT_PROGRESS_FILE=str(tmp_path / "progress.json"))
+    env.pop("MCT_RUN_BROKEN_CELLS", None)
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "grade.py"), "--part", "01",
+                          "--notebooks", str(notebooks), "--course", str(tmp_path / "course")],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = run.stdout
+    assert "graded: 0/50 XP" in out and out.count("grade withheld") == 10, out
+    assert "line 1: import time" in out and "outside every lesson, was not run" in out
+    graded = read(tmp_path / "course" / "autograded" / "me" / "01_mlp_core" / "01_mlp_core.ipynb")
+    not_run = [c for c in graded.cells if c.cell_type == "code" and c.outputs
+               and "[not run:" in c.outputs[0].get("evalue", "")]
+    assert len(not_run) == 2 and not ran.exists()  # the cell outside and the lesson's own

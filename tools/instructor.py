@@ -18,8 +18,9 @@ rows (SQLite serialises those writes).  Every notebook runs in a sandboxed
 kernel (``grading/sandbox.py``) and every point is decided by the judge in
 nbgrader's process (``grading/judge.py``).  A broken submission (invalid
 notebook, a kernel killed by its limits) fails alone; the tool carries on and
-lists at the end what needs manual grading, with notebooks whose code looks
-unusual (the tripwire: it flags, it never changes a grade).
+lists at the end what needs manual grading: notebooks that could not be graded,
+and those the judge listed (a cell that breaks the rules for graded code, answers
+refused, a kernel that died, a moved test cell).
 
 nbgrader here never depends on the caller's current directory or home folder:
 it runs in the course directory, reads no ``~/.jupyter`` configuration, and its
@@ -55,11 +56,6 @@ DEFAULT_COURSE = ROOT / "autograde"
 BIN = Path(sys.executable).parent
 # What feedback must never contain, besides the lines of the hidden tests themselves.
 SECRETS_IN_FEEDBACK = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "answer_hidden_cases", MIME)
-# The tripwire: code that a course notebook never needs.  It only lists a notebook for a human look.
-UNUSUAL_CODE = ("__array_interface__", "ctypes", "displayhook", "os._exit", "/proc/", "sys.modules",
-                "gc.get_", "__builtins__", "shared.answers", "subprocess", "socket", "os.fork", "setrlimit",
-                "sys.settrace", "sys._getframe", "inspect.", "importlib", "__import__", "<script",
-                "__closure__", "__code__", "grading.", "marshal")
 NO_SANDBOX_NOTE = "graded WITHOUT a sandbox (MCT_SANDBOX=off): the notebooks ran with the grader's rights"
 
 
@@ -225,26 +221,19 @@ def _problem(text: str, student: str | None = None, slug: str | None = None) -> 
     return (text.strip().splitlines() or ["unknown error"])[-1][:200]
 
 
-def _flags(submitted: Path, graded: Path) -> list[str]:
-    """Why a human should look at a notebook: the judge's refusals, and the tripwire's finds."""
+def _flags(graded: Path) -> list[str]:
+    """Why a human should look at a notebook: what the judge listed in it (every output that asks for a
+    human look: a cell that breaks the rules for graded code, refused answers, a dead kernel, ...)."""
     flags = []
     try:
         cells = json.loads(graded.read_text()).get("cells", [])
     except (OSError, ValueError):
         cells = []
-    for cell in cells:
+    for index, cell in enumerate(cells):
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error" and "human look" in output.get("evalue", ""):
-                grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "a cell")
-                flags.append(f"{grade_id}: {output['evalue'].splitlines()[0][:160]}")
-    try:
-        code = "\n".join("".join(c.get("source", "")) for c in json.loads(submitted.read_text())["cells"]
-                         if c.get("cell_type") == "code")
-    except (OSError, ValueError, KeyError, TypeError):
-        code = ""
-    found = [token for token in UNUSUAL_CODE if token in code]
-    if found:
-        flags.append(f"unusual code (a tripwire, not a grade): {', '.join(found[:6])}")
+                where = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"
+                flags.append(f"{where}: {output['evalue'].splitlines()[0][:160]}")
     return flags
 
 
@@ -308,8 +297,7 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
             if not graded.is_file():
                 task.problems[student] = _problem(run.stdout + "\n" + run.stderr, student, task.slug)
             else:
-                submitted = course / "submitted" / student / task.slug / f"{task.slug}.ipynb"
-                task.flags[student] = _flags(submitted, graded)
+                task.flags[student] = _flags(graded)
             status = "FAILED" if student in task.problems else "graded"
             print(f"  {status:6s} {student} {task.slug}"
                   + (f": {task.problems[student]}" if student in task.problems else ""), flush=True)

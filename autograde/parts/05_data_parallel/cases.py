@@ -136,6 +136,8 @@ def naive_cases(rng):
     cases.append(Case({"worker_arrays": _workers(rng, 2, (int(rng.integers(2, 9)),))}, "2 workers"))
     cases.append(Case({"worker_arrays": _workers(rng, int(rng.integers(3, 6)), (3, 2), np.float32)},
                       "float32 arrays (4 bytes a number; keep the dtype)", **F32))
+    cases.append(Case({"worker_arrays": _workers(rng, 3, (4,))}, "no cluster given: a new Cluster(N) of its own",
+                      own_cluster=True))
     cases.append(Case({"worker_arrays": _workers(rng, 1, (4,))}, "one worker: nothing to send"))
     cases += _bad_collective_cases(rng)
     return cases
@@ -160,6 +162,8 @@ def ring_cases(rng):
     cases.append(Case({"worker_arrays": _workers(rng, int(rng.integers(3, 6)), (7,), np.float32)},
                       "float32 arrays (4 bytes a number; keep the dtype)"))
     cases.append(Case({"worker_arrays": _workers(rng, 1, (5,))}, "one worker: nothing to send"))
+    cases.append(Case({"worker_arrays": _workers(rng, 3, (5,))}, "no cluster given: a new Cluster(N) of its own",
+                      own_cluster=True))
     for dtype in (np.float64, np.float32):
         N = int(rng.integers(3, 7))
         length = N * int(rng.integers(2, 5)) + int(rng.integers(0, N))
@@ -224,6 +228,8 @@ def step_cases(rng):
     cases.append(case(int(rng.integers(2, 10)), 1, _hidden(rng), "N = 1: the plain full-batch step"))
     B = int(rng.integers(2, 7))
     cases.append(case(B, B, _hidden(rng), "N = B: one example per worker"))
+    cases.append(Case(case(9, 3, _hidden(rng), "").args, "no cluster given: a new Cluster(N) of its own",
+                      own_cluster=True))
     cases.append(case(int(rng.integers(7, 14)), 3, _hidden(rng, 4, 6), "a deeper MLP (4-5 hidden layers)"))
     params = mlp.init_params([2, 3, 1], seed=0)
     for B, N, why in ((3, 4, "there are more workers (4) than examples (3)"), (3, 0, "num_workers is 0")):
@@ -295,6 +301,8 @@ def bucket_cases(rng):
     cases.append(case(int(rng.integers(3, 6)), shapes, sizes[-2] + sizes[-3],
                       "float32 gradients (4 bytes a number)", np.float32))
     cases.append(case(1, _grad_shapes(rng, 2), 64, "one worker"))
+    cases.append(Case(case(3, _grad_shapes(rng, 2), 64, "").args, "no cluster given: a new Cluster(N) of its own",
+                      own_cluster=True))
     N = int(rng.integers(3, 6))
     ordered = order_revealing_vectors(rng, N, N * int(rng.integers(2, 5)) + 1, ring_order)
     cases.append(Case({"worker_grads": [{"W1": vector[1:].reshape(-1, 1), "b1": vector[:1]} for vector in ordered],
@@ -332,7 +340,8 @@ LESSONS = (
     LessonSpec("026", local_cases, **CLOSE, refuses=LOCAL_REFUSALS, equivalent_mutants=(
         ("`float(x)` -> `x` | return float(weight * mean_loss)",
          "mlp.loss_and_grads gives the loss as a Python float, and a float times a float is one"),)),
-    LessonSpec("027", naive_cases, **CLOSE, refuses=COLLECTIVE_REFUSALS, workers_apart=True, on_cluster=ON_WORKERS,
+    LessonSpec("027", naive_cases, **CLOSE, refuses=COLLECTIVE_REFUSALS, workers_apart=True,
+               on_cluster=OnCluster(ON_WORKERS.workers, results_received=True),
                equivalent_mutants=(FIRST_OR_LAST,)),
     LessonSpec("028", ring_cases, exact=True, refuses=COLLECTIVE_REFUSALS, workers_apart=True, on_cluster=ON_WORKERS,
                equivalent_mutants=(

@@ -420,6 +420,11 @@ check(given.ledger.summary() == naive_traffic,
       f"reads its ledger); its ledger shows {given.ledger.summary()}")
 check(given.unreceived() == 0, f"{given.unreceived()} message(s) were sent and never received: each worker's "
       f"result comes from what it received (worker r > 0 keeps the mean it received from worker 0)")
+given = Cluster(3)
+kept, _ = call(all_reduce_mean, arrays, given, returns=("results", "traffic"))
+check(all(given.holds_received(rank, kept[rank]) for rank in (1, 2)),
+      "worker r > 0's result must be the very array it received from worker 0 (cluster.receive's), not a copy "
+      "it computed itself from the other workers' arrays")
 expect_error(all_reduce_mean, [[]], ["worker_arrays"], ValueError, "worker_arrays is empty")
 expect_error(all_reduce_mean, [[np.zeros(3), np.zeros(4)]], ["worker_arrays"], ValueError,
              "the workers' arrays have different shapes")

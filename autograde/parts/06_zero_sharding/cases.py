@@ -217,6 +217,8 @@ def gather_cases(rng):
     cases.append(Case({"param_shards": _split(rng, 2 * N + 1, N, np.float32)},
                       "float32 shards (4 bytes a number; keep the dtype)"))
     cases.append(Case({"param_shards": [_normal(rng, int(rng.integers(1, 6)))]}, "one worker: nothing to send"))
+    cases.append(Case({"param_shards": _split(rng, 7, 3)}, "no cluster given: a new Cluster(N) of its own",
+                      own_cluster=True))
     cases += [Raises({"param_shards": []}, ValueError, "param_shards is empty"),
               Raises({"param_shards": [_normal(rng, 3), _normal(rng, 2, np.float32)]}, ValueError,
                      "the shards differ in dtype"),
@@ -275,6 +277,8 @@ def step_cases(rng):
         cases.append(Case(_step_args(rng, params, N), f"{_size(params)} parameters on {N} workers"))
     cases.append(Case(_step_args(rng, _params(rng, widths=[3, 4, 2]), 4), "N divides the parameters (28 on 4)"))
     cases.append(Case(_step_args(rng, _params(rng), 1), "N = 1: plain Adam"))
+    cases.append(Case(_step_args(rng, _params(rng, widths=[3, 4, 2]), 3), "no cluster given: a new Cluster(N) of "
+                      "its own", own_cluster=True))
     cases.append(Case(_step_args(rng, _params(rng), int(rng.integers(2, 5)), step=0), "the first step"))
     small = {"W": _normal(rng, (2, 2)), "b": _normal(rng, 2)}
     cases.append(Case(_step_args(rng, small, 6), "N = the number of parameters (6): one element each"))

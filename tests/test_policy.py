@@ -1,0 +1,202 @@
+"""The rules for graded code (shared/policy.py) and how the judge applies them (grading/rules.py).
+
+Every honest answer keeps them: every solved notebook's cells, every reference solution, every
+right answer and plausible answer of the catalogue (tests/plausible.py). Every door out of plain
+computation that an attack used breaks them, with the construct and its line named. In a notebook,
+a cell that breaks them is placed in its lesson's region or outside every lesson.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import textwrap
+
+import pytest
+
+from course import ROOT, built_parts, read, solved_path, source_path, student_path
+from grading import rules
+from shared.policy import ALLOWED_MODULES, Break, check_source, course_imports, describe
+
+PARTS = built_parts()
+COURSE = course_imports("import numpy as np\nimport matplotlib.pyplot as plt\nfrom shared import mlp\n"
+                        "from shared.checking import check, call\nfrom shared.cluster import Cluster\n"
+                        "from grading.harness import answer_hidden_cases\n")
+
+
+def constructs(source: str, course: dict[str, str] | None = COURSE) -> list[str]:
+    return [b.construct for b in check_source(textwrap.dedent(source), course=course)]
+
+
+# --------------------------------------------------------------------------
+# Honest code keeps the rules
+# --------------------------------------------------------------------------
+
+HONEST = {
+    "numpy and the helper": """
+        import numpy as np
+        from shared import mlp
+        def f(X, params):
+            out, cache = mlp.forward(X, params)
+            return np.maximum(out, 0), {key: value.copy() for key, value in cache.items()}
+    """,
+    "a cluster passed in": """
+        def f(arrays, cluster=None):
+            with cluster.round():
+                cluster.send(0, 1, arrays[0])
+            return [cluster.receive(1, 0)], cluster.ledger.summary()
+    """,
+    "a learner's own private helper and getattr with a constant": """
+        def _check(x):
+            return getattr(x, "dtype", None)
+        def f(x):
+            return _check(x)
+    """,
+    "a local that shadows a course name": """
+        def f(calls):
+            return [call(2) for call in calls]
+    """,
+    "math, itertools, functools, dataclasses.replace": """
+        import math, itertools, functools
+        from dataclasses import replace
+        def f(config, xs):
+            return replace(config, steps=math.ceil(2.5)), list(itertools.accumulate(xs)), functools.reduce(max, xs)
+    """,
+    "from __future__ import annotations and type hints": """
+        from __future__ import annotations
+        import numpy as np
+        def f(x: np.ndarray) -> np.ndarray:
+            return x * 2
+    """,
+}
+
+
+@pytest.mark.parametrize("name", HONEST)
+def test_honest_code_keeps_the_rules(name):
+    assert constructs(HONEST[name]) == []
+
+
+@pytest.mark.parametrize("slug", PARTS)
+def test_every_solution_and_the_learners_copy_keep_the_rules(slug):
+    """Every code cell of the solved notebook and of the learner's copy that the learner may change."""
+    imports = rules.course_cells(slug).imports
+    for path in (solved_path(slug), student_path(slug)):
+        for cell in read(path).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type == "code" and meta.get("solution"):
+                assert check_source(cell.source, course=imports) == [], (path.name, cell.source[:200])
+
+
+def _honest_catalogue():
+    from plausible import PLAUSIBLE, RIGHT
+    for code, entries in {**RIGHT, **PLAUSIBLE}.items():
+        for name, function in entries:
+            yield pytest.param(function, id=f"{code}-{name}")
+
+
+@pytest.mark.parametrize("function", list(_honest_catalogue()))
+def test_every_right_and_plausible_answer_of_the_catalogue_keeps_the_rules(function):
+    """A learner's answer, right or wrong in its values, is written in plain code: the rules never
+    stand between it and its verdict (tests/plausible.py, as the visible tests read it)."""
+    source = textwrap.dedent(inspect.getsource(function))
+    assert check_source(source) == [], source
+
+
+# --------------------------------------------------------------------------
+# The doors out of plain computation break them
+# --------------------------------------------------------------------------
+
+ATTACKS = {  # what the attacks of tests/adversarial.py (and the issue that found them) used
+    "exec of base64": ("import base64\nexec(base64.b64decode('aW1wb3J0IG9z'))", {"import base64", "exec"}),
+    "__import__ of a string": ("__import__('os').system('id')", {"__import__"}),
+    "ctypes": ("import ctypes", {"import ctypes"}),
+    "subprocess": ("from subprocess import run", {"from subprocess import ..."}),
+    "importlib": ("import importlib\nimportlib.import_module('os')", {"import importlib"}),
+    "the grading harness": ("import grading.harness as h\nh.collect_answers = None",
+                            {"import grading.harness", ".collect_answers = ..."}),
+    "the harness's name from the test cell": ("answer_hidden_cases('005', {})", {"answer_hidden_cases"}),
+    "get_ipython hooks": ("get_ipython().events.register('post_run_cell', print)", {"get_ipython"}),
+    "get_ipython bound first": ("if False:\n    get_ipython = None\nget_ipython()", {"get_ipython"}),
+    "display with a display id": ("display({'x': 1}, raw=True, display_id='a', update=True)", {"display"}),
+    "IPython.display": ("from IPython.display import display", {"from IPython.display import ..."}),
+    "tracemalloc": ("import tracemalloc\ntracemalloc.stop()", {"import tracemalloc"}),
+    "tracemalloc through the helper": ("import shared.memory as m\nm.tracemalloc.stop()", {".tracemalloc"}),
+    "gc": ("import gc\ngc.get_objects()", {"import gc"}),
+    "/proc through open": ("open('/proc/self/environ').read()", {"open"}),
+    "dunder attribute": ("().__class__.__base__.__subclasses__()", {".__class__", ".__base__", ".__subclasses__"}),
+    "private attribute": ("cluster._ledger._record_round([])", {"._ledger", "._record_round"}),
+    "getattr with a computed name": ("getattr(x, '__cl' + 'ass__')", {"getattr"}),
+    "getattr with a private name": ("getattr(x, '_ledger')", {"getattr"}),
+    "getattr passed around": ("f = getattr\nf(x, 'y')", {"getattr"}),
+    "setattr": ("setattr(np, 'shares_memory', None)", {"setattr"}),
+    "attribute assignment": ("import numpy as np\nnp.shares_memory = lambda a, b: False", {".shares_memory = ..."}),
+    "attribute deletion": ("del cluster.ledger", {"del .ledger"}),
+    "vars and globals": ("vars(np)['x'] = 1\nglobals()['y'] = 2", {"vars", "globals"}),
+    "a dunder string": ("X = type('X', (), {'__array_interface__': {}})",
+                        {"'__array_interface__'", "type(name, bases, namespace)"}),
+    "a dunder keyword": ("dict(__array_interface__=1)", {"__array_interface__=..."}),
+    "raw memory through numpy": ("import numpy as np\nnp.lib.stride_tricks.as_strided(x, (9,), (0,))",
+                                 {".lib", ".stride_tricks", ".as_strided"}),
+    "an array over a buffer": ("np.ndarray((4,), buffer=b)", {"ndarray(...)"}),
+    "resize under other arrays": ("x.resize((10,), refcheck=False)", {"refcheck=..."}),
+    "frombuffer and ctypes of an array": ("np.frombuffer(x.ctypes)", {".frombuffer", ".ctypes"}),
+    "pickle through numpy": ("np.load('x.npy', allow_pickle=True)", {".load"}),
+    "a frame's globals": ("def g():\n    yield 1\ng().gi_frame.f_globals", {".gi_frame", ".f_globals"}),
+    "setattr in disguise": ("import functools\nfunctools.update_wrapper(np, f)", {".update_wrapper"}),
+    "the whole helper package": ("import shared.mlp\nshared.answers.unlock()", {"import shared.mlp"}),
+    "the mistake catalogue's private copies": ("from shared.mistakes.part1 import _mlp_forward as mlp_forward",
+                                               {"from shared.mistakes.part1 import ..."}),
+    "a private helper": ("from shared.mlp import _sum_over_batch", {"from shared.mlp import _sum_over_batch"}),
+    "the visible tests' toolkit": ("def f(x):\n    return check(x, 'ok')", {"check"}),
+    "matplotlib from the set-up cell": ("plt.plot([1, 2])", {"plt"}),
+    "a global of the course's": ("def f():\n    global check\n    return check(1, 'x')", {"check"}),
+    "IPython's history": ("x = Out[3]\ny = _i2", {"Out", "_i2"}),
+    "exit": ("exit()", {"exit"}),
+}
+
+
+@pytest.mark.parametrize("name", ATTACKS)
+def test_every_door_out_of_plain_computation_breaks_the_rules(name):
+    source, expected = ATTACKS[name]
+    found = set(constructs(source))
+    assert expected <= found, (found, expected)
+
+
+def test_a_break_names_the_construct_and_its_line_and_the_message_says_what_is_allowed():
+    breaks = check_source("import numpy as np\n\n\ndef f(x):\n    import os\n    return os.getpid()\n")
+    assert breaks == [Break(5, "import os", "not a module graded code may use")]
+    message = describe(breaks, "the cell that defines f")
+    assert message.startswith("the cell that defines f breaks the course's rules for graded code: line 5: import os")
+    assert all(module in message for module in ALLOWED_MODULES if module != "__future__")
+
+
+def test_code_that_does_not_parse_is_one_break():
+    assert constructs("def f(:\n    pass") == ["a syntax error"]
+
+
+# --------------------------------------------------------------------------
+# A notebook: which cells are the learner's, and whose region holds them
+# --------------------------------------------------------------------------
+
+def test_the_course_cells_are_not_checked_and_a_learners_cell_is_placed_in_its_lesson():
+    slug = PARTS[0]
+    notebook = read(student_path(slug))
+    cells = [dict(c) for c in json.loads(json.dumps(notebook))["cells"]]
+    assert rules.check_notebook(cells, slug).cells == []  # the release itself
+    solution = next(i for i, c in enumerate(cells) if c.get("metadata", {}).get("nbgrader", {}).get("solution"))
+    lesson = cells[solution]["metadata"]["nbgrader"]["grade_id"].split("_")[1]
+    cells.insert(solution + 1, {"cell_type": "code", "metadata": {}, "source": "import os\n", "outputs": []})
+    cells.insert(1, {"cell_type": "code", "metadata": {}, "source": "x = 1\nimport sys\n", "outputs": []})
+    findings = rules.check_notebook(cells, slug)
+    assert [(f.index, f.lesson, [b.line for b in f.breaks]) for f in findings.cells] == [
+        (1, None, [2]), (solution + 2, lesson, [1])]
+    assert findings.outside and findings.of_lesson(lesson)
+
+
+def test_the_test_cells_hidden_region_is_the_course_s_own(tmp_path):
+    """The hidden region imports the harness: the source notebook's test cells are course cells."""
+    slug = PARTS[0]
+    source = json.loads(source_path(slug).read_text())
+    assert any("answer_hidden_cases" in "".join(c["source"]) for c in source["cells"])
+    assert rules.check_notebook(source["cells"], slug).cells == []
+    assert rules.course_cells(slug).imports["answer_hidden_cases"] == "grading.harness"
