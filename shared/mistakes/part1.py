@@ -2,6 +2,12 @@
 
 Every ``compute`` takes exactly the graded function's arguments and returns
 exactly what the mistaken function would return.
+
+Nothing here computes a lesson's right answer (``tests/test_delegation.py``): a
+function that several mistakes share takes the mistake as a required argument,
+which has no right value, and what a mistake shares with the right answer comes
+from the helper's versions of the *earlier* lessons (``shared.lesson_blocks``),
+which refuse to run while their own lesson is graded.
 """
 
 from __future__ import annotations
@@ -9,6 +15,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..checking import Mistake
+from ..lesson_blocks import first_linear_backward, linear_backward, linear_forward, relu_backward, relu_forward
+
+
+def _check(mistake, known):
+    """Refuse a mistake that is not one of ``known``: there is no right version to fall back on."""
+    if not (isinstance(mistake, str) and mistake in known):
+        raise ValueError(f"unknown mistake {mistake!r}: one of {', '.join(known)}")
 
 
 # 001 make_synthetic_regression_batch --------------------------------------
@@ -50,13 +63,21 @@ def _batch_uniform(batch_size, in_features, out_features, seed):
 
 # 002 init_mlp_params ------------------------------------------------------
 
-def _init(in_features, hidden, out_features, seed, *, scale, transpose=False, reseed=False):
+_INIT_MISTAKES = ("LeCun scale", "variance as std", "fan_out", "transposed", "reseeded")
+
+
+def _init(in_features, hidden, out_features, seed, mistake):
+    """init_mlp_params with ``mistake`` made, one of _INIT_MISTAKES."""
+    _check(mistake, _INIT_MISTAKES)
+    scale = {"LeCun scale": lambda fan_in, fan_out: np.sqrt(1.0 / fan_in),
+             "variance as std": lambda fan_in, fan_out: 2.0 / fan_in,
+             "fan_out": lambda fan_in, fan_out: np.sqrt(2.0 / fan_out)}.get(mistake, _he)
     rng = np.random.default_rng(seed)
     params = {}
     for i, (fan_in, fan_out) in enumerate(((in_features, hidden), (hidden, out_features)), start=1):
-        if reseed:
+        if mistake == "reseeded":
             rng = np.random.default_rng(seed)
-        shape = (fan_out, fan_in) if transpose else (fan_in, fan_out)
+        shape = (fan_out, fan_in) if mistake == "transposed" else (fan_in, fan_out)
         params[f"W{i}"] = rng.standard_normal(shape) * scale(fan_in, fan_out)
         params[f"b{i}"] = np.zeros(fan_out)
     return params
@@ -72,23 +93,33 @@ def _relu_backward_from_dA(dA, Z):
     return dA * (dA > 0)
 
 
-def _mlp_backward(dY_hat, params, cache, *, mask=True, w2_input="A1", bias_sum=True):
-    dW2 = cache[w2_input].T @ dY_hat
-    db2 = dY_hat.sum(axis=0) if bias_sum else dY_hat
-    dA1 = dY_hat @ params["W2"].T
-    dZ1 = dA1 * (cache["Z1"] > 0) if mask else dA1
-    dW1 = cache["A0"].T @ dZ1
-    db1 = dZ1.sum(axis=0) if bias_sum else dZ1
+_BACKWARD_MISTAKES = ("no ReLU backward", "dW2 from Z1", "bias gradients not summed")
+
+
+def _mlp_backward(dY_hat, params, cache, mistake):
+    """mlp_backward with ``mistake`` made, one of _BACKWARD_MISTAKES, on the helper's lessons 007-009."""
+    _check(mistake, _BACKWARD_MISTAKES)
+    w2_input = cache["Z1"] if mistake == "dW2 from Z1" else cache["A1"]
+    dA1, dW2, db2 = linear_backward(dY_hat, w2_input, params["W2"])
+    dZ1 = dA1 if mistake == "no ReLU backward" else relu_backward(dA1, cache["Z1"])
+    dW1, db1 = first_linear_backward(dZ1, cache["A0"], params["W1"])
+    if mistake == "bias gradients not summed":
+        db1, db2 = dZ1, dY_hat
     return {"W1": dW1, "b1": db1, "W2": dW2, "b2": db2}
 
 
-def _mlp_forward(X, params, *, relu_hidden=True, relu_output=False, swap_cache=False):
-    Z1 = X @ params["W1"] + params["b1"]
-    A1 = np.maximum(Z1, 0) if relu_hidden else Z1
-    Y_hat = A1 @ params["W2"] + params["b2"]
-    if relu_output:
-        Y_hat = np.maximum(Y_hat, 0)
-    cache = {"A0": X, "Z1": A1, "A1": Z1} if swap_cache else {"A0": X, "Z1": Z1, "A1": A1}
+_FORWARD_MISTAKES = ("ReLU on the output", "no hidden ReLU", "Z1 and A1 swapped")
+
+
+def _mlp_forward(X, params, mistake):
+    """mlp_forward with ``mistake`` made, one of _FORWARD_MISTAKES, on the helper's lessons 003-004."""
+    _check(mistake, _FORWARD_MISTAKES)
+    Z1 = linear_forward(X, params["W1"], params["b1"])
+    A1 = Z1 if mistake == "no hidden ReLU" else relu_forward(Z1)
+    Y_hat = linear_forward(A1, params["W2"], params["b2"])
+    if mistake == "ReLU on the output":
+        Y_hat = relu_forward(Y_hat)
+    cache = {"A0": X, "Z1": A1, "A1": Z1} if mistake == "Z1 and A1 swapped" else {"A0": X, "Z1": Z1, "A1": A1}
     return Y_hat, cache
 
 
@@ -113,20 +144,20 @@ MISTAKES = {
     "init_mlp_params": (
         Mistake("LeCun/Xavier scale sqrt(1/fan_in) instead of He's sqrt(2/fan_in)",
                 "ReLU zeroes half of its inputs, so He initialisation doubles the variance: std = sqrt(2 / fan_in).",
-                lambda i, h, o, s: _init(i, h, o, s, scale=lambda fi, fo: np.sqrt(1.0 / fi))),
+                lambda i, h, o, s: _init(i, h, o, s, "LeCun scale")),
         Mistake("2/fan_in used as the standard deviation",
                 "2 / fan_in is the variance; the standard deviation is its square root, np.sqrt(2 / fan_in).",
-                lambda i, h, o, s: _init(i, h, o, s, scale=lambda fi, fo: 2.0 / fi)),
+                lambda i, h, o, s: _init(i, h, o, s, "variance as std")),
         Mistake("scaled by fan_out instead of fan_in",
                 "The variance is set by how many inputs feed each unit: std = sqrt(2 / fan_in).",
-                lambda i, h, o, s: _init(i, h, o, s, scale=lambda fi, fo: np.sqrt(2.0 / fo))),
+                lambda i, h, o, s: _init(i, h, o, s, "fan_out")),
         Mistake("W stored as (fan_out, fan_in)",
                 "In this course W has shape (fan_in, fan_out), so that a layer is x @ W + b.",
-                lambda i, h, o, s: _init(i, h, o, s, scale=_he, transpose=True)),
+                lambda i, h, o, s: _init(i, h, o, s, "transposed")),
         Mistake("a new generator for each layer",
                 "Create one rng = np.random.default_rng(seed) and draw W1 then W2 from it; "
                 "re-seeding makes the layers' weights share the same random numbers.",
-                lambda i, h, o, s: _init(i, h, o, s, scale=_he, reseed=True)),
+                lambda i, h, o, s: _init(i, h, o, s, "reseeded")),
     ),
     "linear_forward": (
         Mistake("the bias is missing", "A linear layer is x @ W + b: add the bias.",
@@ -150,13 +181,13 @@ MISTAKES = {
     "mlp_forward": (
         Mistake("ReLU applied to the output layer too",
                 "The last layer is linear: regression outputs can be negative.",
-                lambda X, p: _mlp_forward(X, p, relu_output=True)),
+                lambda X, p: _mlp_forward(X, p, "ReLU on the output")),
         Mistake("the hidden ReLU is missing",
                 "Apply relu_forward to Z1: without it two linear layers collapse into one.",
-                lambda X, p: _mlp_forward(X, p, relu_hidden=False)),
+                lambda X, p: _mlp_forward(X, p, "no hidden ReLU")),
         Mistake("Z1 and A1 swapped in the cache",
                 "cache['Z1'] is the pre-activation X @ W1 + b1; cache['A1'] is relu(Z1).",
-                lambda X, p: _mlp_forward(X, p, swap_cache=True)),
+                lambda X, p: _mlp_forward(X, p, "Z1 and A1 swapped")),
     ),
     "mse_loss_and_grad": (
         Mistake("MSE gradient summed instead of averaged",
@@ -218,12 +249,12 @@ MISTAKES = {
     "mlp_backward": (
         Mistake("skipped the ReLU backward",
                 "Between the layers, pass dA1 through relu_backward with cache['Z1'] before the first layer.",
-                lambda d, p, c: _mlp_backward(d, p, c, mask=False)),
+                lambda d, p, c: _mlp_backward(d, p, c, "no ReLU backward")),
         Mistake("dW2 computed from Z1 instead of A1",
                 "The second layer's input is the activation A1 = relu(Z1): dW2 = A1.T @ dY_hat.",
-                lambda d, p, c: _mlp_backward(d, p, c, w2_input="Z1")),
+                lambda d, p, c: _mlp_backward(d, p, c, "dW2 from Z1")),
         Mistake("bias gradients not summed over the batch",
                 "db = dZ.sum(axis=0) for both layers.",
-                lambda d, p, c: _mlp_backward(d, p, c, bias_sum=False)),
+                lambda d, p, c: _mlp_backward(d, p, c, "bias gradients not summed")),
     ),
 }

@@ -1,4 +1,9 @@
-"""Common mistakes of Part 2 (lessons 011-014), each a wrong version of the function."""
+"""Common mistakes of Part 2 (lessons 011-014), each a wrong version of the function.
+
+Nothing here computes a lesson's right answer (``tests/test_delegation.py``): a
+function that several mistakes share takes the mistake as a required argument,
+which has no right value.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,12 @@ import numpy as np
 
 from .. import mlp
 from ..checking import Mistake
+
+
+def _check(mistake, known):
+    """Refuse a mistake that is not one of ``known``: there is no right version to fall back on."""
+    if not (isinstance(mistake, str) and mistake in known):
+        raise ValueError(f"unknown mistake {mistake!r}: one of {', '.join(known)}")
 
 
 def _split_drop_remainder(X, Y, k):
@@ -31,14 +42,18 @@ def _accumulate_in_place(accumulated, micro_grads, n):
     return accumulated
 
 
-def _accumulate(accumulated, micro_grads, n):
+def _accumulate_unweighted(accumulated, micro_grads, micro_batch_size):
+    """accumulate_gradients that adds the micro-batch's mean gradients as they are (weight 1, not its size)."""
     if accumulated is None:
-        return {key: n * g for key, g in micro_grads.items()}
-    return {key: accumulated[key] + n * micro_grads[key] for key in accumulated}
+        return {key: 1 * g for key, g in micro_grads.items()}
+    return {key: accumulated[key] + 1 * micro_grads[key] for key in accumulated}
 
 
-def _step(params, X, Y, k, lr, *, combine):
-    """An accumulation step whose gradient and loss come from ``combine(losses, grads, sizes)``."""
+def _step(params, X, Y, k, lr, mistake):
+    """An accumulation step whose gradient and loss are combined wrong: ``mistake`` is "mean of means"
+    or "sum of means" (the micro-batches' mean losses and gradients, averaged or summed unweighted)."""
+    _check(mistake, ("mean of means", "sum of means"))
+    combine = _mean_of_means if mistake == "mean of means" else _sum_of_means
     pieces = list(zip(np.array_split(X, k), np.array_split(Y, k)))
     results = [mlp.loss_and_grads(Xj, Yj, params) for Xj, Yj in pieces]
     sizes = [len(Xj) for Xj, _ in pieces]
@@ -86,7 +101,7 @@ MISTAKES = {
         Mistake("forgot to weight by the micro-batch size",
                 "micro_grads is the gradient of the micro-batch's *mean* loss; multiply by its size "
                 "to turn it into a sum over its examples.",
-                lambda acc, g, n: _accumulate(acc, g, 1)),
+                _accumulate_unweighted),
         Mistake("overwrote instead of adding",
                 "The accumulator keeps the sum over all micro-batches so far: add to it.",
                 lambda acc, g, n: {key: n * v for key, v in g.items()}),
@@ -108,10 +123,10 @@ MISTAKES = {
                 "Averaging the k micro-batch means weights a small micro-batch's examples more; "
                 "weight each micro-batch by its size and divide by the total (the 2024 "
                 "gradient-accumulation loss bug).",
-                lambda p, X, Y, k, lr: _step(p, X, Y, k, lr, combine=_mean_of_means)),
+                lambda p, X, Y, k, lr: _step(p, X, Y, k, lr, "mean of means")),
         Mistake("forgot to divide by the number of micro-batches",
                 "Summing k micro-batch mean gradients gives k times the full-batch gradient.",
-                lambda p, X, Y, k, lr: _step(p, X, Y, k, lr, combine=_sum_of_means)),
+                lambda p, X, Y, k, lr: _step(p, X, Y, k, lr, "sum of means")),
         Mistake("updated the parameters after every micro-batch",
                 "Accumulation takes one optimizer step per batch, after the last micro-batch.",
                 _step_every_micro_batch),

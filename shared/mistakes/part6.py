@@ -2,6 +2,12 @@
 
 The collectives run on the simulated cluster like the real ones, so a mistake's
 traffic (what the ledger records) is part of its answer, as it is of the lesson's.
+
+Nothing here computes a lesson's right answer (``tests/test_delegation.py``): a
+function that several mistakes share takes the mistake as a required argument,
+which has no right value, and what lesson 035's mistakes share with the right
+answer is the helper's lessons 033 (Adam on a shard) and 034 (the all-gather) in
+``shared.lesson_blocks``, which refuse to run while their own lesson is graded.
 """
 
 from __future__ import annotations
@@ -10,6 +16,13 @@ import numpy as np
 
 from ..checking import Mistake
 from ..cluster import Cluster
+from ..lesson_blocks import all_gather_param_shards, local_shard_adam_update
+
+
+def _check(mistake, known):
+    """Refuse a mistake that is not one of ``known``: there is no right version to fall back on."""
+    if not (isinstance(mistake, str) and mistake in known):
+        raise ValueError(f"unknown mistake {mistake!r}: one of {', '.join(known)}")
 
 
 def _flat(tensors):
@@ -38,14 +51,6 @@ def _init_step_one(params):
 
 
 # 032 partition_optimizer_state -----------------------------------------------------
-
-def _partition(pieces):
-    """partition_optimizer_state whose worker r gets ``pieces(tensors, N)[r]`` of m and of v."""
-    def partition(state, num_workers):
-        m_shards, v_shards = pieces(state["m"], num_workers), pieces(state["v"], num_workers)
-        return [{"step": state["step"], "m": m, "v": v} for m, v in zip(m_shards, v_shards)]
-    return partition
-
 
 def _per_tensor(tensors, N):
     """Every tensor cut into N pieces; worker r gets piece r of each one."""
@@ -77,20 +82,41 @@ def _remainder_last(tensors, N):
     return [flat[r * size:(r + 1) * size].copy() if r < N - 1 else flat[r * size:].copy() for r in range(N)]
 
 
+#: How each mistake cuts the state: ``pieces(tensors, N)[r]`` is worker r's piece of m (and of v).
+_PIECES = {"per tensor": _per_tensor, "whole tensors": _whole_tensors, "remainder last": _remainder_last}
+
+
+def _partition(mistake):
+    """partition_optimizer_state with the state cut wrong: ``mistake``, a key of _PIECES."""
+    _check(mistake, tuple(_PIECES))
+    pieces = _PIECES[mistake]
+
+    def partition(state, num_workers):
+        m_shards, v_shards = pieces(state["m"], num_workers), pieces(state["v"], num_workers)
+        return [{"step": state["step"], "m": m, "v": v} for m, v in zip(m_shards, v_shards)]
+    return partition
+
+
 # 033 local_shard_adam_update -------------------------------------------------------
 
-def _adam(*, correct=lambda t: t, bias=True, eps_inside=False):
-    """The shard update with one thing done wrong: the bias corrected at step ``correct(t)``
-    (t the new step), no bias correction at all, or eps under the square root."""
+_ADAM_MISTAKES = ("no bias correction", "the old step count", "eps inside the root")
+
+
+def _adam(mistake):
+    """The shard update with ``mistake`` made, one of _ADAM_MISTAKES: no bias correction, the bias
+    corrected with the old step count t - 1 (t the new one), or eps under the square root."""
+    _check(mistake, _ADAM_MISTAKES)
+
     def update(param_shard, grad_shard, state_shard, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8):
         step = state_shard["step"] + 1
         m = beta1 * state_shard["m"] + (1 - beta1) * grad_shard
         v = beta2 * state_shard["v"] + (1 - beta2) * grad_shard ** 2
-        if bias:
-            m_hat, v_hat = m / (1 - beta1 ** correct(step)), v / (1 - beta2 ** correct(step))
-        else:
+        if mistake == "no bias correction":
             m_hat, v_hat = m, v
-        denominator = np.sqrt(v_hat + eps) if eps_inside else np.sqrt(v_hat) + eps
+        else:
+            t = step - 1 if mistake == "the old step count" else step
+            m_hat, v_hat = m / (1 - beta1 ** t), v / (1 - beta2 ** t)
+        denominator = np.sqrt(v_hat + eps) if mistake == "eps inside the root" else np.sqrt(v_hat) + eps
         return param_shard - learning_rate * m_hat / denominator, {"step": step, "m": m, "v": v}
     return update
 
@@ -105,9 +131,6 @@ def _adam_in_place(param_shard, grad_shard, state_shard, learning_rate, beta1=0.
     v += (1 - beta2) * grad_shard ** 2
     update = learning_rate * (m / (1 - beta1 ** step)) / (np.sqrt(v / (1 - beta2 ** step)) + eps)
     return param_shard - update, {"step": step, "m": m, "v": v}
-
-
-_adam_correct = _adam()
 
 
 # 034 all_gather_param_shards -------------------------------------------------------
@@ -125,17 +148,21 @@ def _ring_gather(shards, cluster):
     return held
 
 
-def _gather(order="rank", shared=False):
+def _gather(mistake):
+    """The ring all-gather with ``mistake`` made: "arrival order" (each worker's vector concatenated as the
+    shards arrived: its own first, then from r - 1, r - 2, ...) or "shared" (one array object for every
+    worker)."""
+    _check(mistake, ("arrival order", "shared"))
+
     def all_gather(param_shards, cluster=None):
         n = len(param_shards)
         cluster = cluster or Cluster(n)
         held = _ring_gather(param_shards, cluster)
-        if order == "rank":
+        if mistake == "shared":
             vectors = [np.concatenate([mine[q] for q in range(n)]) for mine in held]
-        else:  # as the pieces arrived: its own first, then from r - 1, r - 2, ...
-            vectors = [np.concatenate(list(mine.values())) for mine in held]
-        if shared:
             vectors = [vectors[0]] * n
+        else:
+            vectors = [np.concatenate(list(mine.values())) for mine in held]
         return vectors, cluster.ledger.summary()
     return all_gather
 
@@ -152,9 +179,6 @@ def _gather_at_root(param_shards, cluster=None):
         for r in range(1, n):
             cluster.send(0, r, whole)
     return [whole] + [cluster.receive(r, 0) for r in range(1, n)], cluster.ledger.summary()
-
-
-_gather_correct = _gather()
 
 
 # 035 zero_optimizer_step -----------------------------------------------------------
@@ -193,13 +217,20 @@ def _ring_all_reduce_sum(flat_grads, cluster):
     return [np.concatenate(chunks[r]) for r in range(n)]
 
 
-def _zero(*, divide=True, all_reduce=False, counter_per_worker=False):
-    """The ZeRO step with one thing done wrong."""
+_ZERO_MISTAKES = ("all-reduced", "counter per worker", "summed")
+
+
+def _zero(mistake):
+    """The ZeRO step with ``mistake`` made, one of _ZERO_MISTAKES: the gradients all-reduced instead of
+    reduce-scattered, the step counter advanced once per worker, or the gradients summed, not averaged.
+    Each worker's Adam and the parameters' all-gather are the helper's lessons 033 and 034."""
+    _check(mistake, _ZERO_MISTAKES)
+
     def step(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8, cluster=None):
         n = len(worker_grads)
         cluster = cluster or Cluster(n)
         flat_grads = [_flat(grads) for grads in worker_grads]
-        if all_reduce:
+        if mistake == "all-reduced":
             sums = [np.array_split(total, n)[r] for r, total in enumerate(_ring_all_reduce_sum(flat_grads, cluster))]
         else:
             sums = _reduce_scatter(flat_grads, cluster)
@@ -207,13 +238,13 @@ def _zero(*, divide=True, all_reduce=False, counter_per_worker=False):
         shards, states = [], []
         for r in range(n):
             state = worker_states[r]
-            if counter_per_worker:  # one counter, advanced for every worker's update
+            if mistake == "counter per worker":  # one counter, advanced for every worker's update
                 state = {**state, "step": state["step"] + r}
-            shard, new_state = _adam_correct(flat_params[r], sums[r] / n if divide else sums[r], state,
-                                             learning_rate, beta1, beta2, eps)
+            mean = sums[r] if mistake == "summed" else sums[r] / n
+            shard, new_state = local_shard_adam_update(flat_params[r], mean, state, learning_rate, beta1, beta2, eps)
             shards.append(shard)
             states.append(new_state)
-        vectors, traffic = _gather_correct(shards, cluster)
+        vectors, traffic = all_gather_param_shards(shards, cluster)
         return [_unflat(vector, params) for vector in vectors], states, traffic
     return step
 
@@ -221,16 +252,17 @@ def _zero(*, divide=True, all_reduce=False, counter_per_worker=False):
 def _zero_full_moments(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8,
                        cluster=None):
     """Data-parallel Adam: the mean gradient reaches every worker (reduce-scatter, then all-gather of the
-    gradient: the same ledger as ZeRO), and every worker updates all the parameters with the full moments."""
+    gradient: the same ledger as ZeRO), and every worker updates all the parameters with the full moments
+    (the helper's lessons 034 and 033)."""
     n = len(worker_grads)
     cluster = cluster or Cluster(n)
     sums = _reduce_scatter([_flat(grads) for grads in worker_grads], cluster)
-    mean_grads, traffic = _gather_correct([total / n for total in sums], cluster)
+    mean_grads, traffic = all_gather_param_shards([total / n for total in sums], cluster)
     full = {"step": worker_states[0]["step"], "m": np.concatenate([s["m"] for s in worker_states]),
             "v": np.concatenate([s["v"] for s in worker_states])}
     worker_params, states = [], []
     for r in range(n):
-        vector, state = _adam_correct(_flat(params), mean_grads[r], full, learning_rate, beta1, beta2, eps)
+        vector, state = local_shard_adam_update(_flat(params), mean_grads[r], full, learning_rate, beta1, beta2, eps)
         worker_params.append(_unflat(vector, params))
         states.append(state)
     return worker_params, states, traffic
@@ -252,29 +284,29 @@ MISTAKES = {
                 "ZeRO cuts the parameters as one flat vector (every tensor raveled, in the dict's order, one "
                 "after another) into N contiguous shards: worker r owns one run of consecutive elements, "
                 "not a piece of every tensor.",
-                _partition(_per_tensor)),
+                _partition("per tensor")),
         Mistake("whole tensors assigned greedily (ZeroRedundancyOptimizer)",
                 "That is PyTorch's ZeroRedundancyOptimizer, which never cuts a tensor and so can be far from "
                 "balanced; here the flat vector is cut so that shard sizes differ by at most one element "
                 "(np.array_split).",
-                _partition(_whole_tensors)),
+                _partition("whole tensors")),
         Mistake("the last worker takes the remainder",
                 "Shards of size len // N with the rest on the last worker differ by up to N - 1 elements; "
                 "np.array_split gives the first len % N workers one element more.",
-                _partition(_remainder_last)),
+                _partition("remainder last")),
     ),
     "local_shard_adam_update": (
         Mistake("no bias correction",
                 "m and v start at 0, so early on they are too small by the factors 1 - beta1**t and "
                 "1 - beta2**t: divide by them (t the new step count) before the update.",
-                _adam(bias=False)),
+                _adam("no bias correction")),
         Mistake("bias correction with the old step count",
                 "Advance the step first: the update that turns step t into t + 1 corrects with t + 1 (the "
                 "first update with t = 1; with t = 0 the correction divides by zero).",
-                _adam(correct=lambda t: t - 1)),
+                _adam("the old step count")),
         Mistake("eps inside the square root",
                 "Adam adds eps to the square root of v_hat: sqrt(v_hat) + eps, not sqrt(v_hat + eps).",
-                _adam(eps_inside=True)),
+                _adam("eps inside the root")),
         Mistake("updated the state in place",
                 "torch.optim.Adam updates exp_avg and exp_avg_sq in place; here the state you are given must "
                 "not change: compute new arrays (m = beta1 * m + ...) and a new dict with the new step.",
@@ -284,21 +316,21 @@ MISTAKES = {
         Mistake("concatenated in arrival order",
                 "Each worker receives the shards from r - 1, r - 2, ...; the vector is the shards in rank "
                 "order 0, 1, ..., N - 1, whoever sent them when.",
-                _gather(order="arrival")),
+                _gather("arrival order")),
         Mistake("gathered to worker 0 and broadcast",
                 "Through one worker, worker 0 receives and sends everything; in the ring each worker sends "
                 "one shard to its right neighbour in each of N - 1 rounds.",
                 _gather_at_root),
         Mistake("workers sharing one array object",
                 "`[vector] * N` puts one array in every worker's slot; each worker concatenates its own.",
-                _gather(shared=True)),
+                _gather("shared")),
     ),
     "zero_optimizer_step": (
         Mistake("all-reduced the gradients (1.5 x the traffic)",
                 "Each worker needs the mean gradient of its own shard only: a reduce-scatter (N - 1 rounds) "
                 "gives exactly that; a whole all-reduce and then the parameters' all-gather send 1.5 times "
                 "the bytes (DeepSpeed's first ZeRO-1 code did this).",
-                _zero(all_reduce=True)),
+                _zero("all-reduced")),
         Mistake("every worker kept the full moments (no saving)",
                 "That is data-parallel Adam: every worker updates all the parameters and keeps m and v for "
                 "all of them. Worker r keeps the moments of its shard only, and updates that shard only.",
@@ -306,10 +338,10 @@ MISTAKES = {
         Mistake("a step counter advanced once per worker",
                 "The step count is the optimizer's, not the shards': every worker corrects with the same "
                 "t + 1 (its own state's step plus one), however many workers there are.",
-                _zero(counter_per_worker=True)),
+                _zero("counter per worker")),
         Mistake("the gradients summed, not averaged",
                 "The reduce-scatter gives each worker the sum of its shard over the N workers; the step "
                 "uses their mean: divide by N.",
-                _zero(divide=False)),
+                _zero("summed")),
     ),
 }
