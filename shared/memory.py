@@ -219,3 +219,37 @@ def zero_step_allowed_bytes(params: dict, num_workers: int) -> int:
     """
     param_bytes = sum(value.nbytes for value in params.values())
     return int(1.25 * (num_workers + 2) * param_bytes) + OBJECT_ALLOWANCE
+
+
+def training_loop_allowed_bytes(params: dict, X: Any, config: Any) -> int:
+    """The most lesson 040's training loop may allocate at its peak (its bound).
+
+    The simulated workers live in one process and compute one after another, so the loop holds
+    every worker's arrays at once and one worker's activations at a time.  For the dtype of the
+    passes (``"mixed"`` in mixed precision, else the parameters'): twice the bytes of every
+    worker's parameters and gradients (lesson 036 for its rank) and optimizer state (037: with
+    the master weights, its shard under ZeRO), for the collectives' copies and the new state
+    beside the old; the flat vector of the parameters in their own dtype; and the activations of
+    worker 0's rows (038: ``len(X[0::N])``, the most rows, with the configuration's micro-batches
+    and checkpointed segments); all of it times 1.5, plus :data:`OBJECT_ALLOWANCE`.  Each
+    formula is the helper version of its lesson.
+
+    A loop that ignores checkpointing or gradient accumulation needs 038's activations without
+    them (2 to 4 times the bound on 040's measured cases); one whose every worker keeps Adam's
+    state of the whole vector under ZeRO needs N times the state.
+    """
+    from .lesson_blocks import (compute_optimizer_memory_bytes, compute_param_memory_bytes,
+                                compute_peak_activation_memory_bytes)
+    N, stage = config.num_workers, config.zero_stage
+    num_params = sum(value.size for value in params.values())
+    itemsize = next(iter(params.values())).itemsize
+    dtype = "mixed" if config.mixed_precision else next(iter(params.values())).dtype.name
+    held = 0
+    for rank in range(N):
+        counted = compute_param_memory_bytes(num_params, dtype, stage, N, rank)
+        held += counted["parameters"] + counted["gradients"] + compute_optimizer_memory_bytes(num_params, dtype,
+                                                                                             stage, N, rank)
+    layers = sum(1 for key in params if key.startswith("W"))
+    activations = compute_peak_activation_memory_bytes(len(X[0::N]), X.shape[1], layers, dtype,
+                                                       config.segment_size, config.num_micro_batches)
+    return int(1.5 * (2 * held + num_params * itemsize + activations)) + OBJECT_ALLOWANCE

@@ -315,7 +315,6 @@ class FullTrainingLoop(Technique):
 
         ``params`` in the dtype of the passes (float16 in mixed precision, where the gradient is
         ``loss_scale`` times too large, and may hold inf); returns (a float, a 1-D vector of that dtype).
-        (040 also measures the first step's activation bytes for its memory report: the same arithmetic.)
         """
         loss, grads, _ = worker_gradients(params, X_r, Y_r, self.config.num_micro_batches,
                                           self.config.segment_size, loss_scale)
@@ -370,9 +369,10 @@ class FullTrainingLoop(Technique):
     def simulate(self, setup: TrainingSetup, num_workers: int) -> SimulatedRun:
         X, Y = setup.batch(0)
         config = replace(self.config, steps=setup.steps, num_workers=num_workers)
-        final, history = reference("full_distributed_training_loop")(setup.initial_params(), X, Y, config)
+        cluster = Cluster(num_workers)  # the loop runs every collective on it: its ledger is the traffic
+        final, history, _ = reference("full_distributed_training_loop")(setup.initial_params(), X, Y, config, cluster)
         # The lesson's workers all end with these parameters; its loop returns them once.
-        return SimulatedRun([final] * num_workers, history["loss"], history["traffic"],
+        return SimulatedRun([final] * num_workers, history["loss"], cluster.ledger.summary(),
                             {"skipped": history["skipped"], "loss_scale": history["loss_scale"]})
 
 

@@ -7,12 +7,13 @@ from dataclasses import replace
 import numpy as np
 import matplotlib.pyplot as plt
 from shared import mlp
-from shared.checking import Deferred, call, check, check_call, check_equal, check_raises
+from shared.checking import Deferred, call, check, check_call, check_equal, check_memory, check_raises
 from shared.checking import check_rules
 from shared.cluster import Cluster, reduce_scatter_mean
 from shared.lesson_blocks import (all_gather_param_shards, estimate_checkpointing_memory_savings,
                                   local_shard_adam_update, ring_all_reduce_mean, shard_dataset_across_workers)
-from shared.memory import BYTES_PER_NUMBER, format_bytes, format_measured, format_ratio
+from shared.memory import (BYTES_PER_NUMBER, format_bytes, format_measured, format_ratio, measure_peak_memory,
+                           training_loop_allowed_bytes)
 from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
 from shared.plotting import COLORS
@@ -165,22 +166,25 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
     return table
 
 
-def full_distributed_training_loop(params, X, Y, config):
+def full_distributed_training_loop(params, X, Y, config, cluster=None):
     """Train the helper MLP with Adam on config.num_workers simulated workers, every technique switchable.
 
     Args:
         params: the helper MLP's parameters (float32 or float64); not modified.
         X: (B, D) inputs and Y: (B, outputs) targets, in the parameters' dtype.
         config: a TrainingConfig.
+        cluster: the ``Cluster(N)`` to run every collective on (a new one when None).
     Use ``shard_dataset_across_workers``, ``worker_gradients``, ``ring_all_reduce_mean`` or
-    ``reduce_scatter_mean``, ``local_shard_adam_update`` and ``all_gather_param_shards`` on one
-    ``Cluster(N)``, and ``training_steps(config)`` for the steps (a progress bar when config.progress_bar).
+    ``reduce_scatter_mean``, ``local_shard_adam_update`` and ``all_gather_param_shards`` on
+    ``cluster``, and ``training_steps(config)`` for the steps (a progress bar when config.progress_bar).
 
     Returns:
-        (final_params, history): the final master weights (a dict shaped like params; float32 in
-        mixed precision) and ``{"loss": [float], "skipped": [bool], "loss_scale": [float],
-        "memory": [{"parameters": int, "gradients": int, "optimizer": int, "activations": int}]
-        per worker, "traffic": the ledger's summary}``.
+        (final_params, history, workers): the final master weights (a dict shaped like params;
+        float32 in mixed precision), ``{"loss": [float], "skipped": [bool], "loss_scale": [float]}``
+        and a list of N dicts, worker r's ``{"parameters": its flat vector (float16 in mixed
+        precision), "m": ..., "v": ...}`` (Adam's moments of what it owns: its shard
+        ``np.array_split(flat, N)[r]`` with ZeRO, else everything; float32 in mixed precision),
+        with ``"master"`` (the float32 master weights of what it owns) in mixed precision.
 
     Raises:
         ValueError: if len(X) != len(Y), if N > B, if k > B // N, or with ZeRO if N is larger than
@@ -196,7 +200,9 @@ def full_distributed_training_loop(params, X, Y, config):
         raise ValueError(f"{k} micro-batches do not fit the smallest worker's {len(X) // N} examples")
     if config.zero_stage and N > size:
         raise ValueError(f"ZeRO with {N} workers for {size} parameters: some worker would own nothing")
-    cluster, shards = Cluster(N), shard_dataset_across_workers(X, Y, N)
+    if cluster is None:
+        cluster = Cluster(N)
+    shards = shard_dataset_across_workers(X, Y, N)
     flat = np.concatenate([params[key].ravel() for key in keys])
     own = [(0, size)] * N  # what each worker updates: everything, or with ZeRO its shard
     if config.zero_stage:
@@ -216,16 +222,14 @@ def full_distributed_training_loop(params, X, Y, config):
 
     scale, clean = config.loss_scale if mixed else 1.0, 0
     history = {"loss": [], "skipped": [], "loss_scale": []}
-    activations, grad_bytes = [0] * N, [0] * N
     for step in training_steps(config):
         flat_grads, loss = [], 0.0
-        for r, (X_r, Y_r) in enumerate(shards):
-            loss_r, grads, measured = worker_gradients(as_dict(working[r]), X_r, Y_r, k, config.segment_size,
-                                                       scale if mixed else None, measure=step == 0)
+        for r, (X_r, Y_r) in enumerate(shards):  # one worker after another: one worker's activations at a time
+            loss_r, grads, _ = worker_gradients(as_dict(working[r]), X_r, Y_r, k, config.segment_size,
+                                                scale if mixed else None)
             weight = N * len(X_r) / len(X)
             flat_grads.append(np.concatenate([weight * grads[key].ravel() for key in keys]))
             loss += weight * loss_r / N
-            activations[r], grad_bytes[r] = max(activations[r], measured), sum(g.nbytes for g in grads.values())
         with np.errstate(over="ignore", invalid="ignore"):
             if config.zero_stage:
                 reduced = reduce_scatter_mean(flat_grads, cluster)
@@ -254,9 +258,9 @@ def full_distributed_training_loop(params, X, Y, config):
             clean += 1
             if clean == config.growth_interval:
                 scale, clean = scale * 2, 0
-    history["memory"] = [{"parameters": working[r].nbytes, "gradients": grad_bytes[r],
-                          "optimizer": states[r]["m"].nbytes + states[r]["v"].nbytes + (master[r].nbytes if mixed else 0),
-                          "activations": activations[r]} for r in range(N)]
-    history["traffic"] = cluster.ledger.summary()
+    workers = [{"parameters": working[r], "m": states[r]["m"], "v": states[r]["v"]} for r in range(N)]
+    if mixed:
+        for r in range(N):
+            workers[r]["master"] = master[r]
     final = np.concatenate(master) if mixed and config.zero_stage else (master[0] if mixed else working[0])
-    return as_dict(final), history
+    return as_dict(final), history, workers

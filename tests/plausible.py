@@ -493,8 +493,9 @@ def _dp_check(X, num_workers):
         raise ValueError("bad num_workers")
 
 
-def dp_step_without_helpers(params, X, Y, num_workers, learning_rate):
-    """Weighted local gradients and a plain average, one worker at a time (no cluster)."""
+def dp_step_without_helpers(params, X, Y, num_workers, learning_rate, cluster=None):
+    """Wrong since grading v3: weighted local gradients and a plain average, one worker at a time, and
+    no all-reduce on the cluster (the step's traffic is measured on the cluster the grader passes)."""
     _dp_check(X, num_workers)
     N, B = num_workers, len(X)
     total, loss_total = {key: 0.0 for key in params}, 0.0
@@ -506,9 +507,31 @@ def dp_step_without_helpers(params, X, Y, num_workers, learning_rate):
     return [{key: params[key] - learning_rate * total[key] / N for key in params} for _ in range(N)], loss_total / N
 
 
-def dp_step_worker_zero_loss(params, X, Y, num_workers, learning_rate):
+def dp_step_by_hand(params, X, Y, num_workers, learning_rate, cluster=None):
+    """Right: the shards dealt, the weighted local gradients written out in loops, then the helper's ring
+    all-reduce of each tensor on the cluster."""
+    from shared.cluster import Cluster
+    from shared.lesson_blocks import ring_all_reduce_mean
     _dp_check(X, num_workers)
-    replicas, _ = dp_step_without_helpers(params, X, Y, num_workers, learning_rate)
+    N, B = num_workers, len(X)
+    cluster = Cluster(N) if cluster is None else cluster
+    contributions, loss_total = [], 0.0
+    for r in range(N):
+        loss, grads = mlp.loss_and_grads(X[r::N], Y[r::N], params)
+        weight = N * len(X[r::N]) / B
+        contributions.append({key: weight * grad for key, grad in grads.items()})
+        loss_total += weight * loss
+    replicas = [{} for _ in range(N)]
+    for key in params:
+        averaged, _ = ring_all_reduce_mean([c[key] for c in contributions], cluster)
+        for r in range(N):
+            replicas[r][key] = params[key] - learning_rate * averaged[r]
+    return replicas, float(loss_total / N)
+
+
+def dp_step_worker_zero_loss(params, X, Y, num_workers, learning_rate, cluster=None):
+    _dp_check(X, num_workers)
+    replicas, _ = dp_step_by_hand(params, X, Y, num_workers, learning_rate, cluster)
     return replicas, mlp.loss_and_grads(X[0::num_workers], Y[0::num_workers], params)[0]
 
 
@@ -1016,15 +1039,118 @@ def compare_last_workers_rows(params, X, Y, config):
 
 
 
-def loop_scale_after_the_step(params, X, Y, config):
+def _loop_written_out(params, X, Y, config, cluster=None, *, scale_after, checkpointing, accumulation, full_state):
+    """Lesson 040's loop written out on the helper's blocks (each worker's rows sliced with X[r::N], the steps
+    counted with range), with the ways a learner could get it wrong that the catalogue needs:
+    ``scale_after`` records the scale each step leaves behind; without ``checkpointing`` or ``accumulation``
+    the passes ignore segment_size or num_micro_batches (the same numbers, more activations); with
+    ``full_state`` every worker keeps Adam's state (and master weights) of the whole vector under ZeRO,
+    gets the whole mean gradient by all-gathering the reduce-scatter's shards (the same messages as the
+    parameters' all-gather) and hands back copies of its shard (the same numbers, N times the state)."""
+    from shared.cluster import Cluster, reduce_scatter_mean
+    from shared.lesson_blocks import all_gather_param_shards, local_shard_adam_update, ring_all_reduce_mean
+    from shared.training import worker_gradients
+    N, mixed, zero = config.num_workers, config.mixed_precision, config.zero_stage == 1
+    k = config.num_micro_batches if accumulation else 1
+    segment = config.segment_size if checkpointing else None
+    keys, size = list(params), sum(value.size for value in params.values())
+    if len(X) != len(Y) or N > len(X) or config.num_micro_batches > len(X) // N or (zero and N > size):
+        raise ValueError("the configuration does not fit the data")
+    cluster = Cluster(N) if cluster is None else cluster
+    flat = np.concatenate([params[key].ravel() for key in keys])
+    bounds = np.cumsum([0] + [len(part) for part in np.array_split(flat, N)])
+    owned = [(bounds[r], bounds[r + 1]) if zero else (0, size) for r in range(N)]
+    held = [owned[r] if not full_state else (0, size) for r in range(N)]
+    dtype = np.float32 if mixed else flat.dtype
+    vectors = [flat.astype(np.float16) if mixed else flat + 0 for _ in range(N)]
+    masters = [flat[lo:hi].astype(np.float32) for lo, hi in held] if mixed else None
+    states = [{"step": 0, "m": np.zeros(hi - lo, dtype), "v": np.zeros(hi - lo, dtype)} for lo, hi in held]
+
+    def tensors(vector):
+        sizes = np.cumsum([0] + [params[key].size for key in keys])
+        return {key: vector[sizes[i]:sizes[i + 1]].reshape(params[key].shape) for i, key in enumerate(keys)}
+
+    scale, clean = float(config.loss_scale) if mixed else 1.0, 0
+    history = {"loss": [], "skipped": [], "loss_scale": []}
+    for _ in range(config.steps):
+        flat_grads, loss = [], 0.0
+        for r in range(N):
+            X_r, Y_r = X[r::N], Y[r::N]
+            loss_r, grads, _ = worker_gradients(tensors(vectors[r]), X_r, Y_r, k, segment, scale if mixed else None)
+            weight = N * len(X_r) / len(X)
+            flat_grads.append(np.concatenate([weight * grads[key].ravel() for key in keys]))
+            loss += weight * loss_r / N
+        with np.errstate(over="ignore", invalid="ignore"):
+            if zero:
+                means = reduce_scatter_mean(flat_grads, cluster)
+                if full_state:
+                    means, _ = all_gather_param_shards(means, cluster)
+            else:
+                means, _ = ring_all_reduce_mean(flat_grads, cluster)
+            results = []
+            for r in range(N):
+                grad = means[r].astype(np.float32) / np.float32(scale) if mixed else means[r]
+                lo, hi = held[r]
+                results.append(local_shard_adam_update(masters[r] if mixed else vectors[r][lo:hi], grad, states[r],
+                                                       config.learning_rate, config.beta1, config.beta2, config.eps))
+            new = [updated.astype(np.float16) if mixed else updated for updated, _ in results]
+            if zero and not full_state:
+                new, _ = all_gather_param_shards(new, cluster)
+            skipped = bool(mixed and not all(np.isfinite(vector).all() for vector in new))
+        history["loss"].append(float(loss))
+        history["skipped"].append(skipped)
+        used = scale
+        if skipped:
+            scale, clean = scale / 2, 0
+        else:
+            vectors, states = new, [state for _, state in results]
+            if mixed:
+                masters = [updated for updated, _ in results]
+                clean += 1
+                if clean == config.growth_interval:
+                    scale, clean = scale * 2, 0
+        history["loss_scale"].append(float(scale if scale_after else used))
+
+    def mine(array, r):  # worker r's own part of what it holds
+        lo, hi = owned[r]
+        return array[lo:hi].copy() if full_state and zero else array
+    workers = [{"parameters": vectors[r], "m": mine(states[r]["m"], r), "v": mine(states[r]["v"], r)}
+               for r in range(N)]
+    if mixed:
+        for r in range(N):
+            workers[r]["master"] = mine(masters[r], r)
+    final = (np.concatenate(masters) if zero and not full_state else masters[0]) if mixed else vectors[0]
+    return {key: value.copy() for key, value in tensors(final).items()}, history, workers
+
+
+def loop_written_out(params, X, Y, config, cluster=None):
+    """Right: each worker's rows sliced with X[r::N], the steps counted with range, the final parameters copied."""
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
+                             full_state=False)
+
+
+def loop_scale_after_the_step(params, X, Y, config, cluster=None):
     """The loss scale each step leaves behind recorded, not the one it used."""
-    from shared.mistakes.part7 import _loop
-    final, history = _loop(params, X, Y, config)
-    scales = history["loss_scale"]
-    after = []
-    for i, scale in enumerate(scales):
-        after.append(scales[i + 1] if i + 1 < len(scales) else (scale / 2 if history["skipped"][i] else scale))
-    return final, {**history, "loss_scale": after}
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=True, checkpointing=True, accumulation=True,
+                             full_state=False)
+
+
+def loop_without_checkpointing(params, X, Y, config, cluster=None):
+    """segment_size not passed on: the same numbers, every layer's activations at once."""
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=False,
+                             accumulation=True, full_state=False)
+
+
+def loop_without_accumulation(params, X, Y, config, cluster=None):
+    """num_micro_batches not passed on: the same numbers (to rounding), the whole shard's activations at once."""
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True,
+                             accumulation=False, full_state=False)
+
+
+def loop_full_state_on_every_worker(params, X, Y, config, cluster=None):
+    """ZeRO's numbers and messages, but every worker keeps Adam's state of the whole vector."""
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True,
+                             accumulation=True, full_state=True)
 
 
 PLAUSIBLE = {
@@ -1060,7 +1186,8 @@ PLAUSIBLE = {
     "026": [("the average shard rounded down (B // N)", local_integer_average_shard)],
     "027": [("everyone sends to everyone (right numbers, N(N - 1) messages)", all_to_all_mean)],
     "028": [("the ring turning the other way (to the left neighbour)", ring_to_the_left)],
-    "029": [("worker 0's loss returned", dp_step_worker_zero_loss)],
+    "029": [("worker 0's loss returned", dp_step_worker_zero_loss),
+            ("weighted gradients averaged in a loop, no all-reduce on the cluster", dp_step_without_helpers)],
     "030": [("the buckets listed from the last filled to the first", buckets_listed_last_first)],
     "031": [("the state without its step", init_without_step), ("m and v as flat vectors", init_flat_moments)],
     "032": [("the flat vector in sorted key order", partition_sorted_keys),
@@ -1081,6 +1208,9 @@ PLAUSIBLE = {
 #: Other right numbers at a cost in memory the lesson does not allow.
 EXPENSIVE = {
     "015": [("the checkpoints copied", forward_checkpointed_copies)],
+    "040": [("checkpointing ignored (segment_size not passed on)", loop_without_checkpointing),
+            ("accumulation ignored (num_micro_batches not passed on)", loop_without_accumulation),
+            ("ZeRO's whole state kept on every worker, its shard handed back", loop_full_state_on_every_worker)],
 }
 
 RIGHT = {
@@ -1112,7 +1242,7 @@ RIGHT = {
     "026": [("the weight applied to the output gradient before backward", local_scaled_before_backward)],
     "027": [("np.mean of the stacked arrays at the root", naive_mean_with_stack)],
     "028": [("chunk bounds from divmod, no np.array_split", ring_with_divmod_bounds)],
-    "029": [("weighted gradients averaged in a loop, no cluster", dp_step_without_helpers)],
+    "029": [("the local gradients written out in loops, the helper's ring on the cluster", dp_step_by_hand)],
     "030": [("buckets cut where the cumulative size passes the cap", buckets_by_cumsum)],
     "031": [("params * 0.0", init_times_zero), ("np.zeros with the dtype, np.full", init_zeros_with_dtype)],
     "032": [("views of one flat vector per moment", partition_views_of_one_flat),
@@ -1124,4 +1254,5 @@ RIGHT = {
     "037": [("np.dtype(...).itemsize, n_r from range()", optimizer_itemsize)],
     "038": [("018's formula written out with math.ceil", activations_written_out)],
     "039": [("the busiest worker's rows by ceiling division", compare_rows_by_ceil)],
+    "040": [("written out: each worker's rows as X[r::N], the steps with range", loop_written_out)],
 }

@@ -9,6 +9,10 @@ rounding), breaks the bound, and the verdict names it and shows measured and
 allowed bytes.  The shortcuts live in the catalogue of plausible wrong answers
 (tests/catalogue.py), whose contract test also requires the visible tests to catch
 them on a small case.
+
+Lesson 040's loop is graded on what it does (the ledger of the grader's cluster, what every
+worker holds at the end, its measured peak on three cases): a loop that ignores any one switch
+scores 0 and the verdict says why, and the reference keeps its bound with room to spare.
 """
 
 from __future__ import annotations
@@ -45,24 +49,91 @@ def test_the_reference_keeps_the_bound_and_the_shortcut_scores_zero_named(code, 
         assert "MiB at its peak, and this lesson allows" in verdict.message
 
 
-# Part 7: lesson 040's loop is graded on what each switch does to the memory and the traffic it reports
-# (tracemalloc's bytes within a few percent of the reference's, counted bytes and the ledger exactly):
-# a loop that ignores a switch scores 0, and the verdict names the switch and shows where it differs.
-LOOP_SWITCHES = [
-    ("the loop ignores data parallelism (num_workers)", "['memory'] has 1 values"),
-    ("the loop ignores ZeRO (zero_stage)", "['optimizer']"),
-    ("the loop ignores checkpointing (segment_size)", "['activations']"),
-    ("the loop ignores gradient accumulation (num_micro_batches)", "['activations']"),
-    ("the loop ignores mixed precision", "dtype float64, expected float32"),
-]
+# Part 7: lesson 040's loop is graded on what it does, never on what it reports: the ledger of the cluster the
+# grader passes in, every worker's arrays at the end (shapes, dtypes, values), and its peak memory, measured on
+# three large cases. A loop that ignores any one switch scores 0, and the verdict says what went wrong: the
+# mistake it names, or the measured and allowed bytes on the case of the switch it ignored.
 
-
-@pytest.mark.parametrize("name, where", [pytest.param(*switch, id=switch[0], marks=tagged(find_lesson("040")).marks)
-                                         for switch in LOOP_SWITCHES])
-def test_a_loop_that_ignores_a_switch_scores_zero_named(name, where):
+def _loop_mistake(name):
     from shared.mistakes import mistakes_of
-    mistake = next(m for m in mistakes_of("full_distributed_training_loop") if m.name == name)
-    verdict = grade_in_process("040", {**namespace("040"), "full_distributed_training_loop": mistake.compute}, 0)
-    assert not verdict.passed
-    assert f"common mistake: {name}." in verdict.message
-    assert where in verdict.message.splitlines()[0]
+    return next(m for m in mistakes_of("full_distributed_training_loop") if m.name == name).compute
+
+
+def _ignoring_zero_where(divides):
+    """The loop that ignores ZeRO on the cases where N divides the parameter count (or does not), the
+    reference's answer elsewhere: either way it loses the points."""
+    ignoring, reference = _loop_mistake("the loop ignores ZeRO (zero_stage)"), reference_function(find_lesson("040"))
+
+    def loop(params, X, Y, config, cluster=None):
+        size = sum(value.size for value in params.values())
+        chosen = ignoring if config.zero_stage and (size % config.num_workers == 0) == divides else reference
+        return chosen(params, X, Y, config, cluster)
+    return loop
+
+
+def _loop_switches():
+    """switch -> (a loop that ignores it, words the verdict must contain)."""
+    import plausible
+    ignores = "This is a common mistake: the loop ignores"
+    memory = "gives the right numbers but allocated"
+    return {
+        "data parallelism": (_loop_mistake("the loop ignores data parallelism (num_workers)"),
+                             ["has 1 values, expected", f"{ignores} data parallelism (num_workers)."]),
+        "ZeRO, N divides the parameters": (_ignoring_zero_where(True), [f"{ignores} ZeRO (zero_stage)."]),
+        "ZeRO, N does not divide them": (_ignoring_zero_where(False), [f"{ignores} ZeRO (zero_stage)."]),
+        "checkpointing": (plausible.loop_without_checkpointing, [memory, "memory measured, checkpointing"]),
+        "accumulation": (plausible.loop_without_accumulation, [memory, "memory measured, gradient accumulation"]),
+        "ZeRO's state whole on every worker": (plausible.loop_full_state_on_every_worker,
+                                               [memory, "memory measured, ZeRO"]),
+        "mixed precision": (_loop_mistake("the loop ignores mixed precision"),
+                            ["dtype float64, expected float32", f"{ignores} mixed precision."]),
+    }
+
+
+LOOP_SWITCHES = ["data parallelism", "ZeRO, N divides the parameters", "ZeRO, N does not divide them", "checkpointing",
+                 "accumulation", "ZeRO's state whole on every worker", "mixed precision"]
+
+
+@pytest.mark.parametrize("switch", [pytest.param(switch, id=switch, marks=tagged(find_lesson("040")).marks)
+                                    for switch in LOOP_SWITCHES])
+def test_a_loop_that_ignores_a_switch_scores_zero_and_the_verdict_says_why(switch):
+    loop, said = _loop_switches()[switch]
+    verdict = grade_in_process("040", {**namespace("040"), "full_distributed_training_loop": loop}, 0)
+    assert not verdict.passed and verdict.points == 0
+    for words in said:
+        assert words in verdict.message, (words, verdict.message)
+    if said[0].startswith("gives the right numbers"):  # the memory: measured and allowed bytes, the rule
+        assert verdict.reason == "memory" and "MiB at its peak, and this lesson allows" in verdict.message
+    else:  # what the workers hold: their number, the moments' shapes, the dtypes
+        assert verdict.reason == "form"
+
+
+@pytest.mark.lesson_040
+@pytest.mark.part_7
+def test_040s_reference_keeps_its_bound_with_room_to_spare():
+    """On every measured case of several run seeds, the reference's peak is at most 0.8 of the bound, and each
+    loop that ignores the case's switch needs at least 1.5 times the bound (measured: 1.9 to 2.5)."""
+    import copy
+
+    import plausible
+    from grading.judge import case_seed
+    from grading.spec import Case, draw_cases
+    from shared.cluster import Cluster
+    from shared.memory import measure_peak_memory
+    spec, reference = lesson_spec("040"), reference_function(find_lesson("040"))
+    wasteful = {"checkpointing": plausible.loop_without_checkpointing,
+                "gradient accumulation": plausible.loop_without_accumulation,
+                "ZeRO": plausible.loop_full_state_on_every_worker}
+    reference(**copy.deepcopy(draw_cases(spec, 0)[0].args))  # once before measuring: the progress bar's import
+    for seed in (0, 1):
+        for case in draw_cases(spec, case_seed(seed, "040")):
+            if not (isinstance(case, Case) and case.measure):
+                continue
+            allowed = spec.memory.allowed(case.args)
+
+            def peak(function):
+                args = copy.deepcopy(case.args)
+                return measure_peak_memory(function, **args, cluster=Cluster(args["config"].num_workers)).peak_bytes
+            assert peak(reference) <= 0.8 * allowed, case.about
+            switch = next(name for name in wasteful if f"memory measured, {name}:" in case.about)
+            assert peak(wasteful[switch]) >= 1.5 * allowed, case.about

@@ -2,8 +2,16 @@
 
 The accounting mistakes (036-039) count with the wrong bytes, the wrong shard or the wrong
 sum; they build on the helper's versions of the lessons they do not get wrong
-(``shared.lesson_blocks``).  The loop's mistakes (040) are the loop with one switch
-ignored: the same losses, or nearly, and the memory or the traffic of another loop.
+(``shared.lesson_blocks``).  The loop's mistakes (040) are the loop with one building block
+changed (:func:`_flawed_loop`, which has no flawless form): one worker, no ZeRO sharding, no
+mixed precision, 026's weight left out, the loss scale left in or divided out twice, a skipped
+step that still updates the state.  Each shows in what the workers hold or in the history.
+
+No function here computes a lesson's right answer: the factories take every parameter without
+a default (only wrong settings are given).  The loops that give the right numbers at
+a cost in memory (checkpointing or accumulation ignored, the whole state on every worker under
+ZeRO) are graded by the measured peak, not named by their answer: they are the catalogue's
+shortcuts (``tests/plausible.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ def _owned(num_params, num_workers, rank, remainder=True):
 
 # 036 compute_param_memory_bytes -------------------------------------------------------
 
-def _param_bytes(*, half=2, remainder=True, grads_from=2, params_from=3):
+def _param_bytes(*, half, remainder, grads_from, params_from):
     def compute(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
         size = half if dtype in ("mixed", "float16") else BYTES_PER_NUMBER[dtype]
         owned = _owned(num_params, num_workers, rank, remainder)
@@ -39,7 +47,7 @@ def _param_bytes(*, half=2, remainder=True, grads_from=2, params_from=3):
 
 # 037 compute_optimizer_memory_bytes ---------------------------------------------------
 
-def _optimizer_bytes(*, mixed=12, half=2, remainder=True, shard=True):
+def _optimizer_bytes(*, mixed, half, remainder, shard):
     def compute(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
         per_param = mixed if dtype == "mixed" else 2 * (half if dtype == "float16" else BYTES_PER_NUMBER[dtype])
         owned = _owned(num_params, num_workers, rank, remainder)
@@ -49,7 +57,7 @@ def _optimizer_bytes(*, mixed=12, half=2, remainder=True, shard=True):
 
 # 038 compute_peak_activation_memory_bytes ---------------------------------------------
 
-def _activation_bytes(*, summed=False, checkpointing=True, mixed_bytes=2, input_copy=True):
+def _activation_bytes(*, summed, checkpointing, mixed_bytes, input_copy):
     def peak(rows, width, num_layers, dtype, segment_size):
         size = mixed_bytes if dtype == "mixed" else BYTES_PER_NUMBER[dtype]
         segment = num_layers if segment_size is None or not checkpointing else segment_size
@@ -69,7 +77,7 @@ def _activation_bytes(*, summed=False, checkpointing=True, mixed_bytes=2, input_
 
 # 039 compare_memory_with_and_without_optimizations ------------------------------------
 
-def _compare(*, gradient_buffers=2, rows_of_worker=True, measure_config=False):
+def _compare(*, gradient_buffers, rows_of_worker, measure_config):
     def compare(params, X, Y, config):
         from ..training import TrainingConfig, measure_worker_memory
         blocks = _blocks()
@@ -101,86 +109,100 @@ def _compare(*, gradient_buffers=2, rows_of_worker=True, measure_config=False):
 
 # 040 full_distributed_training_loop ---------------------------------------------------
 
-def _loop(params, X, Y, config):
-    """The loop as lesson 040 teaches it (the mistakes below run it with a switch ignored)."""
+#: The flaws of lesson 040's loop that the catalogue names, each one building block changed: the
+#: workers (one), ZeRO's sharding (none), mixed precision (none), 026's weight (none), the unscaling
+#: (none, or twice), and the loss scaler's skip (the state still updated).
+LOOP_FLAWS = ("one worker", "no sharding", "no mixed precision", "unweighted", "not unscaled", "unscaled twice",
+              "skip updates the state")
+
+
+def _flawed_loop(flaw, params, X, Y, config, cluster=None):
+    """Lesson 040's loop with ``flaw`` (one of LOOP_FLAWS; there is no flawless one)."""
     from ..training import worker_gradients
+    if flaw not in LOOP_FLAWS:
+        raise ValueError(f"unknown flaw {flaw!r}: one of {LOOP_FLAWS}")
     blocks = _blocks()
-    N, k, mixed = config.num_workers, config.num_micro_batches, config.mixed_precision
+    N = 1 if flaw == "one worker" else config.num_workers
+    zero = config.zero_stage == 1 and flaw != "no sharding"
+    mixed = config.mixed_precision and flaw != "no mixed precision"
     keys, size = list(params), sum(value.size for value in params.values())
-    if len(X) != len(Y) or N > len(X) or k > len(X) // N or (config.zero_stage and N > size):
+    if len(X) != len(Y) or N > len(X) or config.num_micro_batches > len(X) // N or (zero and N > size):
         raise ValueError("the configuration does not fit the data")
-    cluster = Cluster(N)
+    if cluster is None or flaw == "one worker":
+        cluster = Cluster(N)
     shards = blocks.shard_dataset_across_workers(X, Y, N)
     flat = np.concatenate([params[key].ravel() for key in keys])
-    if config.zero_stage:
-        cuts = np.cumsum([0] + [len(c) for c in np.array_split(flat, N)])
-        own = [(cuts[r], cuts[r + 1]) for r in range(N)]
-    else:
-        own = [(0, size)] * N
-    working = [flat.astype(np.float16) if mixed else flat.copy() for _ in range(N)]
+    cuts = np.cumsum([0] + [len(part) for part in np.array_split(flat, N)])
+    own = [(cuts[r], cuts[r + 1]) if zero else (0, size) for r in range(N)]
+    vectors = [flat.astype(np.float16) if mixed else flat.copy() for _ in range(N)]
     master = [flat[lo:hi].astype(np.float32) for lo, hi in own] if mixed else None
-    state_dtype = np.float32 if mixed else flat.dtype
-    states = [{"step": 0, "m": np.zeros(hi - lo, state_dtype), "v": np.zeros(hi - lo, state_dtype)} for lo, hi in own]
+    kind = np.float32 if mixed else flat.dtype
+    states = [{"step": 0, "m": np.zeros(hi - lo, kind), "v": np.zeros(hi - lo, kind)} for lo, hi in own]
 
-    def as_dict(vector):
-        out, offset = {}, 0
-        for key in keys:
-            out[key] = vector[offset:offset + params[key].size].reshape(params[key].shape)
-            offset += params[key].size
-        return out
+    def tensors(vector):
+        sizes = np.cumsum([0] + [params[key].size for key in keys])
+        return {key: vector[sizes[i]:sizes[i + 1]].reshape(params[key].shape) for i, key in enumerate(keys)}
 
-    scale, clean = float(config.loss_scale) if mixed else 1.0, 0
-    history = {"loss": [], "skipped": [], "loss_scale": [], "memory": None, "traffic": None}
-    activations, grad_bytes = [0] * N, [0] * N
-    for step in range(config.steps):
+    divisions = {"not unscaled": 0, "unscaled twice": 2}.get(flaw, 1)
+    scale, clean = config.loss_scale if mixed else 1.0, 0
+    history = {"loss": [], "skipped": [], "loss_scale": []}
+    for _ in range(config.steps):
         flat_grads, loss = [], 0.0
         for r, (X_r, Y_r) in enumerate(shards):
-            loss_r, grads, measured = worker_gradients(as_dict(working[r]), X_r, Y_r, k, config.segment_size,
-                                                       scale if mixed else None, measure=step == 0)
-            weight = N * len(X_r) / len(X)
+            loss_r, grads, _ = worker_gradients(tensors(vectors[r]), X_r, Y_r,
+                                                config.num_micro_batches, config.segment_size,
+                                                scale if mixed else None)
+            weight = 1.0 if flaw == "unweighted" else N * len(X_r) / len(X)
             flat_grads.append(np.concatenate([weight * grads[key].ravel() for key in keys]))
             loss += weight * loss_r / N
-            activations[r], grad_bytes[r] = max(activations[r], measured), sum(g.nbytes for g in grads.values())
         with np.errstate(over="ignore", invalid="ignore"):
-            if config.zero_stage:
+            if zero:
                 reduced = reduce_scatter_mean(flat_grads, cluster)
             else:
                 reduced, _ = blocks.ring_all_reduce_mean(flat_grads, cluster)
             updates = []
             for r in range(N):
-                grad = reduced[r].astype(np.float32) / np.float32(scale) if mixed else reduced[r]
-                mine = master[r] if mixed else working[r][own[r][0]:own[r][1]]
+                grad = reduced[r].astype(np.float32) if mixed else reduced[r]
+                for _ in range(divisions if mixed else 0):
+                    grad = grad / np.float32(scale)
+                mine = master[r] if mixed else vectors[r][own[r][0]:own[r][1]]
                 updates.append(blocks.local_shard_adam_update(mine, grad, states[r], config.learning_rate,
                                                               config.beta1, config.beta2, config.eps))
             new = [shard.astype(np.float16) if mixed else shard for shard, _ in updates]
-            if config.zero_stage:
+            if zero:
                 new, _ = blocks.all_gather_param_shards(new, cluster)
-            skipped = mixed and not all(np.isfinite(vector).all() for vector in new)
+            skipped = bool(mixed and not all(np.isfinite(vector).all() for vector in new))
         history["loss"].append(float(loss))
-        history["skipped"].append(bool(skipped))
+        history["skipped"].append(skipped)
         history["loss_scale"].append(float(scale))
         if skipped:
+            if flaw == "skip updates the state":  # the moments and master weights take the non-finite step
+                states = [state for _, state in updates]
+                master = [shard for shard, _ in updates]
             scale, clean = scale / 2, 0
             continue
-        working, states = new, [state for _, state in updates]
+        vectors = new
+        states = [state for _, state in updates]
         if mixed:
             master = [shard for shard, _ in updates]
             clean += 1
             if clean == config.growth_interval:
                 scale, clean = scale * 2, 0
-    history["memory"] = [{"parameters": int(working[r].nbytes), "gradients": int(grad_bytes[r]),
-                          "optimizer": int(states[r]["m"].nbytes + states[r]["v"].nbytes
-                                           + (master[r].nbytes if mixed else 0)),
-                          "activations": int(activations[r])} for r in range(N)]
-    history["traffic"] = cluster.ledger.summary()
-    final = np.concatenate(master) if mixed and config.zero_stage else (master[0] if mixed else working[0])
-    return {key: value.copy() for key, value in as_dict(final).items()}, history
+    workers = [{"parameters": vectors[r], "m": states[r]["m"], "v": states[r]["v"]} for r in range(N)]
+    if mixed:
+        for r in range(N):
+            workers[r]["master"] = master[r]
+    final = (np.concatenate(master) if zero else master[0]) if mixed else vectors[0]
+    return {key: value.copy() for key, value in tensors(final).items()}, history, workers
 
 
-def _ignoring(**off):
-    """The loop run as if the configuration's ``off`` fields were at their defaults."""
-    def loop(params, X, Y, config):
-        return _loop(params, X, Y, replace(config, **off))
+def _loop_with(flaw):
+    """Lesson 040's loop with ``flaw``, with the graded function's arguments."""
+    if flaw not in LOOP_FLAWS:
+        raise ValueError(f"unknown flaw {flaw!r}: one of {LOOP_FLAWS}")
+
+    def loop(params, X, Y, config, cluster=None):
+        return _flawed_loop(flaw, params, X, Y, config, cluster)
     return loop
 
 
@@ -188,73 +210,87 @@ MISTAKES = {
     "compute_param_memory_bytes": (
         Mistake("float32 bytes for float16 tensors",
                 "A float16 number takes 2 bytes, and mixed precision's working parameters and gradients are "
-                "float16: count 2 bytes each, not 4.", _param_bytes(half=4)),
+                "float16: count 2 bytes each, not 4.",
+                _param_bytes(half=4, remainder=True, grads_from=2, params_from=3)),
         Mistake("the remainder dropped (every worker owns num_params // N)",
                 "When N does not divide the parameters, np.array_split gives the first num_params % N workers "
                 "one element more: n_r = num_params // N + (1 if r < num_params % N else 0).",
-                _param_bytes(remainder=False)),
+                _param_bytes(half=2, remainder=False, grads_from=2, params_from=3)),
         Mistake("sharded at the wrong stage",
                 "Stage 1 shards the optimizer state only, stage 2 the gradients as well, stage 3 the parameters "
-                "too.", _param_bytes(grads_from=1, params_from=2)),
+                "too.", _param_bytes(half=2, remainder=True, grads_from=1, params_from=2)),
     ),
     "compute_optimizer_memory_bytes": (
         Mistake("forgot the float32 master copy",
                 "Mixed precision's optimizer updates float32 master weights beside float32 m and v: "
-                "4 + 4 + 4 = 12 bytes a parameter, not 8.", _optimizer_bytes(mixed=8)),
+                "4 + 4 + 4 = 12 bytes a parameter, not 8.",
+                _optimizer_bytes(mixed=8, half=2, remainder=True, shard=True)),
         Mistake("float32 bytes for float16 tensors",
                 "Adam's moments have the parameters' dtype: float16 m and v take 2 + 2 bytes a parameter.",
-                _optimizer_bytes(half=4)),
+                _optimizer_bytes(mixed=12, half=4, remainder=True, shard=True)),
         Mistake("the optimizer state not divided among the workers under ZeRO",
                 "From stage 1 on, each worker keeps the state of its own shard of the parameters only: "
-                "K * n_r bytes, not K * num_params.", _optimizer_bytes(shard=False)),
+                "K * n_r bytes, not K * num_params.", _optimizer_bytes(mixed=12, half=2, remainder=True, shard=False)),
         Mistake("the remainder dropped (every worker owns num_params // N)",
                 "The first num_params % N workers own one element more (np.array_split).",
-                _optimizer_bytes(remainder=False)),
+                _optimizer_bytes(mixed=12, half=2, remainder=False, shard=True)),
     ),
     "compute_peak_activation_memory_bytes": (
         Mistake("the sum instead of the peak (every micro-batch's activations added up)",
                 "Micro-batches run one after another: only the largest one's activations, ceil(B / k) rows, "
-                "are alive at the peak.", _activation_bytes(summed=True)),
+                "are alive at the peak.",
+                _activation_bytes(summed=True, checkpointing=True, mixed_bytes=2, input_copy=True)),
         Mistake("every layer's activations at once under checkpointing",
                 "Checkpointing keeps one input per segment and recomputes one segment at a time: pass "
                 "segment_size to estimate_checkpointing_memory_savings (num_layers when it is None).",
-                _activation_bytes(checkpointing=False)),
+                _activation_bytes(summed=False, checkpointing=False, mixed_bytes=2, input_copy=True)),
         Mistake("float32 bytes for float16 activations",
                 "In mixed precision the forward and backward passes are float16: 2 bytes a number.",
-                _activation_bytes(mixed_bytes=4)),
+                _activation_bytes(summed=False, checkpointing=True, mixed_bytes=4, input_copy=True)),
         Mistake("forgot the float16 copy of the input",
                 "Mixed precision casts the micro-batch's inputs to float16 before the first layer: "
-                "2 * rows * width bytes more.", _activation_bytes(input_copy=False)),
+                "2 * rows * width bytes more.",
+                _activation_bytes(summed=False, checkpointing=True, mixed_bytes=2, input_copy=False)),
     ),
     "compare_memory_with_and_without_optimizations": (
         Mistake("one gradient buffer with accumulation",
                 "With k > 1 micro-batches, a worker holds the running sum of the gradients and the "
                 "micro-batch's own gradients at the backward peak: twice 036's gradients.",
-                _compare(gradient_buffers=1)),
+                _compare(gradient_buffers=1, rows_of_worker=True, measure_config=False)),
         Mistake("the sum instead of the peak (the whole batch's activations on each worker)",
                 "Each worker runs its own rows, X[0::N] for worker 0, not the whole batch: 038 with "
-                "len(X[0::N]) rows.", _compare(rows_of_worker=False)),
+                "len(X[0::N]) rows.", _compare(gradient_buffers=2, rows_of_worker=False, measure_config=False)),
         Mistake("every row measured with the whole configuration",
                 "Each row measures its own configuration: measure_worker_memory(params, X, Y, row_config).",
-                _compare(measure_config=True)),
+                _compare(gradient_buffers=2, rows_of_worker=True, measure_config=True)),
     ),
     "full_distributed_training_loop": (
         Mistake("the loop ignores data parallelism (num_workers)",
-                "Deal the batch to the N workers (shard_dataset_across_workers) and average their gradients "
-                "on the cluster: the history reports N workers and the traffic.", _ignoring(num_workers=1,
-                                                                                          zero_stage=0)),
+                "Deal the batch to the N workers (shard_dataset_across_workers), average their gradients on "
+                "the cluster, and return one dict per worker: the grader compares what each of the N holds.",
+                _loop_with("one worker")),
         Mistake("the loop ignores ZeRO (zero_stage)",
-                "With zero_stage 1 each worker keeps Adam's state (and, in mixed precision, the master "
-                "weights) of its own shard only: reduce-scatter, update the shard, all-gather.",
-                _ignoring(zero_stage=0)),
-        Mistake("the loop ignores checkpointing (segment_size)",
-                "Pass config.segment_size to worker_gradients: the losses are the same, the activations "
-                "measured are not.", _ignoring(segment_size=None)),
-        Mistake("the loop ignores gradient accumulation (num_micro_batches)",
-                "Pass config.num_micro_batches to worker_gradients: the activations measured are those of "
-                "one micro-batch.", _ignoring(num_micro_batches=1)),
+                "With zero_stage 1 each worker keeps Adam's state (and, in mixed precision, the master weights) "
+                "of its own shard np.array_split(flat, N)[r] only: reduce-scatter, update the shard, all-gather.",
+                _loop_with("no sharding")),
         Mistake("the loop ignores mixed precision",
                 "With mixed_precision the passes run on a float16 copy with a scaled loss, and Adam updates "
-                "float32 master weights (and returns them).", _ignoring(mixed_precision=False)),
+                "float32 master weights with float32 m and v (each worker returns them).",
+                _loop_with("no mixed precision")),
+        Mistake("the workers' gradients averaged unweighted",
+                "A worker's mean gradient covers n_r of the B examples: weight it by N n_r / B (026) before the "
+                "all-reduce, and its loss too, or shards of unequal size count as equal.",
+                _loop_with("unweighted")),
+        Mistake("the gradients not unscaled",
+                "The gradients carry the loss scale: each worker divides its float32 mean gradient by the scale "
+                "once before Adam (Adam's step hardly changes, but m and v are the scale times too large).",
+                _loop_with("not unscaled")),
+        Mistake("the gradients unscaled twice",
+                "Divide the float32 mean gradient by the loss scale once: worker_gradients scales the loss's "
+                "gradient, and the all-reduce averages, it does not unscale.", _loop_with("unscaled twice")),
+        Mistake("a skipped step still updates the master weights and moments",
+                "When any new parameter is inf or NaN the step is skipped: the master weights, m, v, the step "
+                "count and the parameters stay as they were, and only the scale halves.",
+                _loop_with("skip updates the state")),
     ),
 }
