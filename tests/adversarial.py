@@ -1317,6 +1317,15 @@ V3_PLAIN = {
             "cluster)",
             "params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8, cluster=None",
             ("exactly (bitwise)",)),
+    # ZeRO ignored (the whole state on every worker), the state cut into shards afterwards to look sharded
+    "040": ("ZeRO ignored, the full state cut into shards after the loop",
+            "final, history, workers = _adv_reference_full_distributed_training_loop(\n"
+            "    params, X, Y, replace(config, zero_stage=0), cluster)\n"
+            "if config.zero_stage:\n"
+            "    cuts = np.cumsum([0] + [len(c) for c in np.array_split(workers[0]['m'], config.num_workers)])\n"
+            "    workers = [{key: value if key == 'parameters' else value[cuts[r]:cuts[r + 1]].copy()\n"
+            "                for key, value in worker.items()} for r, worker in enumerate(workers)]\n"
+            "return final, history, workers", "params, X, Y, config, cluster=None", None),
     # the memory meter reset through the helper's own measurement, after the whole batch at once
     "014": ("the whole batch at once, then the helper's meter run to reset the peak",
             "from shared.memory import measure_peak_memory\n"
@@ -1372,7 +1381,8 @@ def v3_attacks(slug: str) -> Adversary | None:
             adversary.expected[lesson.code] = Expect(0, (RULES,), what[lesson.function])
         elif lesson.function in plain:
             assert not verdicts[lesson.code].passed, (lesson.code, verdicts[lesson.code].message)
-            adversary.expected[lesson.code] = Expect(0, V3_PLAIN[lesson.code][3], what[lesson.function])
+            says = V3_PLAIN[lesson.code][3] or (verdicts[lesson.code].message.split("\n")[0][:60],)
+            adversary.expected[lesson.code] = Expect(0, says, what[lesson.function])
             adversary.in_process[lesson.code] = verdicts[lesson.code]
         else:
             adversary.expected[lesson.code] = Expect(lesson.points)
