@@ -254,7 +254,8 @@ def _traffic_problem(name: str, spec: LessonSpec, answer: dict[str, Any], sent: 
     arg = spec.on_cluster.arg
     traffic, expected = answer.get("traffic"), sent["traffic"]
     if traffic != expected:
-        if isinstance(traffic, dict) and not any(traffic.get("messages_sent") or [0]) and any(expected["messages_sent"]):
+        silent = isinstance(traffic, dict) and not any(traffic.get("messages_sent") or [0])
+        if silent and any(expected["messages_sent"]):
             return (f"{name} gives the right values but sent nothing on the cluster it was given (`{arg}`): the "
                     f"traffic is measured on that cluster, so compute by sending and receiving on it (not with "
                     f"np.mean, and not on a Cluster of your own); expected {_traffic_text(expected)}")

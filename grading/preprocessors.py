@@ -43,6 +43,9 @@ RUN_SEED = int(os.environ.get("MCT_RUN_SEED") or secrets.randbits(48))  # one pe
 # For the sandbox's own tests only: cells that break the rules run all the same (they still cost their
 # lessons or withhold the grade), so that what the sandbox must stop reaches it.
 RUN_BROKEN_CELLS = os.environ.get("MCT_RUN_BROKEN_CELLS") == "1"
+# The course's demonstrations (cells tagged demo in the masters) grade nothing: they are not run while grading
+# unless MCT_RUN_DEMOS=1 (tests/test_nbgrader_loop.py grades the solved notebooks both ways).
+RUN_DEMOS = os.environ.get("MCT_RUN_DEMOS") == "1"
 
 _drawn: dict[str, dict[str, list]] = {}  # part slug -> this notebook's cases (judge side only)
 
@@ -108,6 +111,9 @@ class SandboxedExecute(Execute):
         return super().preprocess(nb, resources, km)
 
     def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and not RUN_DEMOS and rules.course_cells(_slug(resources)).is_demo(cell.source):
+            cell.outputs = []  # a demonstration of the course's: nothing graded depends on it (tools/build.py)
+            return cell, resources
         findings = self._mct.get("rules")
         if findings is not None and index in findings.skipped and not RUN_BROKEN_CELLS:
             found = next(f for f in findings.cells if f.index == index)

@@ -46,10 +46,16 @@ def _normal(source: str) -> str:
 
 @dataclass(frozen=True)
 class CourseCells:
-    """What the part's own code cells are: their sources, and the names they import (and from where)."""
+    """What the part's own code cells are: their sources, the names they import (and from where), and
+    the sources of its demonstrations (cells tagged ``demo`` in the master: nothing graded depends on
+    them, the build checks, so they are not run while grading)."""
 
     sources: frozenset[str]
     imports: dict[str, str]
+    demos: frozenset[str] = frozenset()
+
+    def is_demo(self, source: str) -> bool:
+        return _normal(source) in self.demos
 
 
 @lru_cache(maxsize=None)
@@ -57,7 +63,7 @@ def course_cells(slug: str) -> CourseCells:
     """The part's own code cells, from its source notebook (the course's cells and reference solutions),
     with the test cells also as the learner's copy has them (without the hidden region)."""
     notebook = json.loads((ROOT / "autograde" / "source" / slug / f"{slug}.ipynb").read_text())
-    sources, imports = set(), {}
+    sources, imports, demos = set(), {}, set()
     for cell in notebook["cells"]:
         if cell.get("cell_type") != "code":
             continue
@@ -65,7 +71,9 @@ def course_cells(slug: str) -> CourseCells:
         sources.update({_normal(text), _normal(_HIDDEN_REGION.sub("", text))})  # as graded, and as released
         if not cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
             imports.update(course_imports(text))
-    return CourseCells(frozenset(sources), imports)
+        if "demo" in cell.get("metadata", {}).get("tags", []):
+            demos.add(_normal(text))
+    return CourseCells(frozenset(sources), imports, frozenset(demos))
 
 
 @dataclass(frozen=True)

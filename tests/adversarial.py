@@ -113,6 +113,7 @@ class Adversary:
     feedback_refused: str = ""  # words of the feedback tool's refusal, when it withholds the page by design
     in_process: dict[str, Verdict] = field(default_factory=dict)  # grade_in_process's verdicts
     neighbour: bool = False  # graded in the second run, beside a fork bomb
+    demos: bool = False  # graded in a third run, with the course's demonstration cells run (MCT_RUN_DEMOS=1)
 
     def __post_init__(self) -> None:
         self.student = self.student or self.kind.replace("_", "-")
@@ -1228,7 +1229,9 @@ _adv_display_module.display = _adv_display
 
 
 def _adv_rewrite(result):
-    # after each cell: right answers to the real cases, sent as updates of every earlier display
+    # after each test cell: right answers to the real cases, sent as updates of every earlier display
+    if "answer_hidden" + "_cases" not in (getattr(result.info, "raw_cell", "") or ""):
+        return
     try:
         with open(os.environ["MCT_CASES_FILE"]) as handle:
             lessons = json.load(handle)["lessons"]
@@ -1316,7 +1319,7 @@ V3_PLAIN = {
             "return _adv_reference_zero_optimizer_step(params, mean, worker_states, learning_rate, beta1, beta2, eps, "
             "cluster)",
             "params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8, cluster=None",
-            ("exactly (bitwise)",)),
+            ("is wrong in",)),
     # ZeRO ignored (the whole state on every worker), the state cut into shards afterwards to look sharded
     "040": ("ZeRO ignored, the full state cut into shards after the loop",
             "final, history, workers = _adv_reference_full_distributed_training_loop(\n"
@@ -1370,9 +1373,10 @@ def v3_attacks(slug: str) -> Adversary | None:
         return None
     assert all(breaks_rules(slug, code) for code in broken.values()), slug
     assert not breaks_rules(slug, *plain.values()), slug
-    what = {**{f: V3_RULES[find_lesson(f).code][0] for f in broken}, **{f: V3_PLAIN[find_lesson(f).code][0] for f in plain}}
+    what = {f: (V3_RULES.get(find_lesson(f).code) or V3_PLAIN[find_lesson(f).code])[0] for f in {**broken, **plain}}
+    holes = "; ".join(f"{find_lesson(f).code} {w}" for f, w in sorted(what.items()))
     adversary = Adversary("attacks_v3", slug, make_submission(slug, {**broken, **plain}, default="reference"), {},
-                          "grading v2's holes: " + "; ".join(f"{find_lesson(f).code} {w}" for f, w in sorted(what.items())),
+                          "grading v2's holes: " + holes,
                           student="attacks-v3", flagged=(RULES,) if broken else ())
     in_process = Adversary("attacks_v3", slug, make_submission(slug, plain, default="reference"), {})
     verdicts = graded_in_process(in_process)
@@ -1396,10 +1400,13 @@ def adversaries(slug: str, ctx: Context, first_part: bool) -> list[Adversary]:
     (each kind is graded in every part, in fewer notebooks, so that seven parts stay within
     the test budget)."""
     v3 = [found for found in [v3_attacks(slug)] if found is not None]
+    with_demos = reference(slug, "with-demos")  # the demonstrations run: the same verdicts as without them
+    with_demos.demos = True
+    with_demos.description = "the reference solutions, graded with the course's demonstration cells run"
     if not first_part:
-        return apply_holes([reference(slug), mixed(slug), *v3]
+        return apply_holes([reference(slug), with_demos, mixed(slug), *v3]
                            + [rotating(slug, kind, ctx) for kind in ROTATION.get(slug, {})])
-    found = [reference(slug), stubs(slug), mistakes(slug), wrong_outputs(slug), delegation(slug), *v3,
+    found = [reference(slug), with_demos, stubs(slug), mistakes(slug), wrong_outputs(slug), delegation(slug), *v3,
              reveal_and_update(slug)]
     found += [rotating(slug, kind, ctx) for kind in ROTATION.get(slug, {})]
     if first_part:

@@ -300,13 +300,21 @@ def float32_step(master_params, X, Y, scaler_state, learning_rate, growth_interv
             {"scale": scale, "growth_tracker": tracker}, False)
 
 
-def whole_batch_data_parallel_step(params, X, Y, num_workers, learning_rate):
-    """029 the expensive way: the whole batch through one worker, its result copied to every replica."""
+def whole_batch_data_parallel_step(params, X, Y, num_workers, learning_rate, cluster=None):
+    """029 the expensive way: the whole batch through one worker, its gradient then all-reduced on the
+    cluster as the workers' (the ledger the reference's), every replica stepping with it."""
+    from shared.cluster import Cluster
+    from shared.lesson_blocks import ring_all_reduce_mean
     if not 1 <= num_workers <= len(X):
         raise ValueError("bad num_workers")
+    cluster = Cluster(num_workers) if cluster is None else cluster
     loss, grads = mlp.loss_and_grads(X, Y, params)
-    new = {key: params[key] - learning_rate * grads[key] for key in params}
-    return [{key: value.copy() for key, value in new.items()} for _ in range(num_workers)], loss
+    replicas = [{} for _ in range(num_workers)]
+    for key in params:
+        averaged, _ = ring_all_reduce_mean([grads[key]] * num_workers, cluster)
+        for rank in range(num_workers):
+            replicas[rank][key] = params[key] - learning_rate * averaged[rank]
+    return replicas, loss
 
 
 def _check_partition(state, num_workers):

@@ -92,3 +92,18 @@ def test_freshness_ignores_measurement_noise_and_nothing_else():
     figure = loss_curve.read_text()
     png = re.search(r'"image/png": "([A-Za-z0-9+/]{20})', figure).group(1)
     assert not build.same_content(loss_curve, figure.replace(png, "A" * 20, 1))
+
+
+def test_a_demonstration_that_graded_code_depends_on_stops_the_build():
+    """Cells tagged demo are not run while grading: the build refuses a declaration that would break."""
+    import nbformat
+    from course import tool
+    build = tool("build")
+    demo = nbformat.v4.new_code_cell("scale = 2.0\nprint(scale)", metadata={"tags": ["demo"]})
+    solution = nbformat.v4.new_code_cell("def f(x):\n    y = 3\n    return x * scale + y",
+                                         metadata={"nbgrader": {"solution": True}})
+    local = nbformat.v4.new_code_cell("def g(x):\n    scale = 3\n    return scale * x",
+                                      metadata={"nbgrader": {"solution": True}})
+    build.check_demonstrations(nbformat.v4.new_notebook(cells=[demo, local]))  # a local of its own: fine
+    with pytest.raises(build.BuildError, match="uses 'scale', which demonstration cell 0 binds"):
+        build.check_demonstrations(nbformat.v4.new_notebook(cells=[demo, local, solution]))

@@ -1,9 +1,12 @@
 """`make grade`: a learner alone gets the real grade of their own notebooks.
 
-Part 1 with most lessons solved, one left as the stub and one with a catalogued
-mistake: tools/grade.py must print each lesson's result (the mistake by name),
-write the feedback page, record the graded XP apart from the visible tests' XP,
-and leave the learner's notebook untouched.
+One run of tools/grade.py on two parts, as a learner grades by default (breaking cells are not run):
+
+- Part 1 with most lessons solved, one left as the stub and one with a catalogued mistake: each
+  lesson's result is printed (the mistake by name), the feedback page written, the graded XP recorded
+  apart from the visible tests' XP, and the learner's notebook left untouched;
+- Part 2 with a cell that breaks the rules for graded code inside a lesson's region and one outside
+  every lesson: neither runs, and the outside one withholds the part's grade, every lesson saying why.
 """
 
 from __future__ import annotations
@@ -13,67 +16,64 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 import nbformat
+import pytest
 
 from course import ROOT, grade_id_of, make_submission, read, student_path
 
 pytestmark = pytest.mark.slow
 
 
-def test_make_grade_prints_each_lessons_real_result(tmp_path):
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("grade")
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
     wrong = ("def linear_forward(x, W, b):\n"
              "    return x @ W  # forgot the bias\n")
     stub = next(c.source for c in read(student_path("01_mlp_core")).cells
                 if grade_id_of(c) == "solution_008_relu_backward")
-    submission = make_submission("01_mlp_core", {"linear_forward": wrong, "relu_backward": stub},
-                                 default="reference")
-    path = notebooks / "01_mlp_core.ipynb"
-    nbformat.write(submission, path)
-    before = path.read_bytes()
+    first = make_submission("01_mlp_core", {"linear_forward": wrong, "relu_backward": stub}, default="reference")
+    nbformat.write(first, notebooks / "01_mlp_core.ipynb")
+    ran = tmp_path / "the-cell-ran"
+    breaking = (f"import os\nopen({str(ran)!r}, 'w').write('ran')  # never runs while grading\n\n"
+                "def accumulate_gradients(accumulated, micro_grads, micro_batch_size):\n    return micro_grads\n")
+    second = make_submission("02_gradient_accumulation", {"accumulate_gradients": breaking}, default="reference")
+    index = next(i for i, c in enumerate(second.cells) if grade_id_of(c) == "setup")
+    second.cells.insert(index + 1, nbformat.v4.new_code_cell("import time\nstarted = time.time()"))
+    nbformat.write(second, notebooks / "02_gradient_accumulation.ipynb")
+    before = (notebooks / "01_mlp_core.ipynb").read_bytes()
     progress = tmp_path / "progress.json"
     env = dict(os.environ, MCT_PROGRESS_FILE=str(progress))
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "grade.py"), "--part", "01",
+    env.pop("MCT_RUN_BROKEN_CELLS", None)
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "grade.py"), "--part", "01,02",
                           "--notebooks", str(notebooks), "--course", str(tmp_path / "course")],
-                         env=env, capture_output=True, text=True, timeout=300)
-    out = run.stdout
+                         env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
+    return {"out": run.stdout, "course": tmp_path / "course", "progress": progress, "ran": ran,
+            "unchanged": (notebooks / "01_mlp_core.ipynb").read_bytes() == before}
+
+
+def test_make_grade_prints_each_lessons_real_result(graded):
+    out = graded["out"].split("Part 02_gradient_accumulation")[0]
     assert "✓ 001 · Make synthetic regression batch: 5/5" in out
     assert "✗ 003 · Linear forward: 0/5" in out and "the bias is missing" in out
     assert "✗ 008 · ReLU backward: 0/5" in out and "not started" in out
-    assert "graded: 40/50 XP" in out
-    assert (tmp_path / "course" / "feedback" / "me" / "01_mlp_core" / "01_mlp_core.html").is_file()
-    graded = json.loads(progress.read_text())["graded"]
-    assert graded["001"] is True and graded["003"] is False and graded["008"] is False
-    assert path.read_bytes() == before, "grading must never change the learner's notebook"
+    assert "graded: 40/70 XP in 2 part(s)" in graded["out"]
+    assert (graded["course"] / "feedback" / "me" / "01_mlp_core" / "01_mlp_core.html").is_file()
+    results = json.loads(graded["progress"].read_text())["graded"]
+    assert results["001"] is True and results["003"] is False and results["008"] is False
+    assert graded["unchanged"], "grading must never change the learner's notebook"
 
 
-def test_a_cell_that_breaks_the_rules_is_not_run_and_withholds_the_grade_outside_every_lesson(tmp_path):
+def test_a_cell_that_breaks_the_rules_is_not_run_and_withholds_the_grade_outside_every_lesson(graded):
     """By default (as an instructor grades) a cell that breaks the rules for graded code never runs: in
     a lesson's region it costs that lesson (tests/test_nbgrader_loop.py), outside every lesson it withholds
     the notebook's grade, every lesson saying why."""
-    notebooks = tmp_path / "notebooks"
-    notebooks.mkdir()
-    ran = tmp_path / "the-cell-ran"
-    breaking = (f"import os\nopen({str(ran)!r}, 'w').write('ran')  # never runs while grading\n\n"
-                "def relu_forward(z):\n    return np.maximum(z, 0)\n")
-    submission = make_submission("01_mlp_core", {"relu_forward": breaking}, default="reference")
-    index = next(i for i, c in enumerate(submission.cells) if grade_id_of(c) == "setup")
-    submission.cells.insert(index + 1, nbformat.v4.new_code_cell("import time\nstarted = time.time()"))
-    nbformat.write(submission, notebooks / "01_mlp_core.ipynb")
-    env = dict(os.environ, MCT_PROGRESS_FILE=str(tmp_path / "progress.json"))
-    env.pop("MCT_RUN_BROKEN_CELLS", None)
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "grade.py"), "--part", "01",
-                          "--notebooks", str(notebooks), "--course", str(tmp_path / "course")],
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr
-    out = run.stdout
-    assert "graded: 0/50 XP" in out and out.count("grade withheld") == 10, out
+    out = graded["out"].split("Part 02_gradient_accumulation")[1]
+    assert out.count("grade withheld") == 4, out
     assert "line 1: import time" in out and "outside every lesson, was not run" in out
-    graded = read(tmp_path / "course" / "autograded" / "me" / "01_mlp_core" / "01_mlp_core.ipynb")
-    not_run = [c for c in graded.cells if c.cell_type == "code" and c.outputs
+    notebook = read(graded["course"] / "autograded" / "me" / "02_gradient_accumulation" / "02_gradient_accumulation.ipynb")
+    not_run = [c for c in notebook.cells if c.cell_type == "code" and c.outputs
                and "[not run:" in c.outputs[0].get("evalue", "")]
-    assert len(not_run) == 2 and not ran.exists()  # the cell outside and the lesson's own
+    assert len(not_run) == 2 and not graded["ran"].exists()  # the cell outside and the lesson's own

@@ -175,8 +175,9 @@ def suite(tmp_path_factory):
     started = time.perf_counter()
     everyone = [a for i, slug in enumerate(PARTS) for a in adversarial.adversaries(slug, ctx, first_part=i == 0)]
     seconds["building the submissions"] = time.perf_counter() - started
-    main = [a for a in everyone if not a.neighbour]
+    main = [a for a in everyone if not a.neighbour and not a.demos]
     neighbours = [a for a in everyone if a.neighbour]
+    with_demos = [a for a in everyone if a.demos]
     before = fingerprints(FINGERPRINTED)
     logs = {}
     with environment(MCT_CELL_TIMEOUT=str(CELL_TIMEOUT), MCT_NOTEBOOK_SECONDS=str(NOTEBOOK_SECONDS),
@@ -184,7 +185,7 @@ def suite(tmp_path_factory):
                      MCT_RUN_BROKEN_CELLS="1"):
         status, logs["release"] = run("release", seconds, instructor.release, course, PARTS)
         assert status == 0, logs["release"]
-        for group in (main, neighbours):
+        for group in (main, neighbours, with_demos):
             for adversary in group:
                 submit(course, adversary.student, adversary.slug, adversary.notebook)
                 folder = course / "submitted" / adversary.student / adversary.slug
@@ -196,10 +197,14 @@ def suite(tmp_path_factory):
             if group is main:
                 check_batches(course, PARTS[0])
                 status, logs["autograde"] = run("autograde", seconds, instructor.autograde, course, PARTS, None, JOBS)
-            else:  # the fork bomb and its neighbours, as `make autograde STUDENTS=...`
+            elif group is neighbours:  # the fork bomb and its neighbours, as `make autograde STUDENTS=...`
                 status, logs["neighbours"] = run("autograde beside a fork bomb", seconds, instructor.autograde,
                                                  course, PARTS[:1], list(NEIGHBOURS), JOBS)
-            assert status == 0, logs.get("neighbours") or logs["autograde"]
+            else:  # the solved notebooks again, their demonstration cells run this time
+                with environment(MCT_RUN_DEMOS="1"):
+                    status, logs["demos"] = run("autograde with the demonstrations", seconds, instructor.autograde,
+                                                course, PARTS, ["with-demos"], JOBS)
+            assert status == 0, logs.get("demos") or logs.get("neighbours") or logs["autograde"]
         # Feedback for every student of the first part; of the other parts, for the attacks (one
         # nbgrader run each: the pages of the other kinds hold nothing the first part's do not).
         status, logs["feedback"] = run("feedback", seconds, instructor.feedback, course, PARTS[:1], None, JOBS)
@@ -400,7 +405,9 @@ def test_feedback_pages_hold_no_secret_and_no_active_html_and_stay_small(suite):
     assert {a.kind for a in pages} >= {"attacks_a", "flood", "stubs", "reference", "mistakes", "attacks"}
     for adversary in pages:
         assert instructor.feedback_problems(suite.page(adversary).parent, adversary.slug) == [], adversary.student
-        assert suite.page(adversary).stat().st_size < PAGE_LIMIT, (adversary.student, adversary.slug)
+        # the page shows the learner's own code (the hard-coded cheat's is megabytes of literals) and small outputs
+        source = sum(len(c.source) for c in adversary.notebook.cells) if not isinstance(adversary.notebook, str) else 0
+        assert suite.page(adversary).stat().st_size < PAGE_LIMIT + 3 * source, (adversary.student, adversary.slug)
     page = suite.page(by_student(suite, "attacks-a")).read_text()
     assert "&lt;script&gt;document.title" in page, "the markdown's HTML is shown as text"
 
@@ -437,13 +444,18 @@ def test_the_grades_csv_has_one_row_per_student_and_lesson_columns(suite):
 
 def test_hard_coded_answers_pass_the_visible_tests(suite, tmp_path, monkeypatch):
     """nbgrader validate runs the learner's copy, so only the visible tests: the cheat fools them
-    (and scores 0 on the hidden cases, above)."""
+    (and scores 0 on the hidden cases, above), but where an answer is megabytes (not hard-coded)."""
     from nbgrader.validator import Validator
     monkeypatch.setenv("MCT_PROGRESS_FILE", str(tmp_path / "progress.json"))
+    from course import too_long_to_hard_code, visible_test_answers
     adversary = by_student(suite, "hardcoded")
     path = tmp_path / f"{adversary.slug}.ipynb"
     nbformat.write(adversary.notebook, path)
-    assert Validator().validate(str(path)) == {}
+    too_long = {f for f, answers in visible_test_answers(adversary.slug).items() if too_long_to_hard_code(answers)}
+    results = Validator().validate(str(path))
+    assert set(results) <= {"failed"}, results
+    failed = {cell["source"].split("check_rules(", 1)[1].split(")", 1)[0] for cell in results.get("failed", [])}
+    assert failed <= too_long, (failed, too_long)  # only a call whose answer is megabytes fails
 
 
 @pytest.mark.parametrize("slug", PARTS)

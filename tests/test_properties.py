@@ -28,9 +28,10 @@ from hypothesis.errors import NoSuchExample
 from catalogue import _map, catalogue
 from shared.checking import arrays_in
 from course import built_lessons, tagged
-from grading.judge import lesson_spec, reference_function
+from grading.judge import _cluster_workers, lesson_spec, reference_answer, reference_function
 from grading.spec import Case, Raises, draw_cases
 from shared.checking import difference
+from shared.cluster import Cluster
 
 # Generation only (no shrinking: the first telling case is enough), the same examples every run.
 SETTINGS = settings(max_examples=25, deadline=None, database=None, derandomize=True, phases=[Phase.generate],
@@ -121,17 +122,23 @@ def test_hypothesis_finds_a_case_that_tells_the_wrong_answer_apart(lesson, entry
         if isinstance(case, Case) and case.measure:
             return False  # the large memory cases are for bytes, and slow to answer here
         given = copy.deepcopy(case.args)
+        workers = _cluster_workers(spec, case)  # a lesson on a cluster: the grader's, and its ledger
+        cluster = Cluster(workers) if workers is not None else None
         try:
             with np.errstate(all="ignore"):
-                wrong = entry.function(**given)
+                wrong = entry.function(**given, **({spec.on_cluster.arg: cluster} if cluster else {}))
         except Exception as error:  # noqa: BLE001 (crashing where the reference answers tells it apart)
             return not (isinstance(case, Raises) and isinstance(error, case.error))
         if isinstance(case, Raises):
             return True
         if difference(given, case.args, "the inputs", exact=True) is not None:
             return True  # it changed an input in place
-        right = answer(reference, case.args)
-        return difference(wrong, right, "x", **spec.tolerances(case)) is not None
+        with np.errstate(all="ignore"):
+            right, sent = reference_answer(lesson, spec, case)
+        if difference(wrong, right, "x", **spec.tolerances(case)) is not None:
+            return True
+        return cluster is not None and (cluster.ledger.summary(), cluster.unreceived()) != (sent["traffic"],
+                                                                                           sent["unreceived"])
 
     def tells_apart(seed) -> bool:
         return any(tells_apart_on(drawn_case(lesson, seed, index, False))

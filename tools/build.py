@@ -39,6 +39,7 @@ import os
 import re
 import shutil
 import subprocess
+import symtable
 import sys
 import tempfile
 import time
@@ -217,12 +218,56 @@ def source_path(slug: str) -> Path:
     return Path("autograde") / "source" / slug / f"{slug}.ipynb"
 
 
+def check_demonstrations(notebook: nbformat.NotebookNode) -> None:
+    """A cell tagged ``demo`` is not run while grading: nothing that runs then may use a name it binds.
+
+    What runs while grading is every code cell but the demonstrations, and of a test cell its hidden
+    region only (the visible tests are not run).  A demonstration that binds a name one of those
+    reads is a wrong declaration, and the build stops.
+    """
+    def names(source: str) -> tuple[set[str], set[str]]:
+        """(names the cell binds at its top level, names it reads from the notebook's namespace)."""
+        bound, used = set(), set()
+
+        def walk(table: symtable.SymbolTable) -> None:
+            for symbol in table.get_symbols():
+                top = table.get_type() == "module"
+                if top and (symbol.is_assigned() or symbol.is_imported()):
+                    bound.add(symbol.get_name())
+                if symbol.is_referenced() and (top or symbol.is_global()):
+                    used.add(symbol.get_name())
+            for child in table.get_children():
+                walk(child)
+
+        walk(symtable.symtable(source, "<cell>", "exec"))
+        return bound, used
+
+    demo_bound: dict[str, int] = {}
+    used_while_grading: dict[str, int] = {}
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code":
+            continue
+        if "demo" in cell.metadata.get("tags", []):
+            demo_bound.update({name: index for name in names(cell.source)[0]})
+            continue
+        source = cell.source
+        if cell.metadata.get("nbgrader", {}).get("grade"):
+            source = source.split("### END HIDDEN TESTS", 1)[0].replace("### BEGIN HIDDEN TESTS", "")
+        used_while_grading.update({name: index for name in names(source)[1]})
+    clash = sorted(set(demo_bound) & set(used_while_grading))
+    if clash:
+        name = clash[0]
+        raise BuildError(f"cell {used_while_grading[name]} uses {name!r}, which demonstration cell {demo_bound[name]} "
+                         f"binds: a cell tagged demo is not run while grading (remove the tag, or the dependency)")
+
+
 def build_part(master: Path, workdir: Path, execute: bool = True) -> dict[Path, str]:
     """The generated files of one part but its student notebook (:func:`student_notebooks`
     makes every part's at once): {path relative to ROOT: content}."""
     slug = master.parent.name
     lesson_specs(slug)  # every lesson of the part must have its hidden cases declared
     source = source_notebook(master)
+    check_demonstrations(source)
     return {
         source_path(slug): nbformat.writes(source) + "\n",
         Path("solutions") / f"{slug}.py": reference_module(source, slug),

@@ -101,11 +101,13 @@ def grade_part(course: Path, slug: str, notebook: Path, env: dict[str, str]) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", default=os.environ.get("PART", ""), help="a part number or slug (default: all)")
+    parser.add_argument("--part", default=os.environ.get("PART", ""),
+                        help="a part number or slug, or several separated by commas (default: all)")
     parser.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
     parser.add_argument("--course", type=Path, default=ROOT / "build" / "grade")
     args = parser.parse_args(argv)
-    parts = [s for s in landed_parts() if not args.part or s.startswith(str(args.part).zfill(2)) or s == args.part]
+    wanted = [p.strip() for p in str(args.part).split(",") if p.strip()]
+    parts = [s for s in landed_parts() if not wanted or any(s.startswith(w.zfill(2)) or s == w for w in wanted)]
     if not parts:
         parser.error(f"no landed part matches {args.part!r}; parts: {landed_parts()}")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON", "PYTHONPATH"))}

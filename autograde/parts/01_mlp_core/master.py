@@ -40,7 +40,7 @@ from shared.progress import lesson_passed, show_progress
 
 setup_notebook()
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "demo"]
 # The panel is live: it updates as test cells pass or fail (nbval cannot compare a live output).
 show_progress("01_mlp_core")
 
@@ -917,7 +917,7 @@ lesson_passed("010")
 # $\theta \leftarrow \theta - \eta \, \nabla_\theta L$. The loop below uses only
 # the functions you wrote. If the curve falls steadily, every piece works.
 
-# %%
+# %% tags=["demo"]
 X_train, Y_train = make_synthetic_regression_batch(256, 8, 2, seed=0)
 params = init_mlp_params(8, 32, 2, seed=1)
 learning_rate = 0.1

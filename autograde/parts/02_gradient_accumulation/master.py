@@ -43,7 +43,7 @@ from shared.progress import lesson_passed, show_progress
 
 setup_notebook()
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "demo"]
 # The panel is live: it updates as test cells pass or fail (nbval cannot compare a live output).
 show_progress("02_gradient_accumulation")
 
@@ -448,7 +448,7 @@ lesson_passed("014")
 # under `tracemalloc`, which sees every NumPy allocation. $C$ is measured
 # separately, on a batch of one example.
 
-# %%
+# %% tags=["demo"]
 B_mem, D_mem, L_mem = 8192, 64, 8
 rng = np.random.default_rng(0)
 params_mem = mlp.init_params([D_mem] * L_mem + [1], seed=0)

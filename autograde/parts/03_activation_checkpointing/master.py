@@ -48,7 +48,7 @@ from shared.progress import lesson_passed, show_progress
 
 setup_notebook()
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "demo"]
 # The panel is live: it updates as test cells pass or fail (nbval cannot compare a live output).
 show_progress("03_activation_checkpointing")
 
@@ -465,7 +465,7 @@ lesson_passed("018")
 # lesson 018 predicts. First a 16-layer MLP with every segment size; then
 # networks of 4 to 32 layers with $s = \operatorname{round}(\sqrt{L})$.
 
-# %%
+# %% tags=["demo"]
 def checkpointed_step(X, Y, params, segment_size):
     out, checkpoints = mlp_forward_checkpointed(X, params, segment_size)
     loss, d_out = mlp.mse_loss_and_grad(out, Y)
@@ -503,7 +503,7 @@ print(f"{'standard':>12} {format_measured(measured_standard):>10} {format_bytes(
 for s, m, p in zip(sizes, measured, predicted):
     print(f"{'s = ' + str(s):>12} {format_measured(m):>10} {format_bytes(p):>10} {format_ratio(m, p):>6}")
 
-# %%
+# %% tags=["demo"]
 depths = [4, 8, 16, 32]
 sweep = []
 for L in depths:

@@ -70,7 +70,7 @@ from shared.progress import lesson_passed, show_progress
 
 setup_notebook()
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "demo"]
 # The panel is live: it updates as test cells pass or fail (nbval cannot compare a live output).
 show_progress("04_mixed_precision")
 
@@ -82,7 +82,7 @@ show_progress("04_mixed_precision")
 # 65504 there is only `inf`; below $2^{-14}$ the numbers are *subnormal*, with
 # fewer and fewer significant bits, and below $2^{-25}$ they round to 0.
 
-# %%
+# %% tags=["demo"]
 with np.errstate(over="ignore"):  # 70000 overflows to inf: that is the point
     for value in (1.0, 0.1, 1.0001, 65504.0, 70000.0, 6.1e-5, 3e-6, 6e-8, 1e-8):
         print(f"{value:>9g} -> float16 {float(np.float16(value))!r}")
@@ -736,7 +736,7 @@ lesson_passed("024")
 # default is 2000; the run is short). The loss plotted is that of the weights before
 # each step, computed in float32 (for mixed precision: of the master weights).
 
-# %%
+# %% tags=["demo"]
 B_train, D_in, hidden, steps, lr, interval = 256, 8, 16, 300, 0.1, 50
 X_train, Y_train = (a.astype(np.float32) for a in make_regression_batch(B_train, D_in, 1, seed=0))
 start = mlp.init_params([D_in, hidden, hidden, 1], seed=0)
@@ -795,7 +795,7 @@ plt.show()
 # float16's range; then each value is cast to float16 as it is, and scaled by
 # $2^{16}$ first.
 
-# %%
+# %% tags=["demo"]
 X_big, Y_big = (a.astype(np.float32) for a in make_regression_batch(4096, D_in, 1, seed=1))
 out, cache = mlp.forward(X_big, params32)
 _, delta = mlp.mse_loss_and_grad(out, Y_big)
@@ -840,7 +840,7 @@ plt.show()
 # gradients overflow float16. Watch the scale, the skipped steps, and the
 # master weights of the skipped steps.
 
-# %%
+# %% tags=["demo"]
 master, scaler = make_master_params(start), {"scale": 2.0**10, "growth_tracker": 0}
 trajectory = [scaler["scale"]]
 table = [f"{'step':>4} {'scale used':>10} {'skipped':>7} {'master weights':>17}   scale after, tracker after"]
@@ -878,7 +878,7 @@ plt.show()
 # is almost all activations. The stored activations halve exactly; the mask and
 # the copy of X keep the ratio a little above one half, less so the deeper the network.
 
-# %%
+# %% tags=["demo"]
 B_mem, D_mem, L_mem = 16384, 8, 8
 rng = np.random.default_rng(0)
 master_mem = make_master_params(mlp.init_params([D_mem] * L_mem + [1], seed=0))

@@ -49,7 +49,7 @@ from shared.progress import lesson_passed, show_progress
 
 setup_notebook()
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "demo"]
 # The panel is live: it updates as test cells pass or fail (nbval cannot compare a live output).
 show_progress("05_data_parallel")
 
@@ -73,7 +73,7 @@ show_progress("05_data_parallel")
 # (and receives its incoming ones one after another, at the same time); a round
 # lasts as long as its busiest link.
 
-# %%
+# %% tags=["demo"]
 tour = Cluster(3)
 with tour.round():                                      # round 1: workers 1 and 2 send to worker 0
     tour.send(1, 0, np.array([1.0, 2.0]))
@@ -967,7 +967,7 @@ lesson_passed("030")
 # receives as many bytes as it sends. The naive root's traffic grows with $N$;
 # a ring worker's approaches $2S$ each way and stays there.
 
-# %%
+# %% tags=["demo"]
 S_numbers = 2**17                                        # 1 MiB of float64 per worker
 S_bytes = 8 * S_numbers
 worker_counts = [2, 4, 8, 16]
@@ -1028,7 +1028,7 @@ plt.show()
 # figure, the ledger of a real run with uneven chunks (10 numbers: chunks of
 # 3, 3, 2 and 2) is checked against this schedule, message by message.
 
-# %%
+# %% tags=["demo"]
 N_ring = 4
 schedule = [[(r - s) % N_ring for r in range(N_ring)] for s in range(N_ring - 1)]
 schedule += [[(r + 1 - s) % N_ring for r in range(N_ring)] for s in range(N_ring - 1)]
@@ -1074,7 +1074,7 @@ print(run.ledger.table())
 #   all-reduce is done. Small buckets drown in latency; one big bucket waits for
 #   the whole backward pass before it can start. The best cap is in between.
 
-# %%
+# %% tags=["demo"]
 N_b, width, depth = 8, 64, 32
 params_b = mlp.init_params([width] * depth + [width], seed=0)
 rng = np.random.default_rng(0)
@@ -1124,7 +1124,7 @@ plt.show()
 # prediction puts at those of a shard of $\lceil B/N \rceil$ examples. Then twenty
 # steps of training with 1 and with 4 workers: the losses are the same curve.
 
-# %%
+# %% tags=["demo"]
 B_d, D_d, L_d = 8192, 32, 4
 rng = np.random.default_rng(1)
 params_d = mlp.init_params([D_d] * L_d + [1], seed=1)

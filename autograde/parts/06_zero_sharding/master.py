@@ -56,7 +56,7 @@ from shared.progress import lesson_passed, show_progress
 
 setup_notebook()
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "demo"]
 # The panel is live: it updates as test cells pass or fail (nbval cannot compare a live output).
 show_progress("06_zero_sharding")
 
@@ -887,7 +887,7 @@ lesson_passed("035")
 # your `local_shard_adam_update` on the whole flat vector, which is plain Adam. The
 # parameter count, 1,739, is odd and not a multiple of 3, so no $N > 1$ here divides it.
 
-# %%
+# %% tags=["demo"]
 rng = np.random.default_rng(2)
 X_d, Y_d = rng.standard_normal((96, 16)), rng.standard_normal((96, 3))
 params0 = mlp.init_params([16, 40, 24, 3], seed=3)
@@ -973,7 +973,7 @@ plt.show()
 # $$\text{DP: } (8 + 8 + K)\Psi, \qquad \text{stage 1: } 16\Psi + \frac{K\Psi}{N}, \qquad
 # \text{stage 2: } 8\Psi + \frac{(8 + K)\Psi}{N}, \qquad \text{stage 3: } \frac{(16 + K)\Psi}{N}.$$
 
-# %%
+# %% tags=["demo"]
 params_m = mlp.init_params([64, 256, 256, 64], seed=0)
 S = sum(value.nbytes for value in params_m.values())
 psi_m = S // 8
@@ -1030,7 +1030,7 @@ plt.show()
 # in the figure for 1 to 64 devices. Against the 32 GB of one of the paper's GPUs:
 # on 4 devices only stage 3 fits, on 8 stage 2 as well, and on 64 stage 1 already does.
 
-# %%
+# %% tags=["demo"]
 psi_paper, devices = 7.5e9, 64
 paper = {stage: stage_bytes(stage, devices, psi_paper, param_bytes=2, grad_bytes=2, state_bytes=12)
          for stage in range(4)}
@@ -1066,7 +1066,7 @@ plt.show()
 # `ZeroRedundancyOptimizer`'s way (whole tensors, largest first, each to the rank
 # with the least so far). The busiest worker decides how much memory each machine needs.
 
-# %%
+# %% tags=["demo"]
 params_z = mlp.init_params([32, 512, 64, 64, 64, 8], seed=0)
 N_z = 4
 flat_sizes = [len(shard["m"]) for shard in partition_optimizer_state(init_adam_state(params_z), N_z)]
@@ -1097,7 +1097,7 @@ plt.show()
 # sends the same bytes in the same number of rounds. Then the traffic per worker
 # against $N$, with stage 3's $3\frac{N-1}{N}S$ beside it.
 
-# %%
+# %% tags=["demo"]
 rows_t = []
 for N in (2, 4, 8, 16):
     rng = np.random.default_rng(N)

@@ -52,7 +52,7 @@ from shared.training import TrainingConfig, measure_worker_memory, training_step
 
 setup_notebook()
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "demo"]
 # The panel is live: it updates as test cells pass or fail (nbval cannot compare a live output).
 show_progress("07_memory_accounting")
 
@@ -305,7 +305,7 @@ lesson_passed("037")
 # The ZeRO paper's figure, from your two functions: bytes per device for 1 to 64 devices,
 # against the 32 GB of one of the paper's GPUs.
 
-# %%
+# %% tags=["demo"]
 psi_paper = 7_500_000_000
 device_counts = [1, 4, 8, 16, 64]
 per_device = {stage: [sum(compute_param_memory_bytes(psi_paper, "mixed", stage, N).values())
@@ -616,7 +616,7 @@ lesson_passed("039")
 # and every technique (4 workers, 4 micro-batches, segments of 2, mixed precision, ZeRO
 # stage 1). Bars: the predicted bytes of worker 0 by kind; diamonds: what tracemalloc measured.
 
-# %%
+# %% tags=["demo"]
 params_t = mlp.init_params([128, 128, 128, 128, 4], seed=0)
 rng = np.random.default_rng(1)
 X_t, Y_t = rng.standard_normal((1024, 128)), rng.standard_normal((1024, 4))
@@ -1002,7 +1002,7 @@ lesson_passed("040")
 # 037 for its rank); and the peak of one step of each loop, measured with `measure_peak_memory`,
 # beside its bound.
 
-# %%
+# %% tags=["demo"]
 def plain_adam(params, X, Y, steps, lr, beta1=0.9, beta2=0.999, eps=1e-8):
     """Plain single-worker Adam, tensor by tensor (as in 040's tests): the yardstick of the runs below."""
     p = dict(params)
