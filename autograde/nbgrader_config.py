@@ -34,6 +34,9 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # and the whole notebook MCT_NOTEBOOK_SECONDS, enforced by the sandbox.)
 c.Execute.timeout = int(os.environ.get("MCT_CELL_TIMEOUT", "30"))
 c.Execute.interrupt_on_timeout = True
+# A graded kernel is killed once the notebook has run (its sandbox and its /tmp go with it): waiting for it to
+# shut down by itself would cost a second or more a notebook.
+c.Execute.shutdown_kernel = "immediate"
 # A flood of output is capped by the judge; it must not turn into a failed notebook.
 c.Execute.raise_on_iopub_timeout = False
 
