@@ -97,7 +97,26 @@ def case_seed(run_seed: int, code: str) -> int:
 
 def draw_part(slug: str, run_seed: int) -> dict[str, list[Case | Raises]]:
     """Every lesson's cases of one part for this grading run."""
-    return {code: draw_cases(spec, case_seed(run_seed, code)) for code, spec in lesson_specs(slug).items()}
+    return {code: drawn_cases(code, case_seed(run_seed, code)) for code in lesson_specs(slug)}
+
+
+# A grading run draws the same cases for every notebook of a part (one run seed), and the tests and the
+# mutation tool grade many functions on one seed's cases: the cases are drawn once, and the reference's
+# answer to each is computed once (it is deterministic, and the judge only reads it).
+_DRAWN: dict[tuple[str, int], list[Case | Raises]] = {}
+_REFERENCE: dict[int, tuple[Case | Raises, Any]] = {}  # id(case) -> (the case, kept alive; the answer)
+DRAWN_KEPT = 24  # lessons' cases kept at once (040's measured cases hold megabytes)
+
+
+def drawn_cases(code: str, seed: int) -> list[Case | Raises]:
+    """Lesson ``code``'s cases for ``seed`` (:func:`grading.spec.draw_cases`), drawn once while kept."""
+    key = (code, seed)
+    if key not in _DRAWN:
+        if len(_DRAWN) >= DRAWN_KEPT:
+            for old in _DRAWN.pop(next(iter(_DRAWN))):
+                _REFERENCE.pop(id(old), None)
+        _DRAWN[key] = draw_cases(lesson_spec(code), seed)
+    return _DRAWN[key]
 
 
 def kernel_input(slug: str, drawn: dict[str, list[Case | Raises]]) -> dict[str, Any]:
@@ -131,7 +150,18 @@ def _cluster_workers(spec: LessonSpec, case: Case | Raises) -> int | None:
 
 def reference_answer(lesson: Lesson, spec: LessonSpec, case: Case | Raises) -> tuple[Any, dict[str, Any] | None]:
     """The reference's result on a copy of the case's inputs, and (for a lesson on a cluster) the
-    traffic it sent on a cluster made as the harness makes the learner's: ``{"traffic", "unreceived"}``."""
+    traffic it sent on a cluster made as the harness makes the learner's: ``{"traffic", "unreceived"}``.
+    Computed once for a case of :func:`drawn_cases`."""
+    remembered = _REFERENCE.get(id(case))
+    if remembered is not None and remembered[0] is case:
+        return remembered[1]
+    answer = _reference_answer(lesson, spec, case)
+    if any(case is drawn for cases in _DRAWN.values() for drawn in cases):
+        _REFERENCE[id(case)] = (case, answer)
+    return answer
+
+
+def _reference_answer(lesson: Lesson, spec: LessonSpec, case: Case | Raises) -> tuple[Any, dict[str, Any] | None]:
     values = copy.deepcopy(list(case.args.values()))
     workers = _cluster_workers(spec, case)
     if workers is None:
@@ -396,7 +426,7 @@ def grade_in_process(code: str, namespace: dict[str, Any], run_seed: int = 0,
     it, so a function that fails the first pass gets the verdict one pass on every case would
     give, for a fraction of the time.
     """
-    cases = draw_cases(lesson_spec(code), case_seed(run_seed, code))
+    cases = drawn_cases(code, case_seed(run_seed, code))
     if len(cases) > QUICK_CASES:
         quick = grade_cases(code, namespace, cases[:QUICK_CASES], len(cases), time_limit)
         if not quick.passed and quick.reason != "not started":  # "not started" needs every answer

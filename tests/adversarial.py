@@ -26,7 +26,8 @@ Kinds (``KINDS`` describes each):
   writes, displayhook, compile/exec and subprocess tricks, /proc and frames,
   HTML and scripts, SystemExit, forged answer messages, writes outside the
   sandbox, memory bombs, and ways around the helper lock and the harness;
-- the attacks that beat grading v2 (``v3_attacks``): the reveal-and-update hooks
+- the attacks that beat grading v2 (``V3_RULES``, ``V3_PLAIN``, in the ``mixed`` notebook of
+  their part, and in Part 1's ``reveal_and_update``): the reveal-and-update hooks
   that rewrite earlier test cells' outputs, the mistake catalogue's private
   copies, collectives that compute with ``np.mean`` and report a ledger by
   formula, collectives with a perfect ledger whose results come from every
@@ -929,12 +930,19 @@ def _plausible_codes() -> set[str]:
 
 
 def mixed(slug: str) -> Adversary:
-    """One notebook for a later part: lesson i is, in turn, a plausible wrong answer, a wrong output
+    """One notebook for a later part: a lesson that one of grading v2's holes targets carries that attack
+    (``V3_RULES``, ``V3_PLAIN``); every other lesson i is, in turn, a plausible wrong answer, a wrong output
     (NaN, dtype, shape or an input changed), a delegation to the helper package (where the helper
     has the lesson's function) and the untouched stub; the first part grades each kind in a
     notebook of its own."""
-    answers, says, notes = {}, {}, {}
+    broken, plain = v3_answers(slug)
+    answers, says, notes = dict(plain), {}, {}
+    for code, (what, _, _, words) in V3_PLAIN.items():
+        if find_lesson(code).function in plain:
+            notes[code], says[code] = what, words or ()
     for i, lesson in enumerate(lessons_of(slug)):
+        if lesson.function in broken or lesson.function in plain:
+            continue
         kind = ("mistake", "wrong output", "delegation", "stub")[i % 4]
         if kind == "delegation" and lesson.code not in HELPER_CALLS:
             kind = "mistake"
@@ -952,11 +960,23 @@ def mixed(slug: str) -> Adversary:
         else:
             answers[lesson.function] = stub(lesson.function)
             says[lesson.code], notes[lesson.code] = ("not started",), "stub"
-    assert not breaks_rules(slug, *answers.values()), slug
-    adversary = Adversary("mixed", slug, make_submission(slug, answers, default="reference"), {},
-                          "in turn: a plausible wrong answer, a wrong output, a delegation to the helper package, "
-                          "the stub")
+    assert not breaks_rules(slug, *answers.values()) and all(breaks_rules(slug, c) for c in broken.values()), slug
+    # the in-process expectations on a notebook without the attacks that break the rules: never run them here
+    adversary = Adversary("mixed", slug, make_submission(slug, answers, default="reference"), {})
     expected_from_process(adversary, says, notes)
+    for function, code in broken.items():
+        lesson = find_lesson(function)
+        adversary.expected[lesson.code] = Expect(0, (RULES,), V3_RULES[lesson.code][0])
+        adversary.in_process.pop(lesson.code)
+    for code, expect in adversary.expected.items():
+        if code in V3_PLAIN and not expect.says:  # the words of the in-process verdict
+            adversary.expected[code] = replace(expect, says=(adversary.in_process[code].message.split("\n")[0][:60],))
+    adversary.notebook = make_submission(slug, {**answers, **broken}, default="reference")
+    adversary.description = ("grading v2's holes where they apply (" + ", ".join(
+        f"{find_lesson(f).code} {(V3_RULES.get(find_lesson(f).code) or V3_PLAIN[find_lesson(f).code])[0]}"
+        for f in sorted({**broken, **plain})) + "); elsewhere in turn: a plausible wrong answer, a wrong output, "
+        "a delegation to the helper package, the stub")
+    adversary.flagged = (RULES,) if broken else ()
     earned = [c for c, e in adversary.expected.items() if e.score]
     assert not earned, f"{slug}: lessons {earned} of the mixed submission earn points"
     return adversary
@@ -1269,13 +1289,17 @@ def reveal_and_update(slug: str) -> Adversary:
     references = "\n\n".join(renamed_reference(slug, lesson.function) for lesson in lessons)
     hooks = REVEAL_AND_UPDATE.replace('"%(mime)s"', f"{MIME_HEAD!r} + {MIME_TAIL!r}")
     first = lessons[0]
-    answers = {first.function: f"{references}\n{hooks}\n\n{stub(first.function)}"}
+    broken, _ = v3_answers(slug)  # grading v2's holes that break the rules, in lessons of their own
+    answers = {**broken, first.function: f"{references}\n{hooks}\n\n{stub(first.function)}"}
     notebook = make_submission(slug, answers, default="stub")
-    expected = {lesson.code: Expect(0, (RULES,) if lesson == first else ("answers refused",),
+    expected = {lesson.code: Expect(0, (RULES,) if lesson == first or lesson.function in broken else
+                                    ("answers refused",), V3_RULES[lesson.code][0] if lesson.function in broken else
                                     "display ids and updates of earlier displays") for lesson in lessons}
-    return Adversary("reveal_and_update", slug, notebook, expected, flagged=("answers refused",),
+    return Adversary("reveal_and_update", slug, notebook, expected, flagged=("answers refused", RULES),
                      description="stubs; hooks that give every answers message a display id and, after each "
-                                 "cell, rewrite the earlier test cells' outputs with right answers to the real cases")
+                                 "cell, rewrite the earlier test cells' outputs with right answers to the real cases; "
+                                 "grading v2's holes that break the rules: " + ", ".join(
+                                     f"{find_lesson(f).code} {V3_RULES[find_lesson(f).code][0]}" for f in sorted(broken)))
 
 
 def _cell_with_reference(slug: str, function: str, body: str, signature: str = "*args, **kwargs") -> str:
@@ -1362,36 +1386,13 @@ V3_RULES = {
 }
 
 
-def v3_attacks(slug: str) -> Adversary | None:
-    """The part's lessons that a grading-v2 attack targets carry it; the others keep the reference.
-    The plain-code attacks' verdicts are also computed in-process (on a notebook without the others:
-    an attack that breaks the rules never runs in the test's own process)."""
+def v3_answers(slug: str) -> tuple[dict[str, str], dict[str, str]]:
+    """({function: solution cell}, ...) of the part's lessons that grading v2's holes target: the attacks
+    that break the rules, and those in plain code (graded on their values, traffic or memory)."""
     broken = {lesson.function: V3_RULES[lesson.code][1] for lesson in lessons_of(slug) if lesson.code in V3_RULES}
     plain = {lesson.function: _cell_with_reference(slug, lesson.function, *V3_PLAIN[lesson.code][1:3])
              for lesson in lessons_of(slug) if lesson.code in V3_PLAIN}
-    if not broken and not plain:
-        return None
-    assert all(breaks_rules(slug, code) for code in broken.values()), slug
-    assert not breaks_rules(slug, *plain.values()), slug
-    what = {f: (V3_RULES.get(find_lesson(f).code) or V3_PLAIN[find_lesson(f).code])[0] for f in {**broken, **plain}}
-    holes = "; ".join(f"{find_lesson(f).code} {w}" for f, w in sorted(what.items()))
-    adversary = Adversary("attacks_v3", slug, make_submission(slug, {**broken, **plain}, default="reference"), {},
-                          "grading v2's holes: " + holes,
-                          student="attacks-v3", flagged=(RULES,) if broken else ())
-    in_process = Adversary("attacks_v3", slug, make_submission(slug, plain, default="reference"), {})
-    verdicts = graded_in_process(in_process)
-    for lesson in lessons_of(slug):
-        if lesson.function in broken:
-            adversary.expected[lesson.code] = Expect(0, (RULES,), what[lesson.function])
-        elif lesson.function in plain:
-            assert not verdicts[lesson.code].passed, (lesson.code, verdicts[lesson.code].message)
-            says = V3_PLAIN[lesson.code][3] or (verdicts[lesson.code].message.split("\n")[0][:60],)
-            adversary.expected[lesson.code] = Expect(0, says, what[lesson.function])
-            adversary.in_process[lesson.code] = verdicts[lesson.code]
-        else:
-            adversary.expected[lesson.code] = Expect(lesson.points)
-            adversary.in_process[lesson.code] = verdicts[lesson.code]
-    return adversary
+    return broken, plain
 
 
 def adversaries(slug: str, ctx: Context, first_part: bool) -> list[Adversary]:
@@ -1399,14 +1400,13 @@ def adversaries(slug: str, ctx: Context, first_part: bool) -> list[Adversary]:
     notebook of its own; a later part its reference, one mixed notebook and its rotating attacks
     (each kind is graded in every part, in fewer notebooks, so that seven parts stay within
     the test budget)."""
-    v3 = [found for found in [v3_attacks(slug)] if found is not None]
     with_demos = reference(slug, "with-demos")  # the demonstrations run: the same verdicts as without them
     with_demos.demos = True
     with_demos.description = "the reference solutions, graded with the course's demonstration cells run"
     if not first_part:
-        return apply_holes([reference(slug), with_demos, mixed(slug), *v3]
+        return apply_holes([reference(slug), with_demos, mixed(slug)]
                            + [rotating(slug, kind, ctx) for kind in ROTATION.get(slug, {})])
-    found = [reference(slug), with_demos, stubs(slug), mistakes(slug), wrong_outputs(slug), delegation(slug), *v3,
+    found = [reference(slug), with_demos, stubs(slug), mistakes(slug), wrong_outputs(slug), delegation(slug),
              reveal_and_update(slug)]
     found += [rotating(slug, kind, ctx) for kind in ROTATION.get(slug, {})]
     if first_part:
@@ -1462,7 +1462,8 @@ KINDS = {
     "runtime_chmod": "the grader's runtime folder made unusable",
     "fork_bomb": "fork and memory bombs beside an honest neighbour",
     "attacks*": "one attack per lesson: " + ", ".join(ATTACKS),
-    "attacks_v3": "grading v2's holes: private copies, formula ledgers, np.mean collectives, meters reset, "
-                  "hidden exec, dunder and getattr tricks",
-    "reveal_and_update": "hooks that rewrite earlier test cells' outputs with display ids and updates",
+    "reveal_and_update": "hooks that rewrite earlier test cells' outputs with display ids and updates; Part 1's "
+                         "v2 holes that break the rules (hidden exec, dunder/getattr, private copies)",
+    "mixed": "a later part's v2 holes (formula and perfect ledgers, np.mean, meters reset, tracemalloc, ZeRO "
+             "ignored), and in turn a plausible wrong answer, a wrong output, a delegation, a stub",
 }

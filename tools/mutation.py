@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import contextlib
 import os
 import sys
 import time
@@ -38,8 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grading.judge import Verdict, case_seed, grade_cases, lesson_spec, reference_function
-from grading.spec import draw_cases
+from grading.judge import Verdict, case_seed, drawn_cases, grade_cases, lesson_spec, reference_function
 from shared.lessons import Lesson, lesson as find_lesson, lessons_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +70,7 @@ def grade(code: str, namespace: dict[str, Any], run_seed: int = 0, time_limit: f
     case that is not measured; only a mutant that passes them all is graded on every case.  A failure
     in an earlier pass is a failure of the whole run too (which may report another case).
     """
-    cases = _drawn_cases(code, run_seed)
+    cases = drawn_cases(code, case_seed(run_seed, code))
     unmeasured = [case for case in cases if not getattr(case, "measure", False)]
     for first in (unmeasured[:QUICK_CASES], unmeasured):
         if first and len(first) < len(cases):  # (no answers at all would read as "not started")
@@ -80,37 +78,6 @@ def grade(code: str, namespace: dict[str, Any], run_seed: int = 0, time_limit: f
             if not verdict.passed:
                 return verdict
     return grade_cases(code, namespace, cases, time_limit=time_limit)
-
-
-_DRAWN: dict[tuple[str, int], list] = {}
-
-
-def _drawn_cases(code: str, run_seed: int) -> list:
-    """A lesson's cases for a run seed, drawn once for all its mutants (the same objects each time, so that
-    :func:`remembered_references` can keep the reference's answer to each)."""
-    if (code, run_seed) not in _DRAWN:
-        _DRAWN[(code, run_seed)] = draw_cases(lesson_spec(code), case_seed(run_seed, code))
-    return _DRAWN[(code, run_seed)]
-
-
-@contextlib.contextmanager
-def remembered_references():
-    """While mutants are graded, the judge computes the reference's answer to each case once, not once per
-    mutant (the cases are the same objects for every mutant of a lesson: :func:`_drawn_cases`)."""
-    from grading import judge
-    original, memo = judge.reference_answer, {}
-
-    def reference_answer(lesson, spec, case):
-        if id(case) not in memo:
-            memo[id(case)] = (case, original(lesson, spec, case))  # the case kept alive: its id stays its own
-        return memo[id(case)][1]
-
-    judge.reference_answer = reference_answer
-    try:
-        yield
-    finally:
-        judge.reference_answer = original
-        _DRAWN.clear()
 
 
 def reference_namespace(lesson: Lesson) -> dict[str, Any]:
@@ -482,12 +449,6 @@ def _run_jobs(jobs: list[tuple], workers: int) -> Iterable[tuple[bool, str, floa
 def mutate_part(slug: str, functions: list[str] | None = None, run_seed: int = 0, workers: int = 1,
                 time_limit: float | None = None, log: Callable[[str], None] | None = None) -> PartScore:
     """Grade every mutant of every reference function of part ``slug`` (``workers`` processes)."""
-    with remembered_references():
-        return _mutate_part(slug, functions, run_seed, workers, time_limit, log)
-
-
-def _mutate_part(slug: str, functions: list[str] | None, run_seed: int, workers: int, time_limit: float | None,
-                 log: Callable[[str], None] | None) -> PartScore:
     score = PartScore(slug)
     planned: list[tuple[Lesson, Mutant]] = []
     for lesson in lessons_of(slug):
