@@ -376,11 +376,13 @@ _STATUS_MESSAGES = {
 
 
 def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, Any] | None,
-                 of: int | None = None) -> Verdict:
+                 of: int | None = None, name_mistakes: bool = True) -> Verdict:
     """The verdict of one lesson from the kernel's answers (``payload``; None when none came).
 
     ``of``: how many cases the run has when ``cases`` are only its first ones (the quick pass of
-    :func:`grade_in_process`), for the verdict's "hidden case 2 of 20"."""
+    :func:`grade_in_process`), for the verdict's "hidden case 2 of 20".  ``name_mistakes``: recognise the
+    lesson's catalogued mistakes in a wrong answer (each is recomputed on the case: the mutation tool, which
+    needs only pass or fail, leaves it out)."""
     lesson = find_lesson(code)
     spec = lesson_spec(code)
     if payload is None:
@@ -397,7 +399,7 @@ def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, A
     if all(a.get("kind") == "raised" and a.get("error") == "NotImplementedError" for a in answers):
         return Verdict(code, False, f"not started: {lesson.function} still raises NotImplementedError "
                                     f"(replace that line with your code)", "not started")
-    mistakes = mistakes_of(lesson.function)
+    mistakes = mistakes_of(lesson.function) if name_mistakes else ()
     for index, (case, answer) in enumerate(zip(cases, answers)):
         try:
             problem = case_problem(lesson, spec, case, answer, mistakes)
@@ -435,7 +437,7 @@ def grade_in_process(code: str, namespace: dict[str, Any], run_seed: int = 0,
 
 
 def grade_cases(code: str, namespace: dict[str, Any], cases: list[Case | Raises], of: int | None = None,
-                time_limit: float | None = None) -> Verdict:
+                time_limit: float | None = None, name_mistakes: bool = True) -> Verdict:
     """The verdict on ``cases``, the first of ``of`` (for the labels; None: all of them): the
     harness in a forked child of this process, then the judge."""
     import json
@@ -460,4 +462,4 @@ def grade_cases(code: str, namespace: dict[str, Any], cases: list[Case | Raises]
                 os.environ.pop(harness.CASES_FILE_ENV, None)
             else:
                 os.environ[harness.CASES_FILE_ENV] = saved
-    return judge_lesson(code, cases, json.loads(json.dumps(payload)), of)
+    return judge_lesson(code, cases, json.loads(json.dumps(payload)), of, name_mistakes)

@@ -176,8 +176,8 @@ def suite(tmp_path_factory):
     everyone = [a for i, slug in enumerate(PARTS) for a in adversarial.adversaries(slug, ctx, first_part=i == 0)]
     seconds["building the submissions"] = time.perf_counter() - started
     main = [a for a in everyone if not a.neighbour and not a.demos]
-    neighbours = [a for a in everyone if a.neighbour]
-    with_demos = [a for a in everyone if a.demos]
+    # the fork bomb and its neighbours, and the solved notebooks with their demonstrations run: a second run
+    neighbours = [a for a in everyone if a.neighbour or a.demos]
     before = fingerprints(FINGERPRINTED)
     logs = {}
     with environment(MCT_CELL_TIMEOUT=str(CELL_TIMEOUT), MCT_NOTEBOOK_SECONDS=str(NOTEBOOK_SECONDS),
@@ -185,7 +185,7 @@ def suite(tmp_path_factory):
                      MCT_RUN_BROKEN_CELLS="1"):
         status, logs["release"] = run("release", seconds, instructor.release, course, PARTS)
         assert status == 0, logs["release"]
-        for group in (main, neighbours, with_demos):
+        for group in (main, neighbours):
             for adversary in group:
                 submit(course, adversary.student, adversary.slug, adversary.notebook)
                 folder = course / "submitted" / adversary.student / adversary.slug
@@ -197,14 +197,12 @@ def suite(tmp_path_factory):
             if group is main:
                 check_batches(course, PARTS[0])
                 status, logs["autograde"] = run("autograde", seconds, instructor.autograde, course, PARTS, None, JOBS)
-            elif group is neighbours:  # the fork bomb and its neighbours, as `make autograde STUDENTS=...`
-                status, logs["neighbours"] = run("autograde beside a fork bomb", seconds, instructor.autograde,
-                                                 course, PARTS[:1], list(NEIGHBOURS), JOBS)
-            else:  # the solved notebooks again, their demonstration cells run this time
+            else:  # as `make autograde STUDENTS=...`, the course's demonstration cells run this time
                 with environment(MCT_RUN_DEMOS="1"):
-                    status, logs["demos"] = run("autograde with the demonstrations", seconds, instructor.autograde,
-                                                course, PARTS, ["with-demos"], JOBS)
-            assert status == 0, logs.get("demos") or logs.get("neighbours") or logs["autograde"]
+                    status, logs["neighbours"] = run("autograde beside a fork bomb, with the demonstrations", seconds,
+                                                     instructor.autograde, course, PARTS,
+                                                     [*NEIGHBOURS, "with-demos"], JOBS)
+            assert status == 0, logs.get("neighbours") or logs["autograde"]
         # Feedback for every student of the first part; of the other parts, for the attacks (one
         # nbgrader run each: the pages of the other kinds hold nothing the first part's do not).
         status, logs["feedback"] = run("feedback", seconds, instructor.feedback, course, PARTS[:1], None, JOBS)

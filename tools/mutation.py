@@ -61,23 +61,24 @@ QUICK_CASES = 3  # cases of a mutant's first pass
 
 def grade(code: str, namespace: dict[str, Any], run_seed: int = 0, time_limit: float | None = None) -> Verdict:
     """Lesson ``code``'s verdict for the functions in ``namespace`` (the real cases and judge), or the
-    first failure of an earlier pass.
+    first failure of an earlier pass: a mutant is killed when it fails any case.
 
-    A mutant is killed when it fails any case, and most fail one of the first few.  So a first
-    pass grades the lesson's first QUICK_CASES cases that are not measured (a measured case is
-    large, for memory to show: lesson 024's first trains on 16384 examples in float16, 040's three
-    train a 32-layer MLP, 16,384 examples and 49,794 float16 parameters); a second pass grades every
-    case that is not measured; only a mutant that passes them all is graded on every case.  A failure
-    in an earlier pass is a failure of the whole run too (which may report another case).
+    Most mutants fail one of the first few cases, and a case's verdict never depends on the others, so
+    the cases that are not measured are graded QUICK_CASES at a time, in order, until one fails (a
+    measured case is large, for memory to show: lesson 024's first trains on 16384 examples in float16,
+    040's train a 32-layer MLP, 16,384 examples and 49,794 float16 parameters); only a mutant that
+    passes them all is graded on every case.  (The failure reported may not be the first of a single
+    pass over every case; only whether it fails counts here.)
     """
     cases = drawn_cases(code, case_seed(run_seed, code))
     unmeasured = [case for case in cases if not getattr(case, "measure", False)]
-    for first in (unmeasured[:QUICK_CASES], unmeasured):
-        if first and len(first) < len(cases):  # (no answers at all would read as "not started")
-            verdict = grade_cases(code, namespace, first, time_limit=time_limit)
-            if not verdict.passed:
+    if len(unmeasured) < len(cases) or len(unmeasured) > QUICK_CASES:
+        for start in range(0, len(unmeasured), QUICK_CASES):
+            verdict = grade_cases(code, namespace, unmeasured[start:start + QUICK_CASES], time_limit=time_limit,
+                                  name_mistakes=False)
+            if not verdict.passed and verdict.reason != "not started":  # "not started" needs every answer
                 return verdict
-    return grade_cases(code, namespace, cases, time_limit=time_limit)
+    return grade_cases(code, namespace, cases, time_limit=time_limit, name_mistakes=False)
 
 
 def reference_namespace(lesson: Lesson) -> dict[str, Any]:
