@@ -7,10 +7,14 @@ notebook): ``shared/`` and ``grading/`` as the kernel needs them, nothing else.
   function that answers one of the graded part's lessons redacted
   (:mod:`grading.redact`: same name, signature and docstring, a body that refuses);
   the modules only the visible tests use (:data:`VISIBLE_ONLY`: the checking
-  toolkit, the mistake catalogue, the progress panel) as *inert* stand-ins: their
-  names exist, so the notebook's set-up cell imports them, but they compute
-  nothing (visible tests do not run while grading).  The torch extra and the
-  rules checker are not there at all.
+  toolkit, the mistake catalogue, the progress panel, the plots) as *inert*
+  stand-ins: their names exist, so the notebook's set-up cell imports them, but
+  they compute nothing (visible tests and demonstrations do not run while
+  grading).  The torch extra and the rules checker are not there at all.
+- ``matplotlib/``: a stand-in for matplotlib itself.  Only the course's set-up
+  cells import it and only its demonstrations draw, and neither graded code
+  (the rules allow no matplotlib) nor grading needs a plot: importing the real
+  one would cost every graded notebook about a second.
 - ``grading/``: the kernel's side of grading (:data:`KERNEL_SIDE`: the harness and
   the wire), nothing of the judge.
 
@@ -33,10 +37,27 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT / "shared"
 
 #: The helper library: what notebooks and graded code compute with (copied, answers redacted).
-LIBRARY = ("__init__", "lessons", "answers", "mlp", "data", "cluster", "memory", "lesson_blocks", "training",
-           "plotting")
+LIBRARY = ("__init__", "lessons", "answers", "mlp", "data", "cluster", "memory", "lesson_blocks", "training")
 #: What only the visible tests and the learner's own view use: inert stand-ins while grading.
-VISIBLE_ONLY = ("checking", "mistakes", "progress", "notebook")
+VISIBLE_ONLY = ("checking", "mistakes", "progress", "notebook", "plotting")
+#: matplotlib while a notebook is graded: its modules the set-up cells import, and nothing in them.
+MATPLOTLIB_STAND_IN = ("__init__", "pyplot")
+MATPLOTLIB_SOURCE = '''"""matplotlib while a notebook is graded: nothing is drawn.
+
+The course's plots are demonstrations, which grading does not run, and graded code may not
+use matplotlib (the rules for graded code); the set-up cell's import still works.
+"""
+
+
+class NotWhileGrading(AttributeError):
+    """matplotlib was used while a notebook is graded."""
+
+
+def __getattr__(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise NotWhileGrading(f"matplotlib: {name} is not available while a notebook is graded (nothing is drawn)")
+'''
 #: Functions of the stand-ins that the notebook's own cells call outside the visible tests:
 #: they do nothing while grading (any other function refuses, saying why).
 QUIET = {"notebook": ("setup_notebook",), "progress": ("show_progress",)}
@@ -83,6 +104,10 @@ def build(slug: str, folder: Path) -> Path:
         (shared / f"{name}.py").write_text(_stand_in(name))
     for name in KERNEL_SIDE:
         shutil.copy(ROOT / "grading" / f"{name}.py", grading / f"{name}.py")
-    for path in [folder, shared, grading, *shared.iterdir(), *grading.iterdir()]:
+    plots = folder / "matplotlib"
+    plots.mkdir()
+    for name in MATPLOTLIB_STAND_IN:
+        (plots / f"{name}.py").write_text(MATPLOTLIB_SOURCE)
+    for path in [folder, shared, grading, plots, *shared.iterdir(), *grading.iterdir(), *plots.iterdir()]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return folder

@@ -16,6 +16,7 @@ printing cannot make a huge page.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -56,27 +57,42 @@ def _slug(resources: dict[str, Any]) -> str:
 
 class PrepareCases(NbGraderPreprocessor):
     """Draw this run's cases and put what the sandboxed kernel may read where it can read it: the
-    cases' inputs, and the kernel's own tree of modules (:mod:`grading.kernel_tree`)."""
+    cases' inputs, and the kernel's own tree of modules (:mod:`grading.kernel_tree`).
+
+    Both depend only on the part and the run's seed, so they are made once per part for every
+    notebook this nbgrader process grades (bound read-only into each sandbox), and removed at exit."""
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]):
         slug = _slug(resources)
         drawn = judge.draw_part(slug, RUN_SEED)
         _drawn[slug] = drawn
-        folder = Path(tempfile.mkdtemp(prefix="mct-cases-"))
-        path = folder / "cases.json"
-        path.write_text(json.dumps(judge.kernel_input(slug, drawn), allow_nan=False))
-        tree = kernel_tree.build(slug, folder / "tree")
-        reveal = folder / "reveal"
-        reveal.mkdir()
-        for item in (folder, reveal):
-            item.chmod(0o755)
-        path.chmod(0o644)
-        os.environ[CASES_FILE_HOST_ENV] = str(path)
-        os.environ[KERNEL_TREE_ENV] = str(tree)
-        os.environ[REVEAL_DIR_ENV] = str(reveal)
-        resources.setdefault("mct", {})["cases_file"] = str(path)
+        folder = _prepared(slug, drawn)
+        os.environ[CASES_FILE_HOST_ENV] = str(folder / "cases.json")
+        os.environ[KERNEL_TREE_ENV] = str(folder / "tree")
+        os.environ[REVEAL_DIR_ENV] = str(folder / "reveal")
         self.log.info("grading %s with run seed %d", slug, RUN_SEED)
         return nb, resources
+
+
+_prepared_folders: dict[str, Path] = {}  # part slug -> its cases, tree and reveal folder (this process)
+
+
+def _prepared(slug: str, drawn: dict[str, list]) -> Path:
+    """The folder of part ``slug``'s kernel input and tree, made on first use."""
+    if slug in _prepared_folders:
+        return _prepared_folders[slug]
+    folder = Path(tempfile.mkdtemp(prefix="mct-cases-"))
+    atexit.register(shutil.rmtree, folder, True)
+    path = folder / "cases.json"
+    path.write_text(json.dumps(judge.kernel_input(slug, drawn), allow_nan=False))
+    kernel_tree.build(slug, folder / "tree")
+    reveal = folder / "reveal"
+    reveal.mkdir()
+    for item in (folder, reveal):
+        item.chmod(0o755)
+    path.chmod(0o644)
+    _prepared_folders[slug] = folder
+    return folder
 
 
 class CheckRules(NbGraderPreprocessor):
@@ -270,9 +286,6 @@ class JudgeLessons(NbGraderPreprocessor):
         slug = _slug(resources)
         drawn = _drawn.pop(slug)
         mct = resources.setdefault("mct", {})
-        cases_file = mct.pop("cases_file", None)
-        if cases_file:
-            shutil.rmtree(Path(cases_file).parent, ignore_errors=True)
         answers, refused = mct.get("answers", {}), mct.get("refused", [])
         findings = mct.get("rules") or rules.Findings()
         verdicts, cells = [], {}
