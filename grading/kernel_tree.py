@@ -26,6 +26,7 @@ is in the tree, and ``tests/test_delegation.py`` that nothing in it answers a le
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import shutil
@@ -86,9 +87,18 @@ def _stand_in(module_name: str) -> str:
                     f"    raise NotWhileGrading('shared.{module_name}.{name} is for the visible tests; it does "
                     f"nothing while a notebook is graded')")
             lines += [f"def {name}(*args, **kwargs):", body, "", ""]
-        elif isinstance(value, (bool, int, float, str, type(None))):
+        elif _plain_data(value):  # constants (a palette, a style): the set-up cells import some
             lines += [f"{name} = {value!r}", ""]
     return "\n".join(lines) + "\n"
+
+
+def _plain_data(value) -> bool:
+    """Whether ``value`` is a constant its own repr writes back (numbers, strings, and dicts, lists and
+    tuples of them)."""
+    try:
+        return ast.literal_eval(repr(value)) == value
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
 
 
 def build(slug: str, folder: Path) -> Path:

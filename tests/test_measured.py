@@ -120,6 +120,18 @@ def test_a_kernel_importing_the_tree_gets_the_redacted_library(tmp_path):
     assert run.stdout.split() == ["HelperNotAllowed", "NotWhileGrading", "True"], run.stderr
 
 
+@pytest.mark.parametrize("slug", PARTS)
+def test_every_set_up_cell_runs_on_its_parts_tree(slug, tmp_path):
+    """What a set-up cell imports (names included, not only modules) is in the tree it is graded with."""
+    tree = kernel_tree.build(slug, tmp_path / "tree")
+    setup = next(c.source for c in read(student_path(slug)).cells
+                 if c.metadata.get("nbgrader", {}).get("grade_id") == "setup")
+    run = subprocess.run([sys.executable, "-c", setup + "\nprint('set up')"], capture_output=True, text=True,
+                         cwd=tmp_path, env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "MCT_GRADING": "1"})
+    assert run.stdout.strip().endswith("set up"), run.stderr[-2000:]
+    assert "site-packages/matplotlib" not in run.stderr
+
+
 # --------------------------------------------------------------------------
 # The meter
 # --------------------------------------------------------------------------

@@ -23,6 +23,7 @@ tests, listed in the report (``build/mutation-report.md``).
 
     python tools/mutation.py [--parts SLUG ...] [--functions NAME ...] [--seed N] [--jobs N]
     python tools/mutation.py --check 0.9     # exit 1 when a part's kill rate is below 90 %
+    python tools/mutation.py --grade-equivalent   # grade the declared equivalents too
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def landed_parts() -> list[str]:
 # --------------------------------------------------------------------------
 
 QUICK_CASES = 3  # cases of a mutant's first pass
+NOT_GRADED = "declared equivalent: not graded"
 
 
 def grade(code: str, namespace: dict[str, Any], run_seed: int = 0, time_limit: float | None = None) -> Verdict:
@@ -448,8 +450,13 @@ def _run_jobs(jobs: list[tuple], workers: int) -> Iterable[tuple[bool, str, floa
 
 
 def mutate_part(slug: str, functions: list[str] | None = None, run_seed: int = 0, workers: int = 1,
-                time_limit: float | None = None, log: Callable[[str], None] | None = None) -> PartScore:
-    """Grade every mutant of every reference function of part ``slug`` (``workers`` processes)."""
+                time_limit: float | None = None, log: Callable[[str], None] | None = None,
+                grade_equivalent: bool = False) -> PartScore:
+    """Grade every mutant of every reference function of part ``slug`` (``workers`` processes).
+
+    A mutant declared equivalent is left out of the score whatever its verdict, so it is not graded
+    unless ``grade_equivalent`` (``--grade-equivalent``: to look again at the declarations; such a
+    mutant passes every case, so it costs the most to grade)."""
     score = PartScore(slug)
     planned: list[tuple[Lesson, Mutant]] = []
     for lesson in lessons_of(slug):
@@ -462,10 +469,13 @@ def mutate_part(slug: str, functions: list[str] | None = None, run_seed: int = 0
         planned += [(lesson, mutant) for mutant in mutants]
         score.stale += [(lesson.code, key) for key, _ in lesson_spec(lesson.code).equivalent_mutants
                         if not any(matches(key, mutant) for mutant in mutants)]
-    jobs = [(lesson.code, lesson.function, mutant.source, run_seed, time_limit) for lesson, mutant in planned]
-    for (lesson, mutant), (passed, message, seconds) in zip(planned, _run_jobs(jobs, workers)):
-        score.results.append(Result(lesson.code, mutant, passed, message, seconds,
-                                    equivalent_reason(lesson.code, mutant)))
+    declared = [equivalent_reason(lesson.code, mutant) for lesson, mutant in planned]
+    graded = [i for i, why in enumerate(declared) if grade_equivalent or why is None]
+    jobs = [(planned[i][0].code, planned[i][0].function, planned[i][1].source, run_seed, time_limit) for i in graded]
+    outcomes = dict(zip(graded, _run_jobs(jobs, workers)))
+    for i, (lesson, mutant) in enumerate(planned):
+        passed, message, seconds = outcomes.get(i, (True, NOT_GRADED, 0.0))
+        score.results.append(Result(lesson.code, mutant, passed, message, seconds, declared[i]))
     if log:
         for lesson in lessons_of(slug):
             mine = [r for r in score.results if r.code == lesson.code]
@@ -482,7 +492,7 @@ def report(scores: list[PartScore], run_seed: int = 0) -> str:
              f"lesson's declared hidden cases (run seed {run_seed}) and the judge, and it is *killed* when "
              "the verdict fails. Equivalent mutants (no test can tell them from the reference) are declared "
              "in `equivalent_mutants` of the lesson's `LessonSpec` (`autograde/parts/NN_slug/cases.py`) "
-             "with the reason, and left out of the score.", "",
+             "with the reason, and left out of the score (so they are graded only with `--grade-equivalent`).", "",
              "| part | mutants | equivalent | killed | score |",
              "| --- | --- | --- | --- | --- |"]
     for score in scores:
@@ -503,8 +513,8 @@ def report(scores: list[PartScore], run_seed: int = 0) -> str:
         if not survivors:
             lines.append("None.")
         for result in survivors:
-            verdict = (f"equivalent: {result.equivalent}" if result.equivalent
-                       else "**not killed: a hole in the hidden tests**")
+            verdict = (f"equivalent{' (not graded)' if result.message == NOT_GRADED else ''}: {result.equivalent}"
+                       if result.equivalent else "**not killed: a hole in the hidden tests**")
             lines.append(f"- {result.code} `{result.mutant.function}` line {result.mutant.line}: "
                          f"`` {mutant_key(result.mutant)} `` — {verdict}")
     return "\n".join(lines) + "\n"
@@ -520,6 +530,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=ROOT / "build" / "mutation-report.md")
     parser.add_argument("--check", type=float, default=None,
                         help="exit 1 when a part's kill rate (equivalents left out) is below this")
+    parser.add_argument("--grade-equivalent", action="store_true",
+                        help="grade the mutants declared equivalent too (to look again at the declarations)")
     args = parser.parse_args(argv)
     os.environ.setdefault("MCT_PROGRESS_FILE", os.devnull)
     scores = []
@@ -527,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     for slug in args.parts or landed_parts():
         print(f"{slug}:", flush=True)
         scores.append(mutate_part(slug, args.functions, args.seed, args.jobs,
-                                  log=lambda text: print(text, flush=True)))
+                                  log=lambda text: print(text, flush=True), grade_equivalent=args.grade_equivalent))
     text = report(scores, args.seed)
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(text)
