@@ -1395,18 +1395,21 @@ def v3_answers(slug: str) -> tuple[dict[str, str], dict[str, str]]:
     return broken, plain
 
 
-def adversaries(slug: str, ctx: Context, first_part: bool) -> list[Adversary]:
+def adversaries(slug: str, ctx: Context, first_part: bool, demos: bool = True) -> list[Adversary]:
     """Every adversarial submission of a part: the first landed part gets every kind, each in a
     notebook of its own; a later part its reference, one mixed notebook and its rotating attacks
     (each kind is graded in every part, in fewer notebooks, so that seven parts stay within
-    the test budget)."""
+    the test budget).  With ``demos``, the reference once more with the course's demonstration
+    cells run (that they never change a grade is checked statically for every part by the build:
+    ``tools/build.py``'s ``check_demonstrations``)."""
     with_demos = reference(slug, "with-demos")  # the demonstrations run: the same verdicts as without them
     with_demos.demos = True
     with_demos.description = "the reference solutions, graded with the course's demonstration cells run"
+    with_demos = [with_demos] if demos else []
     if not first_part:
-        return apply_holes([reference(slug), with_demos, mixed(slug)]
+        return apply_holes([reference(slug), *with_demos, mixed(slug)]
                            + [rotating(slug, kind, ctx) for kind in ROTATION.get(slug, {})])
-    found = [reference(slug), with_demos, stubs(slug), mistakes(slug), wrong_outputs(slug), delegation(slug),
+    found = [reference(slug), *with_demos, stubs(slug), mistakes(slug), wrong_outputs(slug), delegation(slug),
              reveal_and_update(slug)]
     found += [rotating(slug, kind, ctx) for kind in ROTATION.get(slug, {})]
     if first_part:

@@ -173,7 +173,9 @@ def suite(tmp_path_factory):
     ctx = adversarial.Context(course, token)
     seconds: dict[str, float] = {}
     started = time.perf_counter()
-    everyone = [a for i, slug in enumerate(PARTS) for a in adversarial.adversaries(slug, ctx, first_part=i == 0)]
+    # the demonstrations run in the first and the last part (the build checks every part's statically)
+    everyone = [a for i, slug in enumerate(PARTS)
+                for a in adversarial.adversaries(slug, ctx, first_part=i == 0, demos=i in (0, len(PARTS) - 1))]
     seconds["building the submissions"] = time.perf_counter() - started
     main = [a for a in everyone if not a.neighbour and not a.demos]
     # the fork bomb and its neighbours, and the solved notebooks with their demonstrations run: a second run
@@ -203,9 +205,12 @@ def suite(tmp_path_factory):
                                                      instructor.autograde, course, PARTS,
                                                      [*NEIGHBOURS, "with-demos"], JOBS)
             assert status == 0, logs.get("neighbours") or logs["autograde"]
-        # Feedback for every student of the first part; of the other parts, for the attacks (one
-        # nbgrader run each: the pages of the other kinds hold nothing the first part's do not).
-        status, logs["feedback"] = run("feedback", seconds, instructor.feedback, course, PARTS[:1], None, JOBS)
+        # Feedback for every kind of student of the first part (the reference once); of the other parts,
+        # for the attacks (one nbgrader run each: the pages of the other kinds hold nothing the first
+        # part's do not).
+        copies = {"zz-honest-1", "zz-honest-2", "with-demos", NEIGHBOURS[0], NEIGHBOURS[2]}
+        first = sorted({a.student for a in everyone if a.slug == PARTS[0]} - copies)
+        status, logs["feedback"] = run("feedback", seconds, instructor.feedback, course, PARTS[:1], first, JOBS)
         if PARTS[1:]:
             _, more = run("feedback", seconds, instructor.feedback, course, PARTS[1:], ["attacks"], JOBS)
             logs["feedback"] += more
