@@ -84,8 +84,9 @@ os.environ["JUPYTER_PATH"] = os.pathsep.join([str(PRIVATE / "share" / "jupyter")
 os.environ["JUPYTER_RUNTIME_DIR"] = str(PRIVATE / "runtime")
 os.environ["MCT_COURSE_DIR"] = COURSE_DIR
 c.Execute.kernel_name = "mct-grading"
-# Kernels talk over Unix sockets in a folder of their own under the private runtime folder: no
-# TCP port that two parallel grading runs could both pick, none reachable from a sandbox without
-# a network, and nothing one kernel leaves there reaches the next.
-c.Execute.kernel_manager_class = "grading.preprocessors.FreshRuntimeKernelManager"
+# Kernels talk over Unix sockets inside their own sandbox's /tmp (the grader reaches them through
+# /proc/<pid>/root; grading.preprocessors.SandboxKernelManager): no TCP port that two parallel grading
+# runs could both pick, none reachable from a sandbox without a network, and no host folder the kernel
+# can write to.
+c.Execute.kernel_manager_class = "grading.preprocessors.SandboxKernelManager"
 c.KernelManager.transport = "ipc"

@@ -112,6 +112,8 @@ def build(slug: str, folder: Path) -> Path:
         (shared / f"{name}.py").write_text(source)
     for name in VISIBLE_ONLY:
         (shared / f"{name}.py").write_text(_stand_in(name))
+    # a regular package (not a namespace one), so no other folder on the kernel's path adds modules to it
+    (grading / "__init__.py").write_text('"""The kernel\'s side of grading (the harness, the wire, the meter)."""\n')
     for name in KERNEL_SIDE:
         shutil.copy(ROOT / "grading" / f"{name}.py", grading / f"{name}.py")
     plots = folder / "matplotlib"

@@ -16,6 +16,7 @@ printing cannot make a huge page.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import json
 import os
@@ -26,15 +27,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import zmq
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.connect import channel_socket_types
 from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import DeadKernelError
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Integer
+from traitlets import DottedObjectName, Integer
 
 from shared.lessons import lesson as find_lesson, lesson_of_grade_id
 
-from . import judge, kernel_tree, redact, rules
+from . import cgroups, judge, kernel_tree, redact, rules, sandbox
 from .harness import MIME
 
 CASES_FILE_HOST_ENV = "MCT_CASES_FILE_HOST"  # read by grading.sandbox when it starts a kernel
@@ -47,6 +51,16 @@ RUN_BROKEN_CELLS = os.environ.get("MCT_RUN_BROKEN_CELLS") == "1"
 # The course's demonstrations (cells tagged demo in the masters) grade nothing: they are not run while grading
 # unless MCT_RUN_DEMOS=1 (tests/test_nbgrader_loop.py grades the solved notebooks both ways).
 RUN_DEMOS = os.environ.get("MCT_RUN_DEMOS") == "1"
+
+# Output a notebook may send, counted in this process as it arrives (what is past a budget is dropped at
+# once, never held): per cell, per notebook, and per message (ZeroMQ refuses a larger one unread).
+CELL_OUTPUT_BYTES = int(os.environ.get("MCT_CELL_OUTPUT_BYTES", 2 * 2**20))
+NOTEBOOK_OUTPUT_BYTES = int(os.environ.get("MCT_NOTEBOOK_OUTPUT_BYTES", 8 * 2**20))
+MAX_MESSAGE_BYTES = 32 * 2**20  # above any lesson's answers (the largest, lesson 040's, are about 12 MB)
+QUEUED_MESSAGES = 32  # output messages waiting to be read: past that a flood is dropped by ZeroMQ, unread
+OUTPUT_MESSAGES = ("stream", "display_data", "execute_result", "error", "update_display_data")
+KERNEL_NOT_STARTED = ("the grading sandbox did not start (bubblewrap failed: its message is in this log): the "
+                      "notebook was not graded; this is the grading machine's set-up, not the student's work")
 
 _drawn: dict[str, dict[str, list]] = {}  # part slug -> this notebook's cases (judge side only)
 
@@ -120,13 +134,19 @@ class SandboxedExecute(Execute):
     it are marked as not run.
     """
 
+    _mct_notebook_bytes = _mct_cell_bytes = 0  # output counted so far (see _within_output_budget)
+    _mct_cut = False
+
     def preprocess(self, nb, resources=None, km=None):
         self._died_at = None
+        self._mct_notebook_bytes = 0
+        self._mct_cell_bytes, self._mct_cut = 0, False
         self._mct = (resources if resources is not None else {}).setdefault("mct", {})
         self._mct.update(answers={}, refused=[])
         return super().preprocess(nb, resources, km)
 
     def preprocess_cell(self, cell, resources, index):
+        self._mct_cell_bytes, self._mct_cut = 0, False
         if cell.cell_type == "code" and not RUN_DEMOS and rules.course_cells(_slug(resources)).is_demo(cell.source):
             cell.outputs = []  # a demonstration of the course's: nothing graded depends on it (tools/build.py)
             return cell, resources
@@ -153,7 +173,28 @@ class SandboxedExecute(Execute):
             if not rest:
                 return None
             msg = {**msg, "content": {**content, "data": rest}}
+        if not self._within_output_budget(msg, cell):
+            return None
         return super().process_message(msg, cell, cell_index)
+
+    def _within_output_budget(self, msg, cell) -> bool:
+        """Count an output message's bytes as it arrives; past the cell's or the notebook's budget, drop it
+        (and say so once in the cell): a flood is never held in the grader's memory."""
+        if msg.get("msg_type") not in OUTPUT_MESSAGES:
+            return True
+        content = msg.get("content") or {}
+        size = (len(str(content.get("text", ""))) if msg["msg_type"] == "stream"
+                else len(json.dumps(content.get("data", content), default=str)))
+        self._mct_cell_bytes += size
+        self._mct_notebook_bytes += size
+        if self._mct_cell_bytes <= CELL_OUTPUT_BYTES and self._mct_notebook_bytes <= NOTEBOOK_OUTPUT_BYTES:
+            return True
+        if not self._mct_cut:
+            self._mct_cut = True
+            cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=(
+                f"[output cut by the grader: more than {CELL_OUTPUT_BYTES:,} bytes in this cell or "
+                f"{NOTEBOOK_OUTPUT_BYTES:,} in the notebook]\n")))
+        return False
 
     def _take_answers(self, msg, cell, cell_index) -> None:
         """Keep one answers message of a lesson's own test cell; refuse any other (and say why)."""
@@ -211,33 +252,73 @@ class SandboxedExecute(Execute):
             return cell, resources
 
 
-class FreshRuntimeKernelManager(AsyncKernelManager):
-    """Each kernel gets a socket folder of its own, removed after it: nothing a notebook leaves
-    there (or a chmod of the folder) can reach the next student's kernel."""
+class SandboxKernelClient(AsyncKernelClient):
+    """The grader's side of a kernel's sockets: no message larger than MAX_MESSAGE_BYTES is ever read.
+
+    ZeroMQ checks a message's announced size before it reads it (``MAXMSGSIZE``) and drops a
+    connection that sends a larger one (the socket connects again at once): a notebook that
+    displays a gigabyte in one message never makes the grader hold it.  And no more than
+    QUEUED_MESSAGES output messages wait to be read (the kernel's side drops the rest): a flood
+    of many messages is not queued in the grader's memory either."""
+
+    def _create_connected_socket(self, channel: str, identity: bytes | None = None):
+        socket = self.context.socket(channel_socket_types[channel])
+        socket.linger = 1000
+        socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        if channel == "iopub":
+            socket.setsockopt(zmq.RCVHWM, QUEUED_MESSAGES)
+        if identity:
+            socket.identity = identity
+        socket.connect(self._make_url(channel))
+        return socket
+
+
+class SandboxKernelManager(AsyncKernelManager):
+    """A kernel in the sandbox (:mod:`grading.sandbox`), and everything of it gone after it.
+
+    Its sockets live in the sandbox's own ``/tmp`` (no host folder is writable by the kernel): the
+    connection file names them as the kernel sees them, and once the sandbox runs, this side reaches
+    them through ``/proc/<pid>/root``.  The connection file sits in a folder of the grader's own that
+    the kernel never sees, and nothing the kernel made is ever followed, changed or removed from this
+    side.  The kernel's control group (:mod:`grading.cgroups`) is emptied and removed with it.
+    Without the sandbox (``MCT_SANDBOX=off``) the sockets are in that private folder."""
+
+    client_class = DottedObjectName("grading.preprocessors.SandboxKernelClient")
 
     async def _async_pre_start_kernel(self, **kwargs):
         base = Path(os.environ["MCT_PRIVATE_DIR"]) / "runtime"
         base.mkdir(parents=True, exist_ok=True)
         self._mct_folder = Path(tempfile.mkdtemp(prefix="kernel-", dir=base))
+        self._mct_sandboxed = sandbox.sandbox_wanted()
+        self._mct_cgroup = f"{cgroups.PREFIX}{secrets.token_hex(6)}"
         self.connection_file = str(self._mct_folder / "kernel.json")
-        self.ip = str(self._mct_folder / "kernel")
+        self.ip = sandbox.INSIDE_IP if self._mct_sandboxed else str(self._mct_folder / "kernel")
         return await super()._async_pre_start_kernel(**kwargs)
+
+    async def _async_launch_kernel(self, kernel_cmd, **kw):
+        kw["env"] = {**(kw.get("env") or os.environ), cgroups.NAME_ENV: self._mct_cgroup}
+        await super()._async_launch_kernel(kernel_cmd, **kw)
+        if self._mct_sandboxed:
+            pid = await asyncio.get_running_loop().run_in_executor(
+                None, sandbox.sandbox_pid, self.provisioner.process.pid)
+            if pid is None:
+                raise RuntimeError(KERNEL_NOT_STARTED)
+            self.ip = f"/proc/{pid}/root{sandbox.INSIDE_IP}"  # the kernel's sockets, from this side
+
+    def cleanup_ipc_files(self) -> None:
+        """A sandboxed kernel's sockets vanish with its /tmp: nothing to remove (and a path through /proc
+        of a pid that may be another process's by now is never touched)."""
+        if not getattr(self, "_mct_sandboxed", True):
+            super().cleanup_ipc_files()
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
+        if restart:
+            return
+        cgroups.remove(getattr(self, "_mct_cgroup", ""))
         folder = getattr(self, "_mct_folder", None)
-        if folder is not None and not restart:
-            subprocess_safe_rmtree(folder)
-
-
-def subprocess_safe_rmtree(folder: Path) -> None:
-    """Remove a folder the sandboxed kernel may have made unreadable (chmod 0)."""
-    for path in [folder, *folder.rglob("*")] if folder.exists() else []:
-        try:
-            path.chmod(0o700)
-        except OSError:
-            pass
-    shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:  # the grader's own folder: the connection file (and unsandboxed, the sockets)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _answers_in(cell: NotebookNode) -> tuple[list[dict[str, Any]], list[NotebookNode]]:
@@ -339,6 +420,36 @@ def _apply_rules(verdict: judge.Verdict, findings: rules.Findings) -> judge.Verd
     return verdict
 
 
+PLAIN_TAG = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
+
+
+def _whole_number(value: Any) -> int | None:
+    """A size as a whole number of pixels, or None (a string of digits counts; nothing else)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and re.fullmatch(r"\d{1,5}", value.strip()):
+        value = int(value)
+    return value if isinstance(value, int) and 0 < value < 100_000 else None
+
+
+def image_sizes(metadata: Any) -> NotebookNode:
+    """Of an output's metadata, only the width and height of its images, as whole numbers."""
+    kept = NotebookNode()
+    if not isinstance(metadata, dict):
+        return kept
+    for key, value in metadata.items():
+        if key in ("width", "height") and _whole_number(value) is not None:
+            kept[key] = _whole_number(value)
+        elif isinstance(key, str) and key.startswith("image/") and isinstance(value, dict):
+            sizes = {k: _whole_number(value.get(k)) for k in ("width", "height")}
+            sizes = {k: v for k, v in sizes.items() if v is not None}
+            if sizes:
+                kept[key] = NotebookNode(sizes)
+    return kept
+
+
 ACTIVE_MIME = ("text/html", "application/javascript", "image/svg+xml", "text/markdown", "text/latex")
 
 
@@ -346,15 +457,23 @@ class SanitizeFeedback(NbGraderPreprocessor):
     """Nothing from a notebook runs in the browser of whoever opens its feedback page.
 
     Raw HTML in markdown cells is shown as text (``<`` escaped), and so are links and images
-    (``](`` and ``]:`` escaped: a link target, however encoded, is never a live URL), and
+    (``](``, ``]:`` and ``://`` escaped: a link target, however encoded, is never a live URL), and
     outputs keep only their plain-text and image forms (HTML, JavaScript, SVG and markdown
-    outputs are dropped where a plain-text form exists, else replaced by a note).
+    outputs are dropped where a plain-text form exists, else replaced by a note).  No value
+    from the notebook lands in an HTML attribute unchecked: an output's metadata keeps only an
+    image's width and height, as whole numbers (nbconvert writes them unquoted), and a cell's
+    tags (written into its class) only plain words.
     """
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]):
         for cell in nb.cells:
+            tags = cell.get("metadata", {}).get("tags")
+            if tags is not None:
+                cell.metadata["tags"] = [t for t in tags if isinstance(t, str) and PLAIN_TAG.match(t)] \
+                    if isinstance(tags, list) else []
             if cell.cell_type in ("markdown", "raw"):
                 text = cell.source.replace("<", "&lt;").replace("](", "]&#40;").replace("]:", "]&#58;")
+                text = text.replace("://", ":&#47;&#47;")  # a bare URL is not turned into a link either
                 cell.source = re.sub(r"(?i)javascript:", "javascript&#58;", text)
                 cell.pop("attachments", None)
             for output in cell.get("outputs", []):
@@ -365,4 +484,5 @@ class SanitizeFeedback(NbGraderPreprocessor):
                     del data[mime]
                 if not data:
                     data["text/plain"] = "[rich output not shown in feedback]"
+                output["metadata"] = image_sizes(output.get("metadata"))
         return nb, resources

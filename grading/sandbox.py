@@ -2,57 +2,76 @@
 
     python -m grading.sandbox -f {connection_file}
 
-The kernel runs under Debian's ``bubblewrap`` as an unprivileged user (started by
-root: a uid of its own, no account, no capabilities):
+The kernel runs under Debian's ``bubblewrap``, an operating-system boundary built
+as an allow-list: it sees only what it needs to run, and nothing else of the host.
 
-- the whole file system is read-only, and these are not there at all (empty
-  folders): the course's checkout (its reference solutions, sources, helper
-  package, tests and history) apart from the Python environment the kernel runs
-  on, the course directory (the gradebook, other students' work), the grader's
-  private folders (but for the kernel's own socket folder), ``/tmp``, ``/home``
-  and ``/root`` apart from what Python itself needs;
-- what the kernel may import of the course is its own tree (``grading/kernel_tree.py``):
-  the helper library with the graded part's answers redacted, inert stand-ins for
-  what only the visible tests use, and the harness; first on ``PYTHONPATH``;
-- no network, no other process visible (own PID namespace), no environment
-  from the grader (only what a kernel needs);
-- the only writable place is a private ``/tmp`` that vanishes with the kernel;
-  the notebook runs in an empty folder there, so nothing submitted beside it
-  (a ``shared/`` package, a ``.py`` file) can shadow the course's modules;
-- limits: address space, processes, file size, CPU time, and wall-clock time
-  for the whole notebook (the kernel is killed after it).
+- **What it sees**, read-only: the system's programs and libraries (``/usr``, the
+  ``/lib`` and ``/bin`` links, the dynamic linker's cache and the time zone), the
+  Python it runs on (its installation and the course's virtual environment, wherever
+  they live: under ``/root``, a home folder, ``/opt``), its own tree of the course's
+  modules (``grading/kernel_tree.py``: the helper library with the graded part's
+  answers redacted, inert stand-ins for what only the visible tests use, the
+  harness), its cases, and the connection file.  Not the course's checkout, not
+  the course directory (other students' work, the gradebook), not another clone,
+  not anyone's home, not ``/etc``, ``/var`` or ``/srv``.
+- **Where it writes**: only its own ``/tmp``, a tmpfs of bounded size that vanishes
+  with it.  Its sockets are there too: the grader reaches them through
+  ``/proc/<pid>/root`` (:func:`sandbox_pid`), so no host folder is writable by the
+  kernel, and nothing it creates is ever followed, changed or removed by the grader.
+- **Who it is**: started by root, an unprivileged uid of its own (no account, no
+  capabilities), so limits per user never reach another notebook; started by anyone
+  else, that user in an unprivileged user namespace.  No network, its own process
+  namespace, no environment from the grader but what a kernel needs.
+- **Limits for everything it starts**: a control group of its own where the grader
+  can make one (``grading/cgroups.py``: memory of every process and its tmpfs
+  together, processes, a CPU quota), else limits per process (address space, file
+  size, CPU time, processes of its own uid); and wall-clock time for the whole
+  notebook (the kernel is killed after it).
 
-``MCT_SANDBOX=off`` runs the kernel without bubblewrap (a learner grading
-their own notebooks, or an instructor who trusts the class); every report of
-such a run says so.  Without bubblewrap and without that opt-out, the kernel
-refuses to start.
+``MCT_SANDBOX=off`` runs the kernel without bubblewrap (a learner grading their own
+notebooks, or an instructor who trusts the class); every report of such a run says
+so.  Without bubblewrap and without that opt-out, the kernel refuses to start.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
 import sys
+import time
 from pathlib import Path
+
+from . import cgroups
 
 ROOT = Path(__file__).resolve().parent.parent
 SANDBOX_ENV = "MCT_SANDBOX"
 NOBODY = 65534
 KERNEL_UIDS = (200_000, 100_000)  # first uid, how many: each kernel its own, so that limits per user
                                   # (processes) of one notebook never reach another's
-INSIDE_CASES = "/tmp/mct/cases.json"
-INSIDE_REVEAL = "/tmp/mct/reveal"
-INSIDE_TREE = "/tmp/mct/course"
+INSIDE = "/tmp/mct"                        # the grader's things, inside the sandbox's own /tmp
+INSIDE_CASES = f"{INSIDE}/cases.json"
+INSIDE_REVEAL = f"{INSIDE}/reveal"
+INSIDE_TREE = f"{INSIDE}/course"
+INSIDE_RUN = f"{INSIDE}/run"               # the kernel's sockets and its connection file
+INSIDE_CONNECTION = f"{INSIDE}/kernel.json"
+INSIDE_IP = f"{INSIDE_RUN}/kernel"         # the ipc address prefix in the connection file
+TMP_BYTES = int(os.environ.get("MCT_KERNEL_TMP", 256 * 2**20))  # the sandbox's /tmp: its only writable place
 
-LIMITS = {  # resource -> (soft, hard); generous for a course notebook, tight for a bomb
-    resource.RLIMIT_AS: int(os.environ.get("MCT_KERNEL_MEMORY", 6 * 2**30)),
+MEMORY = int(os.environ.get("MCT_KERNEL_MEMORY", 6 * 2**30))  # everything the sandbox holds (its control group)
+ADDRESS_SPACE = int(os.environ.get("MCT_KERNEL_ADDRESS_SPACE", 6 * 2**30))  # each process (the fallback)
+PROCESSES = int(os.environ.get("MCT_KERNEL_PROCESSES", 128))  # tasks: the kernel's threads count too
+LIMITS = {  # resource -> (soft, hard); per process: the fallback, and a second wall
+    resource.RLIMIT_AS: ADDRESS_SPACE,
     resource.RLIMIT_NPROC: 256,
     resource.RLIMIT_FSIZE: 200 * 2**20,
     resource.RLIMIT_CPU: int(os.environ.get("MCT_NOTEBOOK_SECONDS", 600)) * 2,
     resource.RLIMIT_CORE: 0,
 }
 PASSED_ENV = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYDEVD_DISABLE_FILE_VALIDATION")
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
 
 
 def sandbox_wanted() -> bool:
@@ -68,7 +87,8 @@ def missing_sandbox_message() -> str:
             "(or, for a trusted class only, MCT_SANDBOX=off)")
 
 
-def kernel_env(cases_file: str | None, home: str, tree: str | None = None) -> dict[str, str]:
+def kernel_env(cases_file: str | None, home: str, tree: str | None = None,
+               runtime: str | None = None) -> dict[str, str]:
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
     if tree:
         env["PYTHONPATH"] = tree
@@ -76,7 +96,7 @@ def kernel_env(cases_file: str | None, home: str, tree: str | None = None) -> di
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
         "HOME": home, "IPYTHONDIR": f"{home}/.ipython", "MPLCONFIGDIR": f"{home}/.matplotlib",
         "MPLBACKEND": "module://matplotlib_inline.backend_inline",
-        "JUPYTER_RUNTIME_DIR": os.environ.get("JUPYTER_RUNTIME_DIR", f"{home}/runtime"),
+        "JUPYTER_RUNTIME_DIR": runtime or f"{home}/runtime",
         "MCT_GRADING": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
         "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
     })
@@ -85,93 +105,92 @@ def kernel_env(cases_file: str | None, home: str, tree: str | None = None) -> di
     return env
 
 
-def _reveal_dir(inside: bool) -> str | None:
-    host = os.environ.get("MCT_REVEAL_DIR_HOST")
-    return (INSIDE_REVEAL if inside else host) if host else None
-
-
-TOP_HIDDEN = ("/home", "/root", "/tmp", "/var/tmp", "/run")
+def python_folders() -> list[Path]:
+    """What the kernel needs of the host besides the system: the Python it runs on (an installation and
+    a virtual environment, wherever they are, and any folder of packages a ``.pth`` file adds), outermost
+    first.  Never the course's checkout itself (an editable install may put it on ``sys.path``), only the
+    virtual environment inside it."""
+    found = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(sys.executable).resolve().parent}
+    checkout = ROOT.resolve()
+    for entry in sys.path[1:]:
+        folder = Path(entry).resolve() if entry else None
+        if folder is not None and folder.is_dir() and not _under(folder, checkout) and not _under(checkout, folder):
+            found.add(folder)
+    found = {folder for folder in found if not any(_under(folder, Path(system)) for system in SYSTEM)}
+    outermost = [f for f in found if not any(f != other and _under(f, other) for other in found)]
+    return sorted(outermost, key=lambda p: (len(p.parts), str(p)))
 
 
 def _under(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def kept_folders() -> list[Path]:
-    """What the kernel needs of the host: the Python it runs on (perhaps inside a hidden folder)."""
-    return sorted({Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}, key=lambda p: len(str(p)))
+class _Mounts:
+    """A bwrap command line under construction: every folder made on the way is 0755 (bwrap would make a
+    missing parent 0700 and root's, and a kernel of another uid could not pass it)."""
 
+    def __init__(self) -> None:
+        self.args: list[str] = []
+        self.made: set[str] = {"/"}
 
-def git_paths() -> list[Path]:
-    """The repository, whose history holds the solutions: ``ROOT/.git``, and in a git worktree
-    (where ``.git`` is a file naming the repository) that file and the repository's own folder."""
-    git = ROOT / ".git"
-    if not git.is_file():
-        return [git]
-    text = git.read_text(errors="replace")
-    if not text.startswith("gitdir:"):
-        return [git]
-    gitdir = (ROOT / text.split(":", 1)[1].strip()).resolve()
-    common = gitdir
-    if (gitdir / "commondir").is_file():
-        common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
-    return [git, common]
+    def folder(self, path: str, perms: str = "0755") -> None:
+        for parent in [*reversed(Path(path).parents), Path(path)]:
+            if str(parent) not in self.made:
+                self.args += ["--perms", perms if parent == Path(path) else "0755", "--dir", str(parent)]
+                self.made.add(str(parent))
 
+    def bind(self, host: str, inside: str, writable: bool = False) -> None:
+        self.folder(str(Path(inside).parent))
+        self.args += ["--bind" if writable else "--ro-bind", host, inside]
+        self.made.add(inside)
 
-def inner_hidden_folders() -> list[Path]:
-    """Folders (and files) the kernel must not see: the whole checkout, and a worktree's repository."""
-    folders = [ROOT, *git_paths()]
-    folders += [Path(os.environ[name]) for name in ("MCT_COURSE_DIR", "MCT_PRIVATE_DIR") if os.environ.get(name)]
-    return [f.resolve() for f in folders if f.exists()]
+    def system(self) -> None:
+        for path in SYSTEM:
+            if os.path.islink(path):  # merged /usr: /bin -> usr/bin
+                self.args += ["--symlink", os.readlink(path), path]
+                self.made.add(path)
+            elif os.path.isdir(path):
+                self.bind(path, path)
+        for path in SYSTEM_FILES:
+            if os.path.exists(path):
+                self.bind(path, path)
 
 
 def bwrap_command(kernel: list[str], connection_file: str, cases_file: str | None, uid: int = NOBODY) -> list[str]:
-    """The bwrap command line (see the module docstring for what it hides and allows).
+    """The bwrap command line (see the module docstring for what it shows and allows).
 
-    Run by root, bwrap itself stays root so that it can put back what the kernel needs from
-    folders nobody may enter (a Python under /root), and hands the kernel to ``nobody`` with
-    ``setpriv`` (no capabilities left).  Run by anyone else, bwrap creates a user namespace and
-    the kernel keeps that (unprivileged) user.
+    Run by root, bwrap itself stays root so that it can mount what the kernel needs from folders
+    nobody may enter (a Python under /root, a home folder of mode 0700), and hands the kernel to an
+    unprivileged uid with ``setpriv`` (no capabilities left).  Run by anyone else, bwrap creates a
+    user namespace and the kernel keeps that (unprivileged) user.
     """
     as_root = os.getuid() == 0
-    runtime = Path(connection_file).resolve().parent
     namespaces = (["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
                   if as_root else ["--unshare-all"])
-    command = [bwrap_path(), *namespaces, "--die-with-parent", "--new-session",
-               "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
-    tops = [Path(top) for top in TOP_HIDDEN if Path(top).exists()]
-    for top in tops:
-        command += ["--perms", "1777", "--size", str(256 * 2**20), "--tmpfs", str(top)]
-    kept, hidden = kept_folders(), inner_hidden_folders()
-
-    def hide(folder: Path) -> list[str]:  # a file (a worktree's .git) behind an empty one, a folder behind a tmpfs
-        return ["--ro-bind", "/dev/null", str(folder)] if folder.is_file() else ["--tmpfs", str(folder)]
-
-    for folder in hidden:  # the checkout, the course directory, the grader's private folder
-        if not any(_under(folder, top) for top in tops):
-            command += hide(folder)
-    for folder in kept:  # put back the Python the kernel runs on, from inside whatever hid it
-        if any(_under(folder, other) for other in [*tops, *hidden]):
-            command += ["--ro-bind", str(folder), str(folder)]
-    for folder in hidden:  # and hide again what lies inside it
-        if any(_under(folder, k) and folder != k for k in kept):
-            command += hide(folder)
-    for top in tops:  # the runtime folder keeps its path (the connection file names it): make its parents
-        if _under(runtime, top):
-            for parent in reversed([p for p in runtime.parents if _under(p, top) and p != top]):
-                command += ["--perms", "0755", "--dir", str(parent)]
-    command += ["--bind", str(runtime), str(runtime), "--perms", "1777", "--dir", "/tmp/work"]
+    mounts = _Mounts()
+    mounts.system()
+    mounts.args += ["--proc", "/proc", "--dev", "/dev"]
+    mounts.args += ["--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+    mounts.made.add("/tmp")
+    for folder in python_folders():
+        mounts.bind(str(folder), str(folder))
+    mounts.folder(INSIDE)
+    mounts.folder(INSIDE_RUN, perms="1777")
+    mounts.folder("/tmp/work", perms="1777")
+    mounts.bind(connection_file, INSIDE_CONNECTION)
     if cases_file:
-        command += ["--perms", "0755", "--dir", str(Path(INSIDE_CASES).parent), "--ro-bind", cases_file, INSIDE_CASES]
+        mounts.bind(cases_file, INSIDE_CASES)
     tree = os.environ.get("MCT_KERNEL_TREE_HOST")
     if tree:  # the modules the kernel may import: the redacted library, stand-ins, the harness
-        command += ["--ro-bind", tree, INSIDE_TREE]
+        mounts.bind(tree, INSIDE_TREE)
     reveal = os.environ.get("MCT_REVEAL_DIR_HOST")
     if reveal:
-        command += ["--ro-bind", reveal, INSIDE_REVEAL]
-    command += ["--clearenv"]
-    for name, value in {**kernel_env(INSIDE_CASES if cases_file else None, "/tmp", INSIDE_TREE if tree else None),
-                        **({"MCT_REVEAL_DIR": INSIDE_REVEAL} if reveal else {})}.items():
+        mounts.bind(reveal, INSIDE_REVEAL)
+    command = [bwrap_path(), *namespaces, "--die-with-parent", "--new-session", *mounts.args,
+               "--remount-ro", "/", "--clearenv"]
+    env = {**kernel_env(INSIDE_CASES if cases_file else None, "/tmp", INSIDE_TREE if tree else None, INSIDE_RUN),
+           **({"MCT_REVEAL_DIR": INSIDE_REVEAL} if reveal else {})}
+    for name, value in env.items():
         command += ["--setenv", name, value]
     command += ["--chdir", "/tmp/work"]
     if as_root:
@@ -196,37 +215,94 @@ def kernel_uid() -> int:
     return first + int.from_bytes(os.urandom(4), "little") % count
 
 
-def _hand_to_nobody(connection_file: str, uid: int) -> None:
-    """As root, the kernel runs as an unprivileged uid of its own: it needs its connection file and
-    socket folder, which must be the grader's private runtime folder (never a shared one such as /tmp)."""
-    runtime = Path(connection_file).resolve().parent
-    private = Path(os.environ.get("MCT_PRIVATE_DIR", "/nonexistent")).resolve()
-    if runtime.parent != private / "runtime":
-        raise SystemExit(f"grading.sandbox: the connection file must be in a folder of its own in "
-                         f"{private / 'runtime'}, not in {runtime}")
-    os.chown(connection_file, uid, uid)
-    os.chown(runtime, uid, uid)
+def _readable_by(connection_file: str, uid: int) -> None:
+    """As root, the kernel (an unprivileged uid of its own) must read its connection file: the grader's own
+    file, in the grader's private folder, which the kernel never sees (nothing there can be a link of its)."""
+    os.chown(connection_file, uid, uid, follow_symlinks=False)
+
+
+def sandbox_pid(launcher: int, timeout: float = 20.0) -> int | None:
+    """The first process below ``launcher`` that lives in the sandbox's mount namespace (bwrap's child),
+    waited for up to ``timeout`` seconds: ``/proc/<it>/root`` is the sandbox's file system."""
+    own = os.readlink("/proc/self/ns/mnt")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        queue = [launcher]
+        while queue:
+            pid = queue.pop(0)
+            try:
+                if pid != launcher and os.readlink(f"/proc/{pid}/ns/mnt") != own:
+                    return pid
+                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            except OSError:
+                continue
+            queue += [int(child) for child in children]
+        if not Path(f"/proc/{launcher}").exists():
+            return None
+        time.sleep(0.01)
+    return None
+
+
+PREFLIGHT = "import ipykernel_launcher, numpy, zmq; print('the sandbox runs Python')"
+
+
+def preflight(timeout: float = 60.0) -> str | None:
+    """Start Python in the sandbox exactly as a grading kernel starts (the same mounts, user and limits)
+    and import what a kernel needs; None when it works, else why not, for the instructor.
+
+    Grading tools call this before they grade anyone, so that a machine where the sandbox cannot run
+    (bubblewrap refused, Python out of its reach) is an error on the grader's side, never a 0 for a
+    student."""
+    if not sandbox_wanted():
+        return None
+    if bwrap_path() is None:
+        return missing_sandbox_message()
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="mct-preflight-") as folder:
+        connection = Path(folder) / "kernel.json"
+        connection.write_text("{}")
+        uid = kernel_uid() if os.getuid() == 0 else os.getuid()
+        if os.getuid() == 0:
+            _readable_by(str(connection), uid)
+        command = bwrap_command([sys.executable, "-c", PREFLIGHT], str(connection), None, uid)
+        try:
+            run = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                                 preexec_fn=_apply_limits)
+        except subprocess.TimeoutExpired:
+            return f"Python did not start in the grading sandbox within {timeout:g} s"
+    if run.returncode == 0 and "the sandbox runs Python" in run.stdout:
+        return None
+    said = (run.stderr.strip().splitlines() or [f"exit status {run.returncode}"])[-1][:300]
+    return (f"Python does not start in the grading sandbox on this machine ({said}); the sandbox shows the "
+            f"kernel {', '.join(str(p) for p in python_folders())} and the system's /usr: is the Python "
+            f"the course runs on readable there by an unprivileged user, and is MCT_KERNEL_ADDRESS_SPACE enough to start it?")
 
 
 def main(argv: list[str]) -> None:
     if "-f" not in argv:
         raise SystemExit("usage: python -m grading.sandbox -f CONNECTION_FILE")
     connection_file = argv[argv.index("-f") + 1]
-    kernel = [sys.executable, "-m", "ipykernel_launcher", *argv]
     cases_file = os.environ.get("MCT_CASES_FILE_HOST")
     seconds = os.environ.get("MCT_NOTEBOOK_SECONDS", "600")
     if not sandbox_wanted():
         home = os.environ.get("MCT_PRIVATE_DIR") or "/tmp"
-        reveal = _reveal_dir(inside=False)
-        os.execve(sys.executable, kernel, {**kernel_env(cases_file, home, os.environ.get("MCT_KERNEL_TREE_HOST")),
-                                           **({"MCT_REVEAL_DIR": reveal} if reveal else {}),
-                                           "JUPYTER_RUNTIME_DIR": str(Path(connection_file).parent)})
+        reveal = os.environ.get("MCT_REVEAL_DIR_HOST")
+        kernel = [sys.executable, "-m", "ipykernel_launcher", *argv]
+        os.execve(sys.executable, kernel, {**kernel_env(cases_file, home, os.environ.get("MCT_KERNEL_TREE_HOST"),
+                                                        str(Path(connection_file).parent)),
+                                           **({"MCT_REVEAL_DIR": reveal} if reveal else {})})
     if bwrap_path() is None:
         print(missing_sandbox_message(), file=sys.stderr)
         raise SystemExit(3)
+    inside = [arg if arg != connection_file else INSIDE_CONNECTION for arg in argv]
+    kernel = [sys.executable, "-m", "ipykernel_launcher", *inside]
     uid = kernel_uid() if os.getuid() == 0 else os.getuid()
     if os.getuid() == 0:
-        _hand_to_nobody(connection_file, uid)
+        _readable_by(connection_file, uid)
+    group = os.environ.get(cgroups.NAME_ENV)
+    if group and cgroups.enter(group, cgroups.Limits(MEMORY, PROCESSES)) is None:
+        print(f"grading.sandbox: {cgroups.describe(None)}", file=sys.stderr)
     command = bwrap_command(kernel, connection_file, cases_file, uid)
     _apply_limits()
     timeout = shutil.which("timeout")

@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -57,25 +58,41 @@ def test_learner_jupyterlab_hides_the_instructor_panels():
         assert f"@jupyter/nbgrader:{panel}" in disabled
 
 
-def test_the_sandbox_hides_the_repository_also_from_a_git_worktree(tmp_path, monkeypatch):
-    """In a worktree ``.git`` is a file naming the repository: the checkout (and its ``.git``) and the
-    repository are hidden, and nothing binds them back (the history holds the solutions)."""
+def test_the_sandbox_shows_only_an_allow_list_of_the_host(tmp_path):
+    """What the kernel sees of the host is bound in one by one: the system's folders, the Python it runs on,
+    and the grader's files for it; nothing of the checkout but the virtual environment (its sources, its
+    solutions, its history), no home folder, no course directory."""
     from grading import sandbox
-    repository = tmp_path / "repo" / ".git"
-    (repository / "worktrees" / "part").mkdir(parents=True)
-    (repository / "worktrees" / "part" / "commondir").write_text("../..\n")
-    checkout = tmp_path / "part"
-    checkout.mkdir()
-    (checkout / ".git").write_text(f"gitdir: {repository / 'worktrees' / 'part'}\n")
-    monkeypatch.setattr(sandbox, "ROOT", checkout)
-    assert sandbox.git_paths() == [checkout / ".git", repository.resolve()]
-    assert {checkout.resolve(), repository.resolve()} <= set(sandbox.inner_hidden_folders())
-    command = sandbox.bwrap_command(["python"], str(tmp_path / "runtime" / "kernel.json"), None)
-    for hidden in (checkout.resolve(), repository.resolve()):
-        under_top = any(str(hidden).startswith(top + "/") for top in sandbox.TOP_HIDDEN)
-        assert under_top or command[command.index(str(hidden)) - 1] == "--tmpfs", hidden
-        bound_back = [command[i + 1] for i, word in enumerate(command[:-1]) if word in ("--ro-bind", "--bind")]
-        assert not any(str(b) == str(hidden) or str(b).startswith(str(hidden) + "/") for b in bound_back
-                       if not str(b).startswith(str(tmp_path / "runtime"))), (hidden, bound_back)
-    monkeypatch.setattr(sandbox, "ROOT", tmp_path / "repo")
-    assert sandbox.git_paths() == [tmp_path / "repo" / ".git"]
+    connection = tmp_path / "private" / "kernel.json"
+    command = sandbox.bwrap_command(["python"], str(connection), None)
+    assert command.index("--") > command.index("--remount-ro")
+    pairs = [(command[i + 1], command[i + 2]) for i, word in enumerate(command) if word in ("--ro-bind", "--bind")]
+    assert not [word for word in command if word == "--bind"], "nothing of the host is writable by the kernel"
+    allowed = [Path(p) for p in sandbox.SYSTEM + sandbox.SYSTEM_FILES] + sandbox.python_folders()
+    for source, target in pairs:
+        if source == str(connection):
+            assert target == sandbox.INSIDE_CONNECTION
+            continue
+        assert any(Path(source) == a or a in Path(source).parents for a in allowed), source
+        assert source == target, (source, target)
+    venv = Path(sys.prefix).resolve()
+    for source, _ in pairs:
+        inside_checkout = Path(source) == ROOT or ROOT in Path(source).parents
+        assert not inside_checkout or Path(source) == venv or venv in Path(source).parents, source
+        assert Path(source) not in ROOT.parents, source
+        assert not source.startswith(("/home", "/srv")) or Path(source) in sandbox.python_folders(), source
+
+
+def test_make_lab_never_puts_its_token_on_a_command_line(tmp_path):
+    """Any user of the machine can read a process's command line (/proc/<pid>/cmdline): the token goes
+    to JupyterLab through its environment."""
+    shown = subprocess.run(["make", "--no-print-directory", "-n", "-o", ".venv/.installed", "lab",
+                            "LAB_TOKEN=mct-secret-token-42"], cwd=ROOT, capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    assert "jupyter lab" in shown.stdout and "mct-secret-token-42" not in shown.stdout, shown.stdout
+    (tmp_path / "jupyter").write_text("#!/bin/sh\nenv\n")  # a JupyterLab that shows its environment
+    (tmp_path / "jupyter").chmod(0o755)
+    exported = subprocess.run(["make", "--no-print-directory", "-o", ".venv/.installed", "lab",
+                               "LAB_TOKEN=mct-secret-token-42", f"BIN={tmp_path}"],
+                              cwd=ROOT, capture_output=True, text=True)
+    assert "\nJUPYTER_TOKEN=mct-secret-token-42\n" in exported.stdout, exported.stdout[-2000:]

@@ -28,7 +28,7 @@ import nbformat
 
 from grading import nbgrader_cli
 from grading.judge import landed_parts
-from grading.sandbox import bwrap_path
+from grading.sandbox import bwrap_path, preflight, sandbox_wanted
 from shared.lessons import lesson as find_lesson, lesson_of_grade_id, lessons_of
 from shared.progress import record_graded
 
@@ -112,9 +112,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no landed part matches {args.part!r}; parts: {landed_parts()}")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON", "PYTHONPATH"))}
     env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", MCT_COURSE_DIR=str(args.course.resolve()))
-    if bwrap_path() is None:
+    unsandboxed = None
+    if not sandbox_wanted():
+        unsandboxed = "MCT_SANDBOX=off"
+    elif bwrap_path() is None:
+        unsandboxed = "bubblewrap is not installed"
+    else:
+        problem = preflight()
+        unsandboxed = f"the sandbox cannot run here: {problem}" if problem else None
+    if unsandboxed:
         env["MCT_SANDBOX"] = "off"
-        print("grading without a sandbox (bubblewrap is not installed): fine for your own notebooks")
+        print(f"NOTE: grading WITHOUT a sandbox ({unsandboxed}): fine for your own notebooks")
     course = args.course.resolve()
     prepare(course, parts)
     for slug in parts:
@@ -133,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     earned = sum(find_lesson(code).points for code, ok in results.items() if ok)
     possible = sum(lesson.points for slug in parts for lesson in lessons_of(slug))
     print(f"\ngraded: {earned}/{possible} XP in {len(parts)} part(s); `make progress` shows every lesson")
+    if unsandboxed:
+        print(f"NOTE: graded WITHOUT a sandbox ({unsandboxed})")
     return 0
 
 

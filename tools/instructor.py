@@ -34,6 +34,7 @@ import atexit
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,7 +49,8 @@ from pathlib import Path
 from grading import nbgrader_cli
 from grading.harness import MIME
 from grading.judge import landed_parts as judge_landed_parts
-from grading.sandbox import bwrap_path, missing_sandbox_message, sandbox_wanted
+from grading.cgroups import describe as describe_limits, probe as probe_limits
+from grading.sandbox import bwrap_path, missing_sandbox_message, preflight, sandbox_wanted
 from shared.lessons import TOTAL_POINTS, lessons_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -249,6 +251,13 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
         return 2
     if not sandbox_wanted():
         print(f"NOTE: {NO_SANDBOX_NOTE}")
+    else:
+        problem = preflight()
+        if problem:  # the grading machine's problem: nobody is graded, so nobody gets a 0 for it
+            print(f"cannot grade on this machine: {problem}", file=sys.stderr)
+            return 2
+        limits = describe_limits(probe_limits())
+        print(limits)
     prepare_course(course, parts)
     if not (course / "gradebook.db").is_file():
         print("no gradebook: run `make release` first", file=sys.stderr)
@@ -316,6 +325,8 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
     print_manual_grading(course, parts, students, done)
     if not sandbox_wanted():
         print(f"\nNOTE: {NO_SANDBOX_NOTE}")
+    elif limits.startswith("NOTE"):
+        print(f"\n{limits}")
     return 0
 
 
@@ -440,7 +451,8 @@ def feedback_problems(folder: Path, slug: str) -> list[str]:
 
 
 class _ActiveHTML(HTMLParser):
-    """Finds what would run in a browser in a page's <body> (nbconvert's own scripts sit in <head>)."""
+    """Every attribute in a page's <body> must be one the course's pages use, with a value of the kind they
+    use (nbconvert's own scripts and styles sit in <head>): anything else, from a notebook, is reported."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -450,18 +462,48 @@ class _ActiveHTML(HTMLParser):
         self.in_body = self.in_body or tag == "body"
         if not self.in_body:
             return
-        if tag in ("script", "iframe", "object", "embed"):
+        if tag in ("script", "iframe", "object", "embed", "form", "input", "button", "style", "link", "meta",
+                   "base", "svg", "math"):
             self.found.append(f"<{tag}>")
         for name, value in attrs:
-            if name.startswith("on"):
-                self.found.append(f"<{tag} {name}=...>")
-            elif name in ("href", "src", "action", "formaction") and (value or "").strip().lower().startswith(
-                    ("javascript:", "data:text/html")):
-                self.found.append(f"<{tag} {name}={value[:20]!r}>")
+            why = _unsafe_attribute(tag, name, value or "")
+            if why:
+                self.found.append(f"<{tag} {name}={(value or '')[:30]!r}> ({why})")
+
+
+_PLAIN = {"class", "id", "name", "alt", "title", "lang", "dir", "colspan", "rowspan", "align", "role"}
+_IMAGE_DATA = re.compile(r"\Adata:image/(png|jpeg|gif);base64,[A-Za-z0-9+/=\s]*\Z")
+_SIZE = re.compile(r"\A\d{1,5}(\.\d+)?(px)?\Z")
+# The styles nbconvert itself writes in a page's body: a table cell's alignment, and the colours and weights of
+# an error's traceback (ANSI colours turned into HTML).  Nothing else, so a notebook cannot cover the page.
+_DECLARATION = (r"\s*(text-align:\s*(left|right|center)|(background-)?color:\s*rgb\(\d{1,3},\s*\d{1,3},\s*\d{1,3}\)"
+                r"|font-weight:\s*bold|font-style:\s*italic|text-decoration:\s*underline)\s*")
+_STYLE = re.compile(rf"\A{_DECLARATION}(;{_DECLARATION})*;?\s*\Z")
+
+
+def _unsafe_attribute(tag: str, name: str, value: str) -> str | None:
+    """Why an attribute may run something or change the page's behaviour (None: it is one of the page's own)."""
+    name = name.lower()
+    if name.startswith("on"):
+        return "an event handler"
+    if name in _PLAIN or name.startswith("aria-") or name.startswith("data-"):
+        return "a link outside the page" if name == "name" and "/" in value else None
+    if name == "href":
+        return None if value.startswith("#") else "a link"
+    if name == "src":
+        return None if tag == "img" and _IMAGE_DATA.match(value) else "a source that is not an embedded image"
+    if name in ("width", "height"):
+        return None if _SIZE.match(value) else "a size that is not a number"
+    if name == "tabindex":
+        return None if tag == "div" and value in ("-1", "0") else "focus order"
+    if name == "style":
+        return None if _STYLE.match(value) else "a style"
+    return "an attribute the course's pages do not use"
 
 
 def active_html(page: str) -> list[str]:
-    """Tags and attributes in ``page``'s body that run code: scripts, frames, on* handlers, javascript: links."""
+    """What in ``page``'s body could run or change the page: any tag or attribute the course's pages do not use
+    (an allow-list, checked by parsing the page)."""
     parser = _ActiveHTML()
     parser.feed(page)
     return sorted(set(parser.found))
