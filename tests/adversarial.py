@@ -1169,8 +1169,8 @@ print("ADV-CONFIG-WRITTEN:", json.dumps(sorted({{os.path.dirname(p) for p in wri
 
 
 def runtime_chmod(slug: str) -> Adversary:
-    """The grader's runtime folder (bound into the sandbox, shared with the next kernel of the same
-    nbgrader run) made unusable: the honest student graded next must still be graded."""
+    """The kernel's socket folder made unusable (it lives in the sandbox's own /tmp, which the grader
+    reaches through /proc and never changes): the honest student graded next must still be graded."""
     target = lessons_of(slug)[3]
     notebook = make_submission(slug, {target.function: cell(slug, target.function, wrong(target.function))},
                                default="reference")
@@ -1180,8 +1180,107 @@ def runtime_chmod(slug: str) -> Adversary:
                           "os.chmod(runtime, 0)", "adversarial-runtime")
     return Adversary("runtime_chmod", slug, notebook, all_lessons(slug, 0, WITHHELD), flagged=(WITHHELD,),
                      student="zy-runtime-chmod",
-                     description="the kernel's socket folder (the grader's, bound into the sandbox) chmod 0 "
-                                 "at the end of the notebook")
+                     description="the kernel's socket folder (in its sandbox's /tmp) chmod 0 at the end of "
+                                 "the notebook")
+
+
+def host_reach(slug: str, ctx: Context) -> Adversary:
+    """Everything a notebook could do to the host around its kernel (issue: the sandbox as an
+    operating-system boundary), in one cell outside every lesson (so its grade is withheld, and it
+    runs in this suite): read another clone's solutions, a file in another user's home and the course
+    directory; leave links, FIFOs and hard links aimed at the host in every folder it can write; fill
+    its disk; hold memory across many processes; display a gigabyte; put an attribute into its
+    feedback page through an image's width.  The honest students graded with it keep their marks."""
+    decoys = ctx.course.parent / f"decoys-{ctx.token}"
+    secret = f"{MARKER}-secret-{ctx.token}"
+    for path in (decoys / "other-clone" / "solutions" / f"{slug}.py", decoys / "home" / "other" / "notes.txt"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{secret}\n")
+    targets = [str(decoys / "other-clone" / "solutions" / f"{slug}.py"), str(decoys / "home" / "other" / "notes.txt"),
+               str(ROOT / "solutions" / f"{slug}.py"), str(ctx.course / "gradebook.db"),
+               str(ctx.course / "source" / slug / f"{slug}.ipynb")]
+    source = f'''
+import base64, os, time
+read = []
+for path in {targets!r}:
+    try:
+        with open(path, "rb") as handle:
+            read.append(path + ": " + handle.read(200).decode(errors="replace"))
+    except OSError as error:
+        pass
+print("ADV-READ:", read)
+left = []
+for folder in {{"/tmp", "/tmp/work", "/tmp/mct", "/tmp/mct/run", os.getcwd(), os.environ.get("HOME", "/tmp"),
+               os.environ.get("JUPYTER_RUNTIME_DIR", "/tmp")}}:
+    for name, make in (("link-root", lambda p: os.symlink("/", p)),
+                       ("link-numpy", lambda p: os.symlink(os.path.dirname(os.__file__), p)),
+                       ("link-course", lambda p: os.symlink({str(ctx.course)!r}, p)),
+                       ("fifo", lambda p: os.mkfifo(p)),
+                       ("hard-python", lambda p: os.link(os.path.realpath("/proc/self/exe"), p))):
+        try:
+            make(os.path.join(folder, name + "-{ctx.token}"))
+            left.append(os.path.join(folder, name))
+        except OSError:
+            pass
+print("ADV-LEFT:", len(left))
+written = 0
+try:  # the disk: as much as the sandbox lets a notebook write
+    with open("/tmp/work/filler", "wb") as handle:
+        block = b"x" * 2**20
+        while written < 64 * 2**30:
+            handle.write(block)
+            written += len(block)
+except OSError as error:
+    print("ADV-DISK: stopped after", written // 2**20, "MiB:", type(error).__name__)
+# ---- (a cell of its own)
+import os, time
+children = []
+for _ in range(4):  # memory across processes: each child alone under any per-process limit
+    pid = os.fork()
+    if pid == 0:
+        try:
+            hold = bytearray(380 * 2**20)
+            for i in range(0, len(hold), 4096):
+                hold[i] = 1
+            time.sleep(1)
+        finally:
+            os._exit(0)
+    children.append(pid)
+statuses, deadline = {{}}, time.monotonic() + 4.5  # report within the cell's time limit, however busy
+while len(statuses) < len(children) and time.monotonic() < deadline:
+    for pid in children:
+        if pid not in statuses:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                statuses[pid] = status
+    time.sleep(0.05)
+for pid in children:
+    if pid not in statuses:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+killed = sum(os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9 for status in statuses.values())
+print("ADV-MEMORY: children killed:", killed, "of", len(children), "(", len(children) - len(statuses), "still running)")
+# ---- (a cell of its own)
+import base64
+from IPython.display import display
+tiny = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==")
+display({{"image/png": tiny}}, raw=True, metadata={{"image/png": {{
+    "width": "1 style=position:fixed;inset:0;background:red tabindex=1 autofocus", "height": "2 onmouseover=alert(1)"}}}})
+piece = "z" * 2**20
+for _ in range(1024):  # a gigabyte of display output in one cell
+    display({{"text/plain": piece}}, raw=True)
+'''
+    target = lessons_of(slug)[1]
+    notebook = make_submission(slug, {target.function: cell(slug, target.function, wrong(target.function))},
+                               default="reference")
+    for index, part in enumerate(source.split("# ---- (a cell of its own)\n")):  # each under the cell time limit
+        append_cell(notebook, part, f"adversarial-host-{index}")
+    return Adversary("host_reach", slug, notebook, all_lessons(slug, 0, WITHHELD), flagged=(WITHHELD,),
+                     student="zw-host-reach",
+                     description="reads another clone's solutions, another user's file and the course directory; "
+                                 "links, FIFOs and hard links in every folder it can write; a disk filler; 1.6 GB "
+                                 "held across four processes (the sandbox may hold 1.25 GiB in this suite); a 1 GiB display flood; an image width that "
+                                 "carries attributes into the feedback page")
 
 
 NEIGHBOURS = ("mini-a-filler", "mini-b-bomb", "mini-c-witness")  # graded in a second run, two nbgrader runs
@@ -1415,7 +1514,7 @@ def adversaries(slug: str, ctx: Context, first_part: bool, demos: bool = True) -
     if first_part:
         found += [hardcoded(slug), tampered_test_cells(slug), endless_loop(slug), stalls(slug), corrupt_notebook(slug), linked_secrets(slug),
                   files_beside(slug), os_exit(slug), flood(slug), config_writer(slug, ctx), runtime_chmod(slug),
-                  reference(slug, "zz-honest-1"), reference(slug, "zz-honest-2"),
+                  host_reach(slug, ctx), reference(slug, "zz-honest-1"), reference(slug, "zz-honest-2"),
                   fork_bomb(slug), reference(slug, NEIGHBOURS[2])]
         found[-1].neighbour = True
         filler = stubs(slug)

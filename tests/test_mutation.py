@@ -76,12 +76,14 @@ def _survivors(score) -> list[str]:
             for r in score.holes()]
 
 
+@pytest.mark.mutation
 @pytest.mark.parametrize("slug", PART_PARAMS)
 def test_the_reference_passes_its_own_hidden_tests(scores, slug):
     broken = {code: verdict.message for code, verdict in scores[slug].reference_ok.items() if not verdict.passed}
     assert not broken
 
 
+@pytest.mark.mutation
 @pytest.mark.parametrize("slug", PART_PARAMS)
 def test_hidden_tests_kill_at_least_90_percent_of_the_mutants(scores, slug):
     score = scores[slug]
@@ -92,6 +94,7 @@ def test_hidden_tests_kill_at_least_90_percent_of_the_mutants(scores, slug):
     assert score.rate >= THRESHOLD, f"{score.rate:.1%} killed; survivors:\n" + "\n".join(survivors)
 
 
+@pytest.mark.mutation
 @pytest.mark.parametrize("slug", PART_PARAMS)
 def test_every_survivor_is_equivalent_or_a_known_hole(scores, slug):
     holes = {mutation.mutant_key(r.mutant) for r in scores[slug].holes()}
@@ -103,6 +106,7 @@ def test_every_survivor_is_equivalent_or_a_known_hole(scores, slug):
         pytest.xfail("known holes: " + "; ".join(f"{key} ({known[key]})" for key in sorted(holes)))
 
 
+@pytest.mark.mutation
 @pytest.mark.parametrize("slug", PART_PARAMS)
 def test_every_declared_equivalent_mutant_still_exists(scores, slug):
     """An entry of equivalent_mutants that matches no mutant is stale (its line was edited): look again."""

@@ -32,6 +32,7 @@ import json
 import os
 import secrets
 import re
+import shutil
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -54,6 +55,13 @@ JOBS = 2
 CELL_TIMEOUT = 6  # seconds per cell while autograding in this test
 NOTEBOOK_SECONDS = 40  # seconds per notebook (the sandbox kills the kernel after that)
 PAGE_LIMIT = 2 * 2**20  # bytes of a feedback page
+KERNEL_MEMORY = 5 * 2**28  # each sandbox's memory in all (the course's default is 6 GiB): host_reach holds 1.6 GB
+
+
+def host_free() -> tuple[int, int]:
+    """The machine's free disk (where /tmp is) and available memory, in bytes."""
+    meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    return shutil.disk_usage("/tmp").free, int(meminfo["MemAvailable"].split()[0]) * 1024
 FINGERPRINTED = [ROOT / "solutions", ROOT / "shared", ROOT / "grading", ROOT / "autograde" / "parts",
                  ROOT / "autograde" / "source", ROOT / "tools"]
 
@@ -70,6 +78,7 @@ class Suite:
     logs: dict[str, str]
     refused: dict[tuple[str, str], str]  # (student, slug) -> why the feedback tool withheld the page
     seconds: dict[str, float] = field(default_factory=dict)
+    host: dict[str, tuple[int, int]] = field(default_factory=dict)  # free disk, available memory: before, after
     before: dict[str, str] = field(default_factory=dict)
     after: dict[str, str] = field(default_factory=dict)
 
@@ -181,10 +190,11 @@ def suite(tmp_path_factory):
     # the fork bomb and its neighbours, and the solved notebooks with their demonstrations run: a second run
     neighbours = [a for a in everyone if a.neighbour or a.demos]
     before = fingerprints(FINGERPRINTED)
+    host_before = host_free()
     logs = {}
     with environment(MCT_CELL_TIMEOUT=str(CELL_TIMEOUT), MCT_NOTEBOOK_SECONDS=str(NOTEBOOK_SECONDS),
                      MCT_RUN_SEED=str(RUN_SEED), MCT_SANDBOX=os.environ.get("MCT_SANDBOX", "on"),
-                     MCT_RUN_BROKEN_CELLS="1"):
+                     MCT_RUN_BROKEN_CELLS="1", MCT_KERNEL_MEMORY=str(KERNEL_MEMORY)):
         status, logs["release"] = run("release", seconds, instructor.release, course, PARTS)
         assert status == 0, logs["release"]
         for group in (main, neighbours):
@@ -217,6 +227,7 @@ def suite(tmp_path_factory):
         status, logs["grades"] = run("grades", seconds, instructor.grades, course, PARTS, None)
         assert status == 0, logs["grades"]
     after = fingerprints(FINGERPRINTED)
+    host = dict(zip(("free disk", "available memory"), zip(host_before, host_free())))
     scores, verdicts, others = {}, {}, {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         for adversary in everyone:
@@ -231,7 +242,7 @@ def suite(tmp_path_factory):
             scores[key] = row
     result = Suite(course, token, everyone, scores, verdicts, others,
                    manual_listing(logs["autograde"], logs["neighbours"]), logs, refusals(logs["feedback"]), seconds,
-                   before, after)
+                   host, before, after)
     for adversary in everyone:
         key = (adversary.student, adversary.slug)
         verdicts[key], others[key] = notebook_texts(result.graded(adversary))
@@ -427,6 +438,27 @@ def test_the_repository_is_byte_identical_and_nothing_was_written_outside(suite)
     assert not left, left
     with contextlib.closing(sqlite3.connect(suite.course / "gradebook.db")) as db:
         assert db.execute("SELECT count(*) FROM grade WHERE manual_score IS NOT NULL").fetchone() == (0,)
+
+
+def test_a_notebook_reaches_nothing_of_the_host_around_its_kernel(suite):
+    """zw-host-reach (tests/adversarial.py): what it read, wrote and held stayed in its sandbox."""
+    reach = by_student(suite, "zw-host-reach")
+    text = suite.others[(reach.student, reach.slug)]
+    assert "ADV-READ: []" in text, text[:2000]
+    disk = re.search(r"ADV-DISK: stopped after (\d+) MiB", text)
+    assert disk and int(disk.group(1)) <= 256, text[:2000]  # its /tmp (MCT_KERNEL_TMP), nothing of the host's
+    memory = re.search(r"ADV-MEMORY: children killed: (\d+) of 4", text)
+    assert memory, text[:2000]
+    if "cgroup" in suite.logs["autograde"]:  # the whole sandbox's limit (a control group) stopped them
+        assert int(memory.group(1)) >= 1, text[:2000]
+    left = [*Path("/tmp").glob(f"*-{suite.token}"), *ROOT.glob(f"*-{suite.token}"),
+            *(p for p in suite.course.rglob(f"*-{suite.token}") if "decoys-" not in str(p))]
+    assert not left, left
+    (disk_before, disk_after), (memory_before, memory_after) = suite.host["free disk"], suite.host["available memory"]
+    assert disk_after > disk_before - 200 * 2**20, suite.host
+    assert memory_after > memory_before - 2 * 2**30, suite.host
+    honest = [suite.scores[(student, PARTS[0])] for student in ("zz-honest-1", "zz-honest-2", "reference")]
+    assert all(score == 5 for row in honest for score in row.values()), honest
 
 
 def test_configuration_written_by_a_kernel_changes_nothing(suite):
