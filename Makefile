@@ -72,11 +72,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The server listens on this machine only (127.0.0.1), with a new random login token each
-# time: the browser it opens carries the token, so the learner types nothing, and no other
-# user of the machine can start a kernel as the learner. LAB_TOKEN=... sets one. The token reaches
-# JupyterLab through its environment (JUPYTER_TOKEN), never its command line: another user of the
-# machine can read every process's command line (/proc/*/cmdline), not its environment.
-LAB_TOKEN ?= $(shell $(PYTHON) -c 'import secrets; print(secrets.token_hex(24))')
+# time, made by JupyterLab itself: the browser it opens carries the token (and the address it
+# prints with --no-browser), so the learner types nothing, and no other user of the machine can
+# start a kernel as the learner. LAB_TOKEN=... sets one instead (not printed then). A token
+# reaches JupyterLab through its environment (JUPYTER_TOKEN), never its command line: another
+# user of the machine can read every process's command line (/proc/*/cmdline), not its environment.
+LAB_TOKEN ?=
 LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # jupytext's server extension stays off whatever a config file elsewhere says.
 NO_JUPYTEXT := --ServerApp.jpserver_extensions jupytext=False --ServerApp.jpserver_extensions jupyterlab_jupytext=False
