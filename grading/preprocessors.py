@@ -139,8 +139,7 @@ class SandboxedExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._died_at = None
-        self._mct_notebook_bytes = 0
-        self._mct_cell_bytes, self._mct_cut = 0, False
+        self._mct_notebook_bytes = 0  # (the cell's count starts again in preprocess_cell)
         self._mct = (resources if resources is not None else {}).setdefault("mct", {})
         self._mct.update(answers={}, refused=[])
         return super().preprocess(nb, resources, km)
@@ -440,8 +439,10 @@ def image_sizes(metadata: Any) -> NotebookNode:
     if not isinstance(metadata, dict):
         return kept
     for key, value in metadata.items():
-        if key in ("width", "height") and _whole_number(value) is not None:
-            kept[key] = _whole_number(value)
+        if key in ("width", "height"):
+            size = _whole_number(value)
+            if size is not None:
+                kept[key] = size
         elif isinstance(key, str) and key.startswith("image/") and isinstance(value, dict):
             sizes = {k: _whole_number(value.get(k)) for k in ("width", "height")}
             sizes = {k: v for k, v in sizes.items() if v is not None}

@@ -35,7 +35,6 @@ so.  Without bubblewrap and without that opt-out, the kernel refuses to start.
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import shutil
@@ -54,7 +53,7 @@ INSIDE = "/tmp/mct"                        # the grader's things, inside the san
 INSIDE_CASES = f"{INSIDE}/cases.json"
 INSIDE_REVEAL = f"{INSIDE}/reveal"
 INSIDE_TREE = f"{INSIDE}/course"
-INSIDE_RUN = f"{INSIDE}/run"               # the kernel's sockets and its connection file
+INSIDE_RUN = f"{INSIDE}/run"               # the kernel's sockets
 INSIDE_CONNECTION = f"{INSIDE}/kernel.json"
 INSIDE_IP = f"{INSIDE_RUN}/kernel"         # the ipc address prefix in the connection file
 TMP_BYTES = int(os.environ.get("MCT_KERNEL_TMP", 256 * 2**20))  # the sandbox's /tmp: its only writable place
@@ -139,9 +138,10 @@ class _Mounts:
                 self.args += ["--perms", perms if parent == Path(path) else "0755", "--dir", str(parent)]
                 self.made.add(str(parent))
 
-    def bind(self, host: str, inside: str, writable: bool = False) -> None:
+    def bind(self, host: str, inside: str) -> None:
+        """``host`` at ``inside``, read-only (nothing of the host is ever writable by the kernel)."""
         self.folder(str(Path(inside).parent))
-        self.args += ["--bind" if writable else "--ro-bind", host, inside]
+        self.args += ["--ro-bind", host, inside]
         self.made.add(inside)
 
     def system(self) -> None:
