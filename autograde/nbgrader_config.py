@@ -62,6 +62,17 @@ c.GenerateFeedback.preprocessors = [
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 c.HTMLExporter.sanitize_html = True
+# Math in feedback is MathML written here (grading/feedback_math.py), not MathJax from a CDN: a learner reads
+# the page offline, and nothing in it runs.  The course's template folder comes first, so its
+# feedback/mathjax.html.j2 replaces the loader in nbgrader's feedback template.
+import nbgrader  # noqa: E402
+
+from grading import feedback_math  # noqa: E402
+
+c.HTMLExporter.extra_template_basedirs = [
+    str(feedback_math.TEMPLATES),
+    str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates")]
+c.HTMLExporter.filters = {"markdown2html": "grading.feedback_math.markdown2html"}
 
 # Private folders of this nbgrader process (nbgrader reads this file several times: once is
 # enough): the kernelspec that starts kernels in the sandbox, and the kernels' socket folder.

@@ -701,6 +701,10 @@ ROTATION_EXTRAS = {  # (cell type, source)
     ("01_mlp_core", "attacks_b"): [("code", 'note = \'<a href="javascript:void(0)">a link, in a string</a>\'  # text')],
     ("02_gradient_accumulation", "attacks"): [("markdown", "Two links: [one](javascript:alert(1)) and "
                                                            "[two](&#106;avascript:alert(2)).")],
+    # TeX that tries to reach the feedback page through its MathML: a link, a style, a class, markup in \text.
+    ("03_activation_checkpointing", "attacks"): [("markdown", r"Math: $\href{javascript:alert(1)}{x} + "
+                                                              r"\style{position:fixed;inset:0;background:red}{y}$ and "
+                                                              r"$$\text{<img src=x onerror=alert(1)>} \class{jp-Dialog}{z}$$")],
 }
 
 

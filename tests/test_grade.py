@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -77,3 +78,15 @@ def test_a_cell_that_breaks_the_rules_is_not_run_and_withholds_the_grade_outside
     not_run = [c for c in notebook.cells if c.cell_type == "code" and c.outputs
                and "[not run:" in c.outputs[0].get("evalue", "")]
     assert len(not_run) == 2 and not graded["ran"].exists()  # the cell outside and the lesson's own
+
+
+def test_the_feedback_page_draws_its_math_itself_and_loads_nothing(graded):
+    """Learners read feedback offline: every formula of the notebook is MathML in the page, and the page
+    has no script and fetches nothing (nbgrader's template loaded MathJax from a CDN)."""
+    from test_feedback_math import _formulas
+
+    page = (graded["course"] / "feedback" / "me" / "01_mlp_core" / "01_mlp_core.html").read_text()
+    formulas = sum(_formulas(c.source) for c in read(student_path("01_mlp_core")).cells if c.cell_type == "markdown")
+    assert page.count("<math") == formulas > 20
+    assert "<script" not in page and "<link" not in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page), "the page loads something from the network"

@@ -50,6 +50,7 @@ from grading import nbgrader_cli
 from grading.harness import MIME
 from grading.judge import landed_parts as judge_landed_parts
 from grading.cgroups import describe as describe_limits, probe as probe_limits
+from grading.feedback_math import MATHML_TAGS, mathml_attribute_allowed
 from grading.sandbox import bwrap_path, missing_sandbox_message, preflight, sandbox_wanted
 from shared.lessons import TOTAL_POINTS, lessons_of
 
@@ -463,10 +464,11 @@ class _ActiveHTML(HTMLParser):
         if not self.in_body:
             return
         if tag in ("script", "iframe", "object", "embed", "form", "input", "button", "style", "link", "meta",
-                   "base", "svg", "math"):
+                   "base", "svg", "annotation-xml", "foreignobject"):
             self.found.append(f"<{tag}>")
         for name, value in attrs:
-            why = _unsafe_attribute(tag, name, value or "")
+            why = _unsafe_mathml_attribute(tag, name, value or "") if tag in MATHML_TAGS \
+                else _unsafe_attribute(tag, name, value or "")
             if why:
                 self.found.append(f"<{tag} {name}={(value or '')[:30]!r}> ({why})")
 
@@ -479,6 +481,11 @@ _SIZE = re.compile(r"\A\d{1,5}(\.\d+)?(px)?\Z")
 _DECLARATION = (r"\s*(text-align:\s*(left|right|center)|(background-)?color:\s*rgb\(\d{1,3},\s*\d{1,3},\s*\d{1,3}\)"
                 r"|font-weight:\s*bold|font-style:\s*italic|text-decoration:\s*underline)\s*")
 _STYLE = re.compile(rf"\A{_DECLARATION}(;{_DECLARATION})*;?\s*\Z")
+
+
+def _unsafe_mathml_attribute(tag: str, name: str, value: str) -> str | None:
+    """Why an attribute of a formula's MathML is not one the page's math carries (None: it is)."""
+    return None if mathml_attribute_allowed(tag, name, value) else "an attribute the page's math does not use"
 
 
 def _unsafe_attribute(tag: str, name: str, value: str) -> str | None:
