@@ -21,7 +21,7 @@ from grading.judge import (QUICK_CASES, case_seed, grade_cases, grade_in_process
                            lesson_specs, reference_function)
 from grading.spec import Raises, draw_cases
 from shared import lesson_blocks
-from shared.lessons import lesson as find_lesson
+from shared.lessons import lesson as find_lesson, lessons_of
 
 # --------------------------------------------------------------------------
 # The wire: round trips
@@ -326,3 +326,24 @@ def test_revealed_building_blocks_import_the_cluster_from_the_package():
     exec(compile(source, "<blocks>", "exec"), blocks)
     results, traffic = blocks["ring_all_reduce_mean"]([np.ones(4), 3 * np.ones(4)])
     assert np.array_equal(results[1], 2 * np.ones(4)) and traffic["rounds"] == 2
+
+
+def test_a_test_cell_waits_for_its_lessons_hidden_cases_whatever_the_cells_own_limit():
+    """A test cell answers the lesson's hidden cases first, under the lesson's time limit (60 s for 040):
+    its cell timeout adds that limit to the per-cell one, so a slow answer is stopped by the harness
+    (which names the lesson's limit), not by the cell's timeout; every other cell keeps the per-cell one."""
+    from nbformat.v4 import new_code_cell
+
+    from grading.preprocessors import SandboxedExecute
+
+    execute = SandboxedExecute(timeout=30)
+    for slug in landed_parts():
+        for lesson in lessons_of(slug):
+            limit = lesson_spec(lesson.code).time_limit
+            test_cell = new_code_cell(metadata={"nbgrader": {"grade_id": lesson.grade_id, "grade": True}})
+            solution_cell = new_code_cell(metadata={"nbgrader": {"grade_id": lesson.solution_grade_id}})
+            assert execute._get_timeout(test_cell) >= 30 + limit, lesson.code
+            assert execute._get_timeout(solution_cell) == 30
+    assert execute._get_timeout(new_code_cell()) == 30
+    loop_cell = new_code_cell(metadata={"nbgrader": {"grade_id": "lesson_040_full_distributed_training_loop"}})
+    assert execute._get_timeout(loop_cell) >= 90
