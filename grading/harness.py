@@ -138,8 +138,10 @@ def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
                 "traceback": "".join(traceback.format_list(frames[-5:]))[:4000],
                 "seconds": time.perf_counter() - started}
     seconds = time.perf_counter() - started
+    from shared.cluster import arrays_shared_within
     answer: dict[str, Any] = {"kind": "returned", "seconds": seconds,
-                              "aliases": _aliases(result, args, earlier)}
+                              "aliases": _aliases(result, args, earlier),
+                              "parts_shared": arrays_shared_within(result)}
     if on_cluster:  # read off the cluster the harness made: what was really sent
         answer["traffic"] = on_cluster[1].ledger.summary()
         answer["unreceived"] = on_cluster[1].unreceived()

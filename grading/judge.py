@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from shared.checking import (Mistake, describe_args, difference, recognise_aliasing_mistake, recognise_mistake,
-                             recognise_mutating_mistake)
+from shared.checking import (Mistake, describe_args, difference, mutation_message, parts_shared_problem,
+                             recognise_aliasing_mistake, recognise_mistake, recognise_mutating_mistake)
 from shared.lessons import Lesson, lesson as find_lesson, lessons_of
 from shared.mistakes import mistakes_of
 
@@ -247,9 +247,7 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
         for arg_name, old, new in zip(case.args, values, after_values):
             if difference(new, old, arg_name, exact=True) is not None:
                 mistake = recognise_mutating_mistake(after_values, mistakes, tuple(copy.deepcopy(values)))
-                return "mutation", _with_mistake(
-                    f"{name} changed its input `{arg_name}` in place. Functions in this course must not "
-                    f"mutate their inputs: work on a copy (e.g. x = x + y instead of x += y).", mistake)
+                return "mutation", _with_mistake(mutation_message(name, arg_name, old), mistake)
     expected, sent = reference_answer(lesson, spec, case)
     tolerances = spec.tolerances(case)
     message = difference(result, expected, f"the result of {name}", **tolerances)
@@ -269,6 +267,9 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
         from shared.checking import WORKERS_APART_HINT
         return "alias", _with_mistake(f"{answer['workers_shared'][0]}: {WORKERS_APART_HINT}",
                                       _sharing_mistake(mistakes, values))
+    problem = parts_shared_problem(answer.get("parts_shared") or [], expected)
+    if problem:
+        return "alias", problem
     problem = _received_problem(name, answer, sent) if sent is not None else None
     if problem:
         return "traffic", problem

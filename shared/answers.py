@@ -13,6 +13,7 @@ for the lessons that come after it.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -48,6 +49,8 @@ def answers(*codes: str) -> Callable[[F], F]:
                     f"write the lesson's function yourself")
             return function(*args, **kwargs)
         del guarded.__wrapped__  # no shortcut around the lock
+        # ... but help() and the notebook's tooltip show the real arguments, not (*args, **kwargs)
+        guarded.__signature__ = inspect.signature(function)  # type: ignore[attr-defined]
         guarded.answers_lessons = codes  # type: ignore[attr-defined]
         return guarded  # type: ignore[return-value]
     return mark

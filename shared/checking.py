@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .cluster import arrays_held, arrays_shared_between_workers  # noqa: F401  (the visible tests' too)
+from .cluster import arrays_held, arrays_shared_between_workers, arrays_shared_within  # noqa: F401
 
 # Bound once, at import: see the module docstring.
 _ndarray = np.ndarray
@@ -120,7 +120,20 @@ def _is_unverifiable(value: Any) -> bool:
     return type(value) is _SimpleNamespace and "mct_unverifiable" in vars(value)
 
 
+def _whole(x: Any) -> bool:
+    """An integer, or a float that holds one exactly (a count of bytes computed in floating point)."""
+    if isinstance(x, (bool, np.bool_)):
+        return False
+    if isinstance(x, (int, np.integer)):
+        return True
+    return isinstance(x, (float, np.floating)) and float(x).is_integer() and abs(float(x)) < 2 ** 53
+
+
 def _fmt(x: Any) -> str:
+    """A number as a learner reads it: whole numbers in full with separators (1,070,630, never
+    1.07063e+06), other floats to 6 significant digits."""
+    if _whole(x):
+        return f"{int(x):,}"
     if isinstance(x, float) or isinstance(x, np.floating):
         return f"{float(x):.6g}"
     return repr(x)
@@ -128,6 +141,8 @@ def _fmt(x: Any) -> str:
 
 def _fmt_pair(actual: Any, expected: Any) -> tuple[str, str]:
     """Two numbers with enough digits to see that they differ (17 significant digits at most)."""
+    if _whole(actual) and _whole(expected):
+        return _fmt(actual), _fmt(expected)
     for digits in (6, 10, 17):
         mine, theirs = f"{float(actual):.{digits}g}", f"{float(expected):.{digits}g}"
         if mine != theirs:
@@ -158,7 +173,8 @@ def array_difference(actual: Any, expected: np.ndarray, name: str, *,
         return f"{name} has shape {actual.shape}, expected {expected.shape}{hint}"
     if check_dtype and actual.dtype != expected.dtype:
         return (f"{name} has dtype {actual.dtype}, expected {expected.dtype}"
-                + (" (keep the input's dtype: avoid converting to another precision)"
+                + (f" (the contract says which precision the result has: check each astype, each new array's "
+                   f"dtype and each mixed operation on the way to {expected.dtype})"
                    if _issubdtype(expected.dtype, _floating) else ""))
     if actual.dtype == object:
         return f"{name} has dtype object, expected numbers of dtype {expected.dtype}"
@@ -183,6 +199,13 @@ def _numeric_difference(actual: np.ndarray, expected: np.ndarray, name: str, *,
                                             f"{n_inf} infinite" if n_inf else "") if p)
             return (f"{name} contains {what} value(s) out of {actual.size} where finite values "
                     f"are expected (a division by zero, an overflow, or an uninitialised np.empty?)")
+        lost = _isfinite(a) & ~_isfinite(e)  # a NaN or inf the contract keeps, made finite (nan_to_num, a clip)
+        if lost.any():
+            index = tuple(int(i) for i in _unravel_index(int(_argmax(lost)), actual.shape))
+            where = f" at index {index}" if index else ""
+            return (f"{name} has {int(lost.sum())} finite value(s) where {'NaN' if _isnan(e[index]) else 'inf'} is "
+                    f"expected{where} (you have {_fmt(actual[index])}): the contract keeps that value non-finite here "
+                    f"(no nan_to_num, clip or replacement)")
         same = (a == e) | (_isnan(a) & _isnan(e))
         if not exact:  # a tolerance is relative to a finite value (rtol * inf would accept anything)
             same |= _isfinite(e) & (_abs(a - e) <= atol + rtol * _abs(e))
@@ -221,7 +244,8 @@ def scalar_difference(actual: Any, expected: float, name: str, *,
         return f"{name} is {_fmt(actual_f)}, expected {_fmt(expected)}"
     if abs(actual_f - expected) <= atol + rtol * abs(expected) or actual_f == expected:
         return None
-    return f"{name} is {_fmt(actual_f)}, expected {_fmt(expected)} (off by {_fmt(actual_f - expected)})"
+    mine, theirs = _fmt_pair(actual, expected)
+    return f"{name} is {mine}, expected {theirs} (off by {_fmt(actual_f - expected)})"
 
 
 def difference(actual: Any, expected: Any, name: str, **tolerances: Any) -> str | None:
@@ -458,10 +482,21 @@ def check_not_mutated(before: Sequence[Any], after: Sequence[Any], names: Sequen
     """Raise CheckFailure if any argument changed during the call."""
     for name, old, new in zip(names, before, after):
         if difference(new, old, name, exact=True) is not None:
-            raise CheckFailure(
-                f"{function} changed its input `{name}` in place. Functions in this course must not "
-                f"mutate their inputs: work on a copy (e.g. np.maximum(z, 0) instead of z[z < 0] = 0, "
-                f"or x = x + y instead of x += y).")
+            raise CheckFailure(mutation_message(function, name, old))
+
+
+def mutation_message(function: str, name: str, value: Any) -> str:
+    """What to tell a learner whose ``function`` changed its input ``name`` (``value`` as it was given),
+    with the way to avoid it for that kind of value."""
+    if isinstance(value, _MAPPINGS):
+        how = (f"build a new dict ({{key: ... for key in {name}}}) instead of assigning into the caller's "
+               f"({name}[key] = ...), and new arrays instead of += on its arrays")
+    elif isinstance(value, (list, tuple)):
+        how = "build a new list instead of appending to, or assigning into, the caller's"
+    else:
+        how = "work on a copy (x = x + y instead of x += y, np.where(z < 0, 0, z) instead of z[z < 0] = 0)"
+    return (f"{function} changed its input `{name}` in place. Functions in this course must not mutate "
+            f"their inputs: {how}.")
 
 
 def describe_args(names: Sequence[str], args: Sequence[Any]) -> str:
@@ -485,8 +520,9 @@ def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: 
     """Call the learner's function on ``args`` (name -> value) and check its answer.
 
     Checks, in this order: the call does not crash (``NotImplementedError``
-    passes through), no argument is modified in place, and the result equals
-    ``expected``; a wrong result that matches one of ``mistakes`` is named.
+    passes through), no argument is modified in place, the result equals
+    ``expected`` (a wrong result that matches one of ``mistakes`` is named), and
+    no two places of the result are one array where ``expected``'s are two.
     With ``fresh=True``, no array of the result may share memory with an argument.
     Returns the learner's result.
     """
@@ -513,9 +549,23 @@ def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: 
                            f"{recognised.hint}") from None
     check_equal(result, expected, output or f"{label}({', '.join(names)})", mistakes=mistakes,
                 mistake_args=tuple(snapshot(values)), **tolerances)
+    problem = parts_shared_problem(arrays_shared_within(result), expected)
+    if problem:
+        raise CheckFailure(problem)
     if fresh:
         check_fresh(result, given, names, label)
     return result
+
+
+def parts_shared_problem(shared: Sequence[str], expected: Any) -> str | None:
+    """Why two places of a result hold one array in memory where ``expected`` keeps them apart (``shared``:
+    :func:`shared.cluster.arrays_shared_within` of the result), or None."""
+    allowed = set(arrays_shared_within(expected))
+    found = [line for line in shared if line not in allowed]
+    if not found:
+        return None
+    return (f"{found[0]}: two parts of the result are one array in memory, so changing one changes the "
+            f"other; give each its own array (its own np.zeros_like, or a .copy())")
 
 
 def arrays_in(value: Any) -> list:

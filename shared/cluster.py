@@ -48,7 +48,6 @@ from typing import Any
 
 import numpy as np
 
-from .answers import answers
 
 #: alpha: seconds per message (10 microseconds, the order of a fast network's latency).
 DEFAULT_LATENCY = 10e-6
@@ -300,6 +299,23 @@ def arrays_held(value: Any, where: str = "the value") -> list[tuple[str, np.ndar
     return []
 
 
+#: Arrays of one result compared pairwise for shared memory, at most (a result holds a few dozen).
+SHARING_CHECKED = 256
+
+
+def arrays_shared_within(value: Any, name: str = "the result") -> list[str]:
+    """Where two places of one value hold the same memory (``m`` and ``v`` as one dict of arrays): one line
+    per array that shares memory with an array at an earlier place, empty when every place has its own."""
+    held = arrays_held(value, name)[:SHARING_CHECKED]
+    found = []
+    for i, (where, array) in enumerate(held):
+        for other_where, other in held[:i]:
+            if array.size and other.size and np.shares_memory(array, other):
+                found.append(f"{where} shares memory with {other_where}")
+                break
+    return found
+
+
 def arrays_shared_between_workers(per_worker: Any, name: str = "the result") -> list[str]:
     """Where arrays held by different workers share memory (on a real cluster they never can).
 
@@ -319,25 +335,3 @@ def arrays_shared_between_workers(per_worker: Any, name: str = "the result") -> 
                 found.append(f"{where} (worker {rank}) shares memory with {other_where} (worker {other_rank})")
                 break
     return found
-
-
-@answers("035")
-def reduce_scatter_mean(worker_vectors: list[np.ndarray], cluster: Cluster) -> list[np.ndarray]:
-    """The ring reduce-scatter of lesson 035: worker r ends with the mean of chunk r of the vectors.
-
-    ``worker_vectors``: N 1-D arrays of one length and dtype (worker r's at index r), cut into
-    chunks by ``np.array_split(vector, N)``; not modified.  Rounds s = 0..N-2: worker r sends chunk
-    (r - 1 - s) % N of its running sums to worker (r + 1) % N, which adds it to its own chunk of
-    that index (a new array).  Returns N new arrays, worker r's the sum of chunk r over all
-    workers divided by N; the ledger of ``cluster`` records every message.
-    """
-    n = len(worker_vectors)
-    chunks = [np.array_split(vector, n) for vector in worker_vectors]
-    for step in range(n - 1):
-        with cluster.round():
-            for rank in range(n):
-                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank - 1 - step) % n])
-        for rank in range(n):
-            index = (rank - 2 - step) % n  # the chunk that the left neighbour sent
-            chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
-    return [chunks[rank][rank] / n for rank in range(n)]

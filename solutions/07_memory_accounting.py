@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 from shared import mlp
 from shared.checking import Deferred, call, check, check_call, check_equal, check_memory, check_raises
 from shared.checking import check_rules
-from shared.cluster import Cluster, reduce_scatter_mean
+from shared.cluster import Cluster
 from shared.lesson_blocks import (all_gather_param_shards, estimate_checkpointing_memory_savings,
                                   local_shard_adam_update, ring_all_reduce_mean, shard_dataset_across_workers)
 from shared.memory import (BYTES_PER_NUMBER, format_bytes, format_measured, format_ratio, measure_peak_memory,
@@ -18,7 +18,8 @@ from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
 from shared.plotting import COLORS
 from shared.progress import lesson_passed, show_progress
-from shared.training import TrainingConfig, measure_worker_memory, training_steps, worker_gradients
+from shared.training import (TrainingConfig, measure_worker_memory, reduce_scatter_mean, training_steps,
+                             worker_gradients)
 
 
 def compute_param_memory_bytes(num_params, dtype, zero_stage=0, num_workers=1, rank=0):

@@ -890,8 +890,10 @@ def non_finite_with_all(grads):
     return not all(np.isfinite(value).all() for value in grads.values())
 
 
-def _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval, grows_when):
-    """024 without the earlier lessons' functions; ``grows_when(tracker, interval)`` decides growth."""
+def _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval, grows_when,
+                       checked=lambda grads: list(grads)):
+    """024 without the earlier lessons' functions; ``grows_when(tracker, interval)`` decides growth, and
+    ``checked(grads)`` names the gradients looked at for inf and NaN (all of them, rightly)."""
     for key, value in master_params.items():
         if value.dtype != np.float32:
             raise TypeError(f"master_params[{key!r}] has dtype {value.dtype}: master weights are float32")
@@ -906,7 +908,7 @@ def _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_
         _, d_out = mlp.mse_loss_and_grad(out.astype(np.float32), Y.astype(np.float32))
         scaled = (d_out.astype(np.float32) * np.float32(scale)).astype(np.float16)
         grads = {key: g.astype(np.float32) / np.float32(scale) for key, g in mlp.backward(scaled, half, cache).items()}
-    if not all(np.isfinite(g).all() for g in grads.values()):
+    if not all(np.isfinite(grads[key]).all() for key in checked(grads)):
         return master_params, {"scale": scale * 0.5, "growth_tracker": 0}, True
     tracker = scaler_state["growth_tracker"] + 1
     if grows_when(tracker, growth_interval):
@@ -919,6 +921,31 @@ def mixed_step_grows_one_step_late(master_params, X, Y, scaler_state, learning_r
     """024 wrong: the scale doubles only when the tracker passes the interval (one clean step late)."""
     return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
                               lambda tracker, interval: tracker > interval)
+
+
+def mixed_step_first_layer_checked(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """024 wrong: only the first layer's gradients looked at for inf and NaN."""
+    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
+                              lambda tracker, interval: tracker == interval, lambda grads: ["W1", "b1"])
+
+
+def mixed_step_last_layer_checked(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """024 wrong: only the last layer's gradients looked at for inf and NaN (where an overflow starts)."""
+    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
+                              lambda tracker, interval: tracker == interval, lambda grads: list(grads)[-2:])
+
+
+def half_without_nan(params):
+    """019 wrong: NaN weights turned into 0 before the cast (np.nan_to_num keeps inf, as it clips to the max)."""
+    _float_arrays_only(params, "only float arrays can be cast to float16")
+    return {key: np.nan_to_num(value, nan=0.0, posinf=np.inf, neginf=-np.inf).astype(np.float16)
+            for key, value in params.items()}
+
+
+def init_moments_one_dict(params):
+    """031 wrong: m and v are the same dict of zero arrays (an update of one is an update of the other)."""
+    zeros = {key: np.zeros_like(value) for key, value in params.items()}
+    return {"step": 0, "m": zeros, "v": zeros}
 
 
 def mixed_step_without_helpers(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
@@ -1039,7 +1066,8 @@ def compare_last_workers_rows(params, X, Y, config):
 
 
 
-def _loop_written_out(params, X, Y, config, cluster=None, *, scale_after, checkpointing, accumulation, full_state):
+def _loop_written_out(params, X, Y, config, cluster=None, *, scale_after, checkpointing, accumulation, full_state,
+                      unscale=1, skip_updates_state=False):
     """Lesson 040's loop written out on the helper's blocks (each worker's rows sliced with X[r::N], the steps
     counted with range), with the ways a learner could get it wrong that the catalogue needs:
     ``scale_after`` records the scale each step leaves behind; without ``checkpointing`` or ``accumulation``
@@ -1047,7 +1075,8 @@ def _loop_written_out(params, X, Y, config, cluster=None, *, scale_after, checkp
     ``full_state`` every worker keeps Adam's state (and master weights) of the whole vector under ZeRO,
     gets the whole mean gradient by all-gathering the reduce-scatter's shards (the same messages as the
     parameters' all-gather) and hands back copies of its shard (the same numbers, N times the state)."""
-    from shared.cluster import Cluster, reduce_scatter_mean
+    from shared.cluster import Cluster
+    from shared.training import reduce_scatter_mean
     from shared.lesson_blocks import all_gather_param_shards, local_shard_adam_update, ring_all_reduce_mean
     from shared.training import worker_gradients
     N, mixed, zero = config.num_workers, config.mixed_precision, config.zero_stage == 1
@@ -1089,7 +1118,9 @@ def _loop_written_out(params, X, Y, config, cluster=None, *, scale_after, checkp
                 means, _ = ring_all_reduce_mean(flat_grads, cluster)
             results = []
             for r in range(N):
-                grad = means[r].astype(np.float32) / np.float32(scale) if mixed else means[r]
+                grad = means[r].astype(np.float32) if mixed else means[r]
+                for _ in range(unscale if mixed else 0):
+                    grad = grad / np.float32(scale)
                 lo, hi = held[r]
                 results.append(local_shard_adam_update(masters[r] if mixed else vectors[r][lo:hi], grad, states[r],
                                                        config.learning_rate, config.beta1, config.beta2, config.eps))
@@ -1102,6 +1133,9 @@ def _loop_written_out(params, X, Y, config, cluster=None, *, scale_after, checkp
         used = scale
         if skipped:
             scale, clean = scale / 2, 0
+            if skip_updates_state:  # Adam's moments and the master weights take the non-finite step
+                states = [state for _, state in results]
+                masters = [updated for updated, _ in results] if mixed else masters
         else:
             vectors, states = new, [state for _, state in results]
             if mixed:
@@ -1153,6 +1187,34 @@ def loop_full_state_on_every_worker(params, X, Y, config, cluster=None):
                              accumulation=True, full_state=True)
 
 
+def loop_not_unscaled(params, X, Y, config, cluster=None):
+    """A learner's own loop that hands Adam the scaled gradients (no unscaling)."""
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
+                             full_state=False, unscale=0)
+
+
+def loop_unscaled_twice(params, X, Y, config, cluster=None):
+    """A learner's own loop that divides the loss scale out twice."""
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
+                             full_state=False, unscale=2)
+
+
+def loop_skip_updates_the_state(params, X, Y, config, cluster=None):
+    """A learner's own loop that keeps Adam's moments and master weights of a skipped step."""
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
+                             full_state=False, skip_updates_state=True)
+
+
+#: Catalogued mistakes written a learner's way, not as the catalogue's own copy: the grader must still name them.
+#: lesson code -> [(description, function, the catalogued mistake's name)]
+NAMED_MISTAKES = {
+    "040": [("written out, not unscaled", loop_not_unscaled, "the gradients not unscaled"),
+            ("written out, unscaled twice", loop_unscaled_twice, "the gradients unscaled twice"),
+            ("written out, a skipped step's state kept", loop_skip_updates_the_state,
+             "a skipped step still updates the master weights and moments")],
+}
+
+
 PLAUSIBLE = {
     "001": [("W_true scaled by 1/d", batch_w_over_d), ("float32 draws", batch_float32)],
     "002": [("the second layer's scale from the first layer's fan-in", init_second_fan_in_wrong),
@@ -1175,13 +1237,16 @@ PLAUSIBLE = {
     "017": [("the bias gradients left out", backward_checkpointed_without_bias)],
     "018": [("saved_fraction as a percentage", estimate_saved_as_percent),
             ("bytes_per_element ignored (always 8)", estimate_bytes_per_element_ignored)],
-    "019": [("a .view(np.float16) of the bytes, not a conversion", half_by_view)],
+    "019": [("a .view(np.float16) of the bytes, not a conversion", half_by_view),
+            ("NaN weights made 0 (np.nan_to_num) before the cast", half_without_nan)],
     "020": [("a .view(np.float32) of the bytes, not a conversion", master_by_view)],
     "021": [("the scaled loss left a NumPy float32", scale_loss_numpy_float)],
     "022": [("the caller's dict updated and handed back", unscale_into_callers_dict)],
     "023": [("each array's sum checked (a finite sum can overflow)", non_finite_by_sums),
             ("a NumPy bool from np.any", non_finite_numpy_bool)],
-    "024": [("the scale grows one clean step late (tracker > interval)", mixed_step_grows_one_step_late)],
+    "024": [("the scale grows one clean step late (tracker > interval)", mixed_step_grows_one_step_late),
+            ("only the first layer's gradients checked for inf", mixed_step_first_layer_checked),
+            ("only the last layer's gradients checked for inf", mixed_step_last_layer_checked)],
     "025": [("the shards dealt to the ranks in reverse order", shard_reversed_ranks)],
     "026": [("the average shard rounded down (B // N)", local_integer_average_shard)],
     "027": [("everyone sends to everyone (right numbers, N(N - 1) messages)", all_to_all_mean)],
@@ -1189,7 +1254,8 @@ PLAUSIBLE = {
     "029": [("worker 0's loss returned", dp_step_worker_zero_loss),
             ("weighted gradients averaged in a loop, no all-reduce on the cluster", dp_step_without_helpers)],
     "030": [("the buckets listed from the last filled to the first", buckets_listed_last_first)],
-    "031": [("the state without its step", init_without_step), ("m and v as flat vectors", init_flat_moments)],
+    "031": [("the state without its step", init_without_step), ("m and v as flat vectors", init_flat_moments),
+            ("m and v one dict of arrays", init_moments_one_dict)],
     "032": [("the flat vector in sorted key order", partition_sorted_keys),
             ("the shards' step reset to 0", partition_step_reset)],
     "033": [("eps added before v's bias correction (the paper's 'efficient' form)", adam_eps_before_correction),

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from course import built_lessons, tagged
+from plausible import NAMED_MISTAKES
 from grading.judge import case_seed, grade_in_process, lesson_spec, reference_function
 from grading.spec import Case, draw_cases
 from shared.checking import difference
@@ -120,3 +121,15 @@ def test_a_mistake_loses_the_points_and_is_named(lesson, mistake, seed):
 def test_every_ambiguous_entry_is_a_catalogued_mistake():
     names = {(lesson.code, mistake.name) for lesson in built_lessons() for mistake in mistakes_of(lesson.function)}
     assert set(AMBIGUOUS) <= names
+
+
+NAMED = [pytest.param(code, function, name, id=f"{code}-{description}")
+         for code, entries in NAMED_MISTAKES.items() for description, function, name in entries]
+
+
+@pytest.mark.parametrize("code, function, name", NAMED)
+def test_a_catalogued_mistake_written_a_learners_way_is_named(code, function, name):
+    """Not only the catalogue's own copy: a learner's loop with the same flaw hears the mistake's name."""
+    from shared.lessons import lesson as find_lesson
+    verdict = grade_in_process(code, namespace_with(find_lesson(code), function), RUN_SEEDS[0])
+    assert not verdict.passed and f"common mistake: {name}." in verdict.message, verdict.message

@@ -29,7 +29,8 @@ import pytest
 from grading import wire
 from grading.judge import reference_function
 from shared import mlp
-from shared.cluster import Cluster, reduce_scatter_mean
+from shared.cluster import Cluster
+from shared.training import reduce_scatter_mean
 from shared.lessons import lessons_of
 from shared.memory import (accumulation_activation_bytes, measure_peak_memory, mixed_precision_activation_bytes,
                            training_loop_allowed_bytes)

@@ -366,3 +366,23 @@ def test_sgd_update_refuses_gradients_that_do_not_match_the_parameters():
         mlp.sgd_update(params, {**grads, "W3": np.ones(2)}, 0.1)
     with pytest.raises(ValueError, match=r"grads\['b1'\] has shape \(1, 4\), but params\['b1'\] has shape \(4,\)"):
         mlp.sgd_update(params, {**grads, "b1": np.ones((1, 4))}, 0.1)
+
+
+def test_helpers_that_answer_a_lesson_show_their_real_arguments():
+    """A locked helper (``@answers``) reads in help() and the notebook's tooltip with its own arguments and
+    docstring, not ``(*args, **kwargs)``, and still has no ``__wrapped__`` leading around its lock."""
+    import importlib
+    import inspect
+
+    found = 0
+    for name in ("mlp", "data", "cluster", "memory", "lesson_blocks", "training"):
+        module = importlib.import_module(f"shared.{name}")
+        for function in vars(module).values():
+            if callable(function) and getattr(function, "answers_lessons", None) \
+                    and function.__module__ == module.__name__:
+                found += 1
+                kinds = {p.kind for p in inspect.signature(function).parameters.values()}
+                assert not kinds & {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}, \
+                    f"{name}.{function.__name__}{inspect.signature(function)}"
+                assert function.__doc__ and not hasattr(function, "__wrapped__"), function.__name__
+    assert found >= 20

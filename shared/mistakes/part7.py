@@ -21,7 +21,8 @@ from dataclasses import replace
 import numpy as np
 
 from ..checking import Mistake
-from ..cluster import Cluster, reduce_scatter_mean
+from ..cluster import Cluster
+from ..training import reduce_scatter_mean
 from ..memory import BYTES_PER_NUMBER
 
 

@@ -83,6 +83,10 @@ def cast_cases(rng):
     cases.append(Case({"params": _params(rng, (np.float16, np.float32, np.float64))}, "mixed float dtypes"))
     cases.append(Case({"params": {"W1": _out_of_range(rng, (5, 3), np.float64), "b1": np.zeros(0)}},
                       "float64 values out of range, and an empty array"))
+    special = {key: _normal(rng, shape) for key, shape in shapes.items()}
+    for key, value in zip(special, (np.nan, np.inf, -np.inf, np.nan)):
+        special[key].flat[int(rng.integers(0, special[key].size))] = value
+    cases.append(Case({"params": special}, "NaN, inf and -inf entries: a cast keeps them NaN, inf and -inf"))
     return cases + _bad_params(rng)
 
 
@@ -228,6 +232,40 @@ def _step(master, X, Y, scale, tracker, interval, learning_rate=None):
                                 0.05 if learning_rate is None else learning_rate, interval)))
 
 
+def _overflowing_keys(master, X, Y, scale) -> set[str]:
+    """The keys whose scaled float16 gradients hold inf or NaN in a step of 024 on these inputs."""
+    from shared.lesson_blocks import scale_loss
+    with np.errstate(over="ignore", invalid="ignore"):
+        half = {key: value.astype(np.float16) for key, value in master.items()}
+        out, cache = mlp.forward(X.astype(np.float16), half)
+        loss, d_out = mlp.mse_loss_and_grad(out.astype(np.float32), Y.astype(np.float32))
+        grads = mlp.backward(scale_loss(loss, d_out, scale)[1], half, cache)
+    return {key for key, value in grads.items() if not np.isfinite(value).all()} if np.isfinite(loss) else {"loss"}
+
+
+def _confined_overflow(rng, layer: str):
+    """(master, X, Y, scale): a finite loss whose scaled gradients overflow float16 in one layer only, the first
+    or the last (a check of some layers' gradients misses it).  The first: large inputs, a tiny first weight
+    matrix; the last: large hidden activations, a tiny last weight matrix.  Drawn until the overflow is confined."""
+    for _ in range(100):
+        widths = [int(rng.integers(2, 5)), int(rng.integers(3, 6)), int(rng.integers(3, 6)), int(rng.integers(1, 3))]
+        master = _master(rng, widths)
+        batch = int(rng.integers(6, 10))
+        X, Y = _normal(rng, (batch, widths[0]), np.float32), _normal(rng, (batch, widths[-1]), np.float32)
+        if layer == "first":
+            X = (X * 1e3).astype(np.float32)
+            master["W1"] = (master["W1"] * 1e-4).astype(np.float32)
+            scale, wanted = _power_of_two(rng, 10, 12), {"W1"}
+        else:
+            master["W2"] = (master["W2"] * 30).astype(np.float32)
+            master["W3"] = (master["W3"] * 1e-4).astype(np.float32)
+            scale, wanted = _power_of_two(rng, 14, 16), {"W3", "b3"}
+        found = _overflowing_keys(master, X, Y, scale)
+        if found and found <= wanted:
+            return master, X, Y, scale
+    raise AssertionError(f"no draw confines the overflow to the {layer} layer")
+
+
 def step_cases(rng):
     def network(widths=None):
         widths = widths or [int(rng.integers(2, 6))] + [int(rng.integers(2, 6))] * int(rng.integers(1, 3)) \
@@ -253,6 +291,11 @@ def step_cases(rng):
             Y = (1000 * Y + np.sign(Y) * 1000).astype(np.float32)
         return Case(_step(master, X, Y, _power_of_two(rng, 11, 16), tracker, interval), about, **STEP)
 
+    def confined(about, layer):
+        master, X, Y, scale = _confined_overflow(rng, layer)
+        interval = int(rng.integers(3, 10))
+        return Case(_step(master, X, Y, scale, int(rng.integers(0, interval - 1)), interval), about, **STEP)
+
     widths = [MEMORY_WIDTH] * MEMORY_LAYERS + [1]
     memory = Case(_step(_master(rng, widths), _normal(rng, (MEMORY_BATCH, MEMORY_WIDTH), np.float32),
                         _normal(rng, (MEMORY_BATCH, 1), np.float32), _power_of_two(rng, 6, 10),
@@ -267,6 +310,8 @@ def step_cases(rng):
              overflow("the scaled gradients overflow float16 (the loss is finite): skipped"),
              overflow("an overflow when the tracker is one step from growing: reset, not grown", tracker=-1),
              overflow("the forward pass overflows (an input beyond 65504): skipped", forward=True),
+             confined("only the first layer's weight gradient overflows: skipped", "first"),
+             confined("only the last layer's gradients overflow: skipped", "last"),
              clean("X and Y in float64 (cast them)", data=np.float64),
              clean("a deeper MLP with unequal widths", widths=[int(n) for n in rng.integers(2, 7, size=6)])]
     for case in cases:  # tracker=-1 stands for "one step from the growth interval"

@@ -77,7 +77,7 @@ show_progress("04_mixed_precision")
 # %% [markdown]
 # ## float16 in a few numbers
 #
-# Each number below is rounded to the nearest float16. Near 1 the spacing of
+# Each number below is rounded to the nearest float16. Just above 1 the spacing of
 # float16 numbers is $2^{-10}$, so 0.1 is kept to about three digits; above
 # 65504 there is only `inf`; below $2^{-14}$ the numbers are *subnormal*, with
 # fewer and fewer significant bits, and below $2^{-25}$ they round to 0.
@@ -211,11 +211,16 @@ lesson_passed("019")
 #
 # ### Math
 #
-# An update is lost when it is below half a unit in the last place:
+# An update is lost when it is below half the spacing of float16 numbers next to
+# $w$, on the side it moves toward. For $2^e \le |w| < 2^{e+1}$ that spacing is
+# $2^{e-10}$, between $2^{-11}|w|$ and $2^{-10}|w|$, and half as large just below a
+# power of two (a step toward zero from $|w| = 2^e$). So
 #
-# $$\operatorname{fl}_{16}(w - \eta g) = w \quad\text{when}\quad |\eta g| < \tfrac12 \operatorname{ulp}_{16}(w) \approx 2^{-11}|w|,$$
+# $$\operatorname{fl}_{16}(w - \eta g) = w \quad\text{whenever}\quad |\eta g| < 2^{-12}|w|,$$
 #
-# that is when $|w| / |\eta g| > 2048$; in float32 the ratio may reach $2^{24} \approx 1.7 \cdot 10^{7}$.
+# and already from $|\eta g| < 2^{-11}|w|$ for some $w$: an update is always lost once
+# $|w| / |\eta g| > 4096$, and may be from 2048. In float32 the same ratios are
+# $2^{25} \approx 3.4 \cdot 10^{7}$ and $2^{24} \approx 1.7 \cdot 10^{7}$.
 # Memory: $4\Psi$ bytes of master weights next to the $2\Psi$ of the half copy (with
 # Adam, its two float32 moments add $8\Psi$ more).
 #
@@ -400,8 +405,11 @@ lesson_passed("021")
 #
 # $$g = \frac{\operatorname{fl}_{32}(g_S)}{S}.$$
 #
-# When $S$ is a power of two, as the scaler's always is, the division only
-# changes the exponent: it is exact in float32.
+# When $S$ is a power of two, the division only changes the exponent: it is
+# exact in float32 (unless the quotient falls below float32's normal range). The
+# scale stays a power of two when it starts as one, since the scaler of lesson 023
+# only halves and doubles it; nothing forces the start, and any other $S$ rounds
+# each quotient once, by at most half a unit in the last place.
 #
 # ### Implementation
 

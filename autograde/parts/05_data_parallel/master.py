@@ -790,7 +790,10 @@ lesson_passed("029")
 # up to 25 MiB and runs one all-reduce per bucket. It fills them in *reverse*
 # parameter order because backward produces the last layer's gradients first:
 # the first bucket is ready early and its all-reduce overlaps with the rest of
-# the backward pass.
+# the backward pass. (That is the rule of this lesson, and a simplification of
+# PyTorch's: its first buckets are cut in forward order and the list is then
+# reversed, and after the first iteration it rebuilds them in the order the
+# gradients actually became ready.)
 #
 # ### Concepts
 #
@@ -961,7 +964,7 @@ lesson_passed("030")
 # %% [markdown]
 # ## Measured: the ledger as the cluster grows
 #
-# Both all-reduces, on payloads of $S = 1$ MiB (131,072 float64 numbers) per
+# Both all-reduces, on payloads of $S = 1$ MiB ($2^{17}$ float64 numbers) per
 # worker, for $N = 2, 4, 8, 16$. The numbers below are read from the ledger;
 # the formulas are those of lessons 027 and 028. In both all-reduces a worker
 # receives as many bytes as it sends. The naive root's traffic grows with $N$;

@@ -39,7 +39,7 @@ import matplotlib.pyplot as plt
 from shared import mlp
 from shared.checking import Deferred, call, check, check_call, check_equal, check_memory, check_raises
 from shared.checking import check_rules  # the rules for graded code (shared.policy)
-from shared.cluster import Cluster, reduce_scatter_mean
+from shared.cluster import Cluster
 from shared.lesson_blocks import (all_gather_param_shards, estimate_checkpointing_memory_savings,
                                   local_shard_adam_update, ring_all_reduce_mean, shard_dataset_across_workers)
 from shared.memory import (BYTES_PER_NUMBER, format_bytes, format_measured, format_ratio, measure_peak_memory,
@@ -48,7 +48,8 @@ from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
 from shared.plotting import COLORS
 from shared.progress import lesson_passed, show_progress
-from shared.training import TrainingConfig, measure_worker_memory, training_steps, worker_gradients
+from shared.training import (TrainingConfig, measure_worker_memory, reduce_scatter_mean, training_steps,
+                             worker_gradients)
 
 setup_notebook()
 
@@ -612,7 +613,7 @@ lesson_passed("039")
 # and why does ZeRO save less than the optimizer's whole state?
 
 # %% [markdown]
-# The table for a wider MLP: 4 layers 128 wide (50,052 float64 parameters), 1,024 examples,
+# The table for a wider MLP: 4 layers 128 wide (400,416 bytes of float64 parameters), 1,024 examples,
 # and every technique (4 workers, 4 micro-batches, segments of 2, mixed precision, ZeRO
 # stage 1). Bars: the predicted bytes of worker 0 by kind; diamonds: what tracemalloc measured.
 
@@ -1087,8 +1088,8 @@ plt.show()
 # bytes (3,300 float64 parameters, `m` and `v`: 24 bytes a parameter); with every switch on each of
 # the 4 workers holds 16,500 (6,600 bytes of float16 parameters, and the float32 master weights, `m`
 # and `v` of its 825: 12 bytes each), a fifth as much. The ledger of the cluster the on-run was given
-# shows the ring's traffic: $2 \cdot \frac{3}{4}$ of the 6,600 bytes of float16 gradients, 9,900
-# bytes per worker and step, 198,000 over the 20 steps, in 6 rounds a step. One step's peak, measured
+# shows the ring's traffic: $2 \cdot \frac{3}{4}$ of the 6,600 bytes of float16 gradients per worker
+# and step, 198,000 bytes over the 20 steps, in 6 rounds a step. One step's peak, measured
 # for all the workers of a loop together as the grader measures it, comes to about two thirds of its
 # bound for both runs: about 790 KiB with every switch off, about 250 KiB with every switch on, four
 # workers included. The bound leaves room for NumPy's temporaries: below 256 KiB an array (this MLP's
