@@ -1,7 +1,7 @@
 # Memory-Constrained Trainer: every command a learner, instructor or maintainer needs.
 #   make lab           open the course in JupyterLab (creates .venv on first use)
 #   make test          run every test of the project (but the mutation score: make test-mutation)
-#   make test-mutation the hidden tests' mutation score, part by part (CI runs it too)
+#   make test-mutation the hidden tests' strength: mutation score, wrong answers on eight seeds (CI runs it)
 #   make test-browser  every notebook run in JupyterLab in headless Chromium (math, figures)
 #   make build         regenerate every generated file from the masters
 #   make progress      your lessons passed and XP out of 200
@@ -101,10 +101,11 @@ bubblewrap:
 test: $(STAMP) bubblewrap
 	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile -m "not mutation" $(PYTEST_ARGS)
 
-# The hidden tests' mutation score, part by part (about 2,000 mutants graded: four minutes of two
-# cores), kept out of `make test` to hold it to ten minutes; CI runs both (.ci/run).
+# The hidden tests' strength: the mutation score, part by part (about 2,000 mutants graded), and every
+# catalogued wrong answer graded on eight run seeds (tests/test_seeds.py); kept out of `make test` to
+# hold it to ten minutes; CI runs both (.ci/run).
 test-mutation: $(STAMP)
-	$(PY) -m pytest tests/test_mutation.py -m mutation $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_JOBS) tests/test_mutation.py tests/test_seeds.py -m mutation $(PYTEST_ARGS)
 
 # Every notebook opened and run in JupyterLab in Debian's chromium (/usr/bin/chromium,
 # driven by Playwright); without that chromium the test is skipped, saying why.

@@ -13,13 +13,14 @@ package, so that the same seed always gives the same cases.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from shared.checking import DEFAULT_ATOL, DEFAULT_RTOL
+from shared.checking import DEFAULT_ATOL
 
 
 @dataclass(frozen=True)
@@ -127,13 +128,30 @@ class Refusal:
             return False
 
 
+#: (rtol, atol) by the narrowest float dtype among a case's input arrays, for a lesson that sets none.
+PRECISION_TOLERANCES = {np.dtype(np.float16): (1e-2, 1e-3), np.dtype(np.float32): (1e-5, 1e-6),
+                        np.dtype(np.float64): (1e-12, DEFAULT_ATOL)}
+
+
+def precision_tolerances(args: Any) -> tuple[float, float]:
+    """The default (rtol, atol) of a case: those of the narrowest float dtype among its input arrays
+    (float64 when it has none, e.g. a count of bytes)."""
+    from shared.cluster import arrays_held
+    floats = {array.dtype for _, array in arrays_held(args) if array.dtype in PRECISION_TOLERANCES}
+    narrowest = min(floats, key=lambda dtype: dtype.itemsize, default=np.dtype(np.float64))
+    return PRECISION_TOLERANCES[narrowest]
+
+
 @dataclass(frozen=True)
 class LessonSpec:
     """A lesson's hidden tests, declared once.
 
     code:       the lesson number, ``"003"``.
     cases:      ``rng -> [Case | Raises, ...]``, drawn fresh for every grading run.
-    rtol, atol, exact: how close an answer must be to the reference's.
+    rtol, atol, exact: how close an answer must be to the reference's.  Unset, they follow the
+                precision of the case's inputs (:data:`PRECISION_TOLERANCES`): float64 answers
+                within 1e-12, so that a float32 shortcut (a sum, a rounded 2/n) never passes
+                as rounding noise; float32 within 1e-5; float16 within 1e-2 (a few units in the last place).
     isolate:    earlier lessons' functions that the graded function calls; while
                 this lesson is graded they are replaced by the helper package's
                 versions, so a bug in an earlier lesson costs that lesson only.
@@ -156,8 +174,8 @@ class LessonSpec:
 
     code: str
     cases: Callable[[np.random.Generator], Sequence[Case | Raises]]
-    rtol: float = DEFAULT_RTOL
-    atol: float = DEFAULT_ATOL
+    rtol: float | None = None
+    atol: float | None = None
     exact: bool = False
     isolate: tuple[str, ...] = ()
     refuses: tuple[Refusal, ...] = ()
@@ -170,16 +188,31 @@ class LessonSpec:
     equivalent_mutants: tuple[tuple[str, str], ...] = field(default=())
 
     def tolerances(self, case: Case) -> dict[str, Any]:
-        own = {"rtol": self.rtol if case.rtol is None else case.rtol,
-               "atol": self.atol if case.atol is None else case.atol,
+        rtol, atol = precision_tolerances(case.args)
+        own = {"rtol": case.rtol if case.rtol is not None else self.rtol if self.rtol is not None else rtol,
+               "atol": case.atol if case.atol is not None else self.atol if self.atol is not None else atol,
                "exact": self.exact if case.exact is None else case.exact}
         return {**own, "key_tolerances": self.key_tolerances} if self.key_tolerances else own
 
 
 def draw_cases(spec: LessonSpec, seed: int) -> list[Case | Raises]:
-    """The lesson's cases for one grading run (``seed`` comes from the grader)."""
+    """The lesson's cases for one grading run (``seed`` comes from the grader), and last the first
+    unmeasured case once more (:func:`repeated`)."""
     cases = list(spec.cases(np.random.default_rng(seed)))
     for case in cases:
         if not isinstance(case, (Case, Raises)):
             raise TypeError(f"lesson {spec.code}: cases() must give Case or Raises, got {case!r}")
-    return cases
+    again = repeated(cases)
+    return cases + ([again] if again is not None else [])
+
+
+def repeated(cases: Sequence[Case | Raises]) -> Case | None:
+    """A second call on the inputs of the first unmeasured case: an answer that hands every call the same
+    output buffer then shares memory with the earlier result (the harness compares each result with the
+    earlier ones), on every run, not only when two drawn cases happen to have the same shapes."""
+    first = next((case for case in cases if isinstance(case, Case) and not case.measure), None)
+    if first is None:
+        return None
+    return replace(first, args=copy.deepcopy(first.args),
+                   about=f"{first.about + ': ' if first.about else ''}the first case again (a second call gives "
+                         f"new arrays)")

@@ -596,8 +596,10 @@ def compute_param_memory_bytes(num_params, dtype, zero_stage=0, num_workers=1, r
         dtype: "float16", "float32", "float64", or "mixed" (float16 parameters and gradients).
         zero_stage: 0, 1, 2 or 3 (stage 2 shards the gradients, stage 3 the parameters too).
         num_workers: N >= 1.
-        rank: the worker, 0 <= rank < N; it owns ``np.array_split``'s shard ``rank`` of the
-            flat vector: Psi // N elements, one more when rank < Psi % N.
+        rank: the worker, 0 <= rank < N; it owns shard ``rank`` of the flat vector as
+            ``np.array_split`` cuts it: Psi // N elements, one more when rank < Psi % N. Count it
+            with that formula: Psi reaches billions (7.5e9 in the ZeRO paper), far too many numbers
+            to allocate just to split them.
 
     Returns:
         ``{"parameters": int, "gradients": int}``: bytes (Python ints).

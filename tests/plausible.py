@@ -95,6 +95,28 @@ def relu_in_place(z):
     return z
 
 
+def relu_with_a_float32_zero(z):
+    """004 wrong: np.float32(0) is a typed scalar (NEP 50): a float16 z comes back float32."""
+    return np.maximum(z, np.float32(0.0))
+
+
+def relu_with_a_floor(z):
+    """004 wrong: a floor of 1e-12 instead of 0 (say, to keep a later log finite)."""
+    return np.maximum(z, 1e-12)
+
+
+_RELU_BUFFERS: dict = {}
+
+
+def relu_reusing_a_buffer(z):
+    """004 wrong: one output buffer per shape and dtype, reused by every call (each call overwrites the
+    result the caller got from the one before)."""
+    out = _RELU_BUFFERS.get((z.shape, z.dtype.str))
+    if out is None:
+        out = _RELU_BUFFERS[(z.shape, z.dtype.str)] = np.empty_like(z)
+    return np.maximum(z, 0, out=out)
+
+
 def relu_abs(z):
     return (z + np.abs(z)) / 2
 
@@ -131,6 +153,18 @@ def mse_sum_over_batch_rows(Y_hat, Y):
     return float(np.mean(np.sum(diff ** 2, axis=1))), 2 * diff / len(diff)
 
 
+def mse_loss_summed_in_float32(Y_hat, Y):
+    """006 wrong: the squares summed in float32 (half the memory, seven digits)."""
+    diff = Y_hat - Y
+    return float(np.sum((diff ** 2).astype(np.float32)) / diff.size), 2.0 * diff / diff.size
+
+
+def mse_grad_with_a_float32_scale(Y_hat, Y):
+    """006 wrong: the factor 2 / n rounded to float32 before it multiplies the float64 difference."""
+    diff = Y_hat - Y
+    return float(np.mean(diff ** 2)), diff * np.float32(2.0 / diff.size)
+
+
 def mse_loops(Y_hat, Y):
     total = 0.0
     for a, b in zip(Y_hat.ravel().tolist(), Y.ravel().tolist()):
@@ -151,6 +185,11 @@ def linear_backward_mean_dw(dZ, x, W):
 
 def relu_backward_where(dA, Z):
     return np.where(Z > 0, dA, 0.0).astype(dA.dtype)
+
+
+def relu_backward_float32_mask(dA, Z):
+    """008 wrong: the mask made float32: a float16 dA comes back float32."""
+    return dA * (Z > 0).astype(np.float32)
 
 
 def relu_backward_bool(dA, Z):
@@ -1220,12 +1259,18 @@ PLAUSIBLE = {
     "002": [("the second layer's scale from the first layer's fan-in", init_second_fan_in_wrong),
             ("integer zero biases", init_int_biases)],
     "003": [("the bias added as a column", linear_bias_as_column)],
-    "004": [("ReLU in place (z[z < 0] = 0)", relu_in_place)],
+    "004": [("ReLU in place (z[z < 0] = 0)", relu_in_place),
+            ("np.maximum with np.float32(0): float16 in, float32 out", relu_with_a_float32_zero),
+            ("a floor of 1e-12 instead of 0", relu_with_a_floor),
+            ("one output buffer reused by every call", relu_reusing_a_buffer)],
     "005": [("the cache without A0", mlp_forward_no_a0)],
     "006": [("the loss left a NumPy scalar", mse_numpy_scalar),
+            ("the loss summed in float32", mse_loss_summed_in_float32),
+            ("2 / n rounded to float32", mse_grad_with_a_float32_scale),
             ("the loss summed over outputs, averaged over rows", mse_sum_over_batch_rows)],
     "007": [("dW averaged over the batch", linear_backward_mean_dw)],
-    "008": [("a boolean gradient", relu_backward_bool)],
+    "008": [("a boolean gradient", relu_backward_bool),
+            ("a float32 mask: float16 in, float32 out", relu_backward_float32_mask)],
     "009": [("dW1 averaged over the batch", first_backward_mean)],
     "010": [("the bias gradients left out", mlp_backward_missing_bias_keys)],
     "011": [("the micro-batches in reverse order", split_as_arrays)],

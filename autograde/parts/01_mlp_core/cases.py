@@ -64,11 +64,10 @@ def init_cases(rng):
 
 def linear_forward_cases(rng):
     cases = []
-    for dtype in (np.float64, np.float64, np.float64, np.float32):
+    for dtype in (np.float64, np.float64, np.float64, np.float32, np.float16):
         n, i, o = _sizes(rng, 3)
-        tol = F32 if dtype == np.float32 else {}
         cases.append(Case({"x": _normal(rng, (n, i), dtype), "W": _normal(rng, (i, o), dtype),
-                           "b": _normal(rng, o, dtype)}, f"{np.dtype(dtype).name}", **tol))
+                           "b": _normal(rng, o, dtype)}, f"{np.dtype(dtype).name}: the result keeps it"))
     n = int(rng.integers(2, 6))
     cases.append(Case({"x": _normal(rng, (n, n)), "W": _normal(rng, (n, n)), "b": _normal(rng, n)},
                       "square x and W"))
@@ -85,7 +84,8 @@ def relu_forward_cases(rng):
         z = _normal(rng, shape)
         z[rng.random(shape) < 0.2] = 0.0
         cases.append(Case({"z": z}, f"{ndim}-d input with exact zeros"))
-    cases.append(Case({"z": _normal(rng, (4, 3), np.float32)}, "float32"))
+    cases.append(Case({"z": _normal(rng, (4, 3), np.float32)}, "float32: the result keeps it"))
+    cases.append(Case({"z": _normal(rng, (3, 5), np.float16)}, "float16: the result keeps it"))
     cases.append(Case({"z": -np.abs(_normal(rng, (3, 2)))}, "all negative"))
     return cases
 
@@ -118,11 +118,10 @@ def mse_cases(rng):
 
 def linear_backward_cases(rng):
     cases = []
-    for dtype in (np.float64, np.float64, np.float64, np.float32):
+    for dtype in (np.float64, np.float64, np.float64, np.float32, np.float16):
         n, i, o = _sizes(rng, 3)
-        tol = F32 if dtype == np.float32 else {}
         cases.append(Case({"dZ": _normal(rng, (n, o), dtype), "x": _normal(rng, (n, i), dtype),
-                           "W": _normal(rng, (i, o), dtype)}, np.dtype(dtype).name, **tol))
+                           "W": _normal(rng, (i, o), dtype)}, f"{np.dtype(dtype).name}: the result keeps it"))
     n = int(rng.integers(2, 6))
     cases.append(Case({"dZ": _normal(rng, (n, n)), "x": _normal(rng, (n, n)), "W": _normal(rng, (n, n))},
                       "square W (a missing transpose keeps the shape)"))
@@ -141,7 +140,9 @@ def relu_backward_cases(rng):
     shape = (3, 4)
     cases.append(Case({"dA": -np.abs(_normal(rng, shape)), "Z": _normal(rng, shape)},
                       "negative upstream gradients (a mask from dA goes wrong)"))
-    cases.append(Case({"dA": _normal(rng, shape, np.float32), "Z": _normal(rng, shape, np.float32)}, "float32"))
+    for dtype in (np.float32, np.float16):
+        cases.append(Case({"dA": _normal(rng, shape, dtype), "Z": _normal(rng, shape, dtype)},
+                          f"{np.dtype(dtype).name}: the result keeps it"))
     return cases
 
 
@@ -174,13 +175,13 @@ LESSONS = (
     LessonSpec("001", batch_cases, atol=1e-12, refuses=BATCH_REFUSALS),
     LessonSpec("002", init_cases),
     LessonSpec("003", linear_forward_cases),
-    LessonSpec("004", relu_forward_cases, equivalent_mutants=(
+    LessonSpec("004", relu_forward_cases, exact=True, equivalent_mutants=(  # max(z, 0) rounds nothing
         ("swap the first two arguments of `maximum` | return np.maximum(z, 0)",
          "np.maximum is symmetric in its two arguments (and keeps the array's dtype either way)"),)),
     LessonSpec("005", mlp_forward_cases, isolate=("linear_forward", "relu_forward"), fresh_result=False),
     LessonSpec("006", mse_cases),
     LessonSpec("007", linear_backward_cases),
-    LessonSpec("008", relu_backward_cases),
+    LessonSpec("008", relu_backward_cases, exact=True),  # a mask rounds nothing
     LessonSpec("009", first_linear_backward_cases),
     LessonSpec("010", mlp_backward_cases, isolate=("linear_forward", "relu_forward", "mse_loss_and_grad",
                                                    "mlp_forward", "linear_backward", "relu_backward",

@@ -380,9 +380,14 @@ check_call(relu_forward, {"z": z}, np.array([[0.0, 0.0, 0.5],
            mistakes=mistakes_of("relu_forward"))
 check_call(relu_forward, {"z": np.array([-1.0, 2.0, -3.0, 4.0])}, np.array([0.0, 2.0, 0.0, 4.0]),
            mistakes=mistakes_of("relu_forward"))
-r32 = call(relu_forward, np.array([-1.0, 1.0], dtype=np.float32))
-check(isinstance(r32, np.ndarray) and r32.dtype == np.float32,
-      f"relu_forward should keep float32, got {getattr(r32, 'dtype', type(r32))}")
+for dtype in (np.float32, np.float16):  # the result keeps the input's dtype, whatever it is
+    r = call(relu_forward, np.array([-1.0, 1.0], dtype=dtype))
+    check(isinstance(r, np.ndarray) and r.dtype == dtype,
+          f"relu_forward should keep {np.dtype(dtype).name}, got {getattr(r, 'dtype', type(r))}")
+first, second = call(relu_forward, z.copy()), call(relu_forward, z.copy())
+check(not np.shares_memory(first, second),
+      "two calls returned the same array: each call must return a new one (the second call overwrote the first "
+      "caller's result)")
 lesson_passed("004")
 
 # %% [markdown]
@@ -719,9 +724,10 @@ Z = np.array([[0.5, 1.0, -1.0],
 check_call(relu_backward, {"dA": dA, "Z": Z},
            np.array([[1.0, -2.0, 0.0],
                      [-4.0, 0.0, 0.0]]), mistakes=mistakes_of("relu_backward"))
-d32 = call(relu_backward, dA.astype(np.float32), Z)
-check(isinstance(d32, np.ndarray) and d32.dtype == np.float32,
-      f"relu_backward should keep dA's dtype (float32 here), got {getattr(d32, 'dtype', type(d32))}")
+for dtype in (np.float32, np.float16):  # the result keeps dA's dtype, whatever it is
+    d = call(relu_backward, dA.astype(dtype), Z)
+    check(isinstance(d, np.ndarray) and d.dtype == dtype,
+          f"relu_backward should keep dA's dtype ({np.dtype(dtype).name} here), got {getattr(d, 'dtype', type(d))}")
 lesson_passed("008")
 
 # %% [markdown]
