@@ -206,7 +206,22 @@ def solved_notebook(notebook: nbformat.NotebookNode, workdir: Path, execute: boo
         os.environ.update(env_backup)
     for cell in solved.cells:
         cell.metadata.pop("execution", None)
+        if cell.cell_type == "code":
+            cell.outputs = coalesced_streams(cell.outputs)
     return nbformat.writes(solved) + "\n"
+
+
+def coalesced_streams(outputs: list) -> list:
+    """Outputs with consecutive writes to one stream joined into one: how a kernel's flushes cut the text
+    varies from run to run, the text does not (so a rebuild leaves the file as it was)."""
+    joined: list = []
+    for output in outputs:
+        if (output.get("output_type") == "stream" and joined and joined[-1].get("output_type") == "stream"
+                and joined[-1].get("name") == output.get("name")):
+            joined[-1]["text"] += output["text"]
+        else:
+            joined.append(output)
+    return joined
 
 
 # --------------------------------------------------------------------------
