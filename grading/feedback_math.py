@@ -110,9 +110,7 @@ def tex_to_mathml(tex: str, *, display: bool) -> str | None:
         return None
     try:
         return _rebuilt(convert_to_element(tex, display="block" if display else "inline"))
-    except (_Untranslated, RecursionError):
-        return None
-    except Exception:  # noqa: BLE001  (latex2mathml reports malformed TeX with a dozen exception types)
+    except Exception:  # noqa: BLE001  (_Untranslated, RecursionError, and latex2mathml's dozen kinds of TeX error)
         return None
 
 

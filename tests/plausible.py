@@ -621,6 +621,12 @@ def buckets_listed_last_first(worker_grads, bucket_cap_bytes, cluster=None):
 
 # 031-035 (Part 6: ZeRO's sharded Adam on the simulated cluster) -------------------
 
+def init_moments_one_dict(params):
+    """031 wrong: m and v are the same dict of zero arrays (an update of one is an update of the other)."""
+    zeros = {key: np.zeros_like(value) for key, value in params.items()}
+    return {"step": 0, "m": zeros, "v": zeros}
+
+
 def init_without_step(params):
     return {"m": {k: np.zeros_like(v) for k, v in params.items()}, "v": {k: np.zeros_like(v) for k, v in params.items()}}
 
@@ -979,12 +985,6 @@ def half_without_nan(params):
     _float_arrays_only(params, "only float arrays can be cast to float16")
     return {key: np.nan_to_num(value, nan=0.0, posinf=np.inf, neginf=-np.inf).astype(np.float16)
             for key, value in params.items()}
-
-
-def init_moments_one_dict(params):
-    """031 wrong: m and v are the same dict of zero arrays (an update of one is an update of the other)."""
-    zeros = {key: np.zeros_like(value) for key, value in params.items()}
-    return {"step": 0, "m": zeros, "v": zeros}
 
 
 def mixed_step_without_helpers(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
