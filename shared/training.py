@@ -30,8 +30,7 @@ import numpy as np
 from . import mlp
 from .answers import answers
 from .cluster import Cluster
-from .lesson_blocks import (accumulate_gradients, mlp_backward_checkpointed, mlp_forward_checkpointed,
-                            scale_accumulated_gradients, scale_loss, split_into_micro_batches)
+from .lesson_blocks import mlp_backward_checkpointed, mlp_forward_checkpointed, scale_loss, split_into_micro_batches
 from .memory import measure_peak_memory
 
 
@@ -155,7 +154,10 @@ def worker_gradients(params, X, Y, num_micro_batches=1, segment_size=None, loss_
         X: (n, width) the worker's examples (cast to the parameters' dtype, without a copy
             when it has it already); Y: (n, outputs) their targets.
         num_micro_batches: k, 1 <= k <= n: consecutive micro-batches (lesson 011), their
-            gradients accumulated (012) and scaled (013).
+            gradients accumulated (012) and scaled (013). The running sum is kept in float32 when
+            the gradients are float16 (mixed precision's float32 accumulation: the sum of
+            n_j * S * g_j overflows float16 long before the mean does) and rounded to float16
+            once, at the end; in the gradients' own dtype otherwise.
         segment_size: None, or the layers per checkpointed segment (lessons 015 and 017).
         loss_scale: None, or S: each micro-batch's output gradient is scaled by S and made
             float16 (lesson 021), so the gradients are S times too large (and may be inf).
@@ -176,14 +178,35 @@ def worker_gradients(params, X, Y, num_micro_batches=1, segment_size=None, loss_
             loss_j, grads_j = _forward_backward(params, X_j, Y_j, segment_size, loss_scale)
         if single:
             return float(loss_j), grads_j, int(activation_bytes)
-        with np.errstate(over="ignore", invalid="ignore"):
-            accumulated = accumulate_gradients(accumulated, grads_j, len(X_j))
+        accumulated = _accumulate(accumulated, grads_j, len(X_j))
         del grads_j
         sizes.append(len(X_j))
         loss_sum += len(X_j) * loss_j
+    return float(loss_sum / sum(sizes)), _mean(accumulated, sum(sizes), params["W1"].dtype), int(activation_bytes)
+
+
+def _accumulate(running, grads, size):
+    """Lesson 012's ``running + size * grads``, in place, the running sum in at least float32.
+
+    ``running``: None (the first micro-batch) or the dict of running sums; ``grads``: one micro-batch's
+    gradients (float16 in mixed precision). float16 would overflow: a micro-batch of n_j rows at loss
+    scale S adds n_j * S * g_j, where the mean S * g fits. In place, so that the step holds the running
+    sum and one micro-batch's gradients, not a second running sum beside the first.
+    """
+    if running is None:
+        running = {key: np.zeros(grad.shape, np.promote_types(grad.dtype, np.float32)) for key, grad in grads.items()}
     with np.errstate(over="ignore", invalid="ignore"):
-        grads = scale_accumulated_gradients(accumulated, sizes)
-    return float(loss_sum / sum(sizes)), grads, int(activation_bytes)
+        for key, grad in grads.items():
+            running[key] += np.multiply(grad, size, dtype=running[key].dtype)
+    return running
+
+
+def _mean(running, total, dtype):
+    """Lesson 013's ``running / total``, rounded once to the passes' ``dtype`` (float16 in mixed precision)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        for value in running.values():
+            value /= total
+        return {key: value.astype(dtype, copy=False) for key, value in running.items()}
 
 
 def _worker_step(params, X, Y, config, rank):

@@ -132,7 +132,8 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
     Returns:
         A list of six dicts, for "none", "accumulation", "checkpointing", "mixed precision", "ZeRO"
         and "all together" in this order: ``{"configuration": name, "parameters": int,
-        "gradients": int (twice 036's with k > 1), "optimizer": int, "activations": int,
+        "gradients": int (036's; with k > 1 twice, three times in mixed precision), "optimizer": int,
+        "activations": int,
         "predicted": int (the sum of the four), "measured": int}``.
 
     Raises:
@@ -158,8 +159,9 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
     for name, row in rows:
         dtype = "mixed" if row.mixed_precision else params["W1"].dtype.name
         memory = compute_param_memory_bytes(num_params, dtype, row.zero_stage, row.num_workers)
+        running_sum = 0 if row.num_micro_batches == 1 else (2 if row.mixed_precision else 1)  # float32: 2 x float16
         entry = {"configuration": name, "parameters": memory["parameters"],
-                 "gradients": memory["gradients"] * (2 if row.num_micro_batches > 1 else 1),
+                 "gradients": memory["gradients"] * (1 + running_sum),
                  "optimizer": compute_optimizer_memory_bytes(num_params, dtype, row.zero_stage, row.num_workers),
                  "activations": compute_peak_activation_memory_bytes(len(X[0::row.num_workers]), width, layers, dtype,
                                                                      row.segment_size, row.num_micro_batches)}

@@ -1081,7 +1081,7 @@ def _compare_written_out(params, X, Y, config, rows_of):
         held = compute_param_memory_bytes(count, dtype, row.zero_stage, row.num_workers)
         examples = rows_of(X, row.num_workers)
         entry = {"configuration": name, "parameters": held["parameters"],
-                 "gradients": held["gradients"] * (2 if row.num_micro_batches > 1 else 1),
+                 "gradients": held["gradients"] * (1 + (row.num_micro_batches > 1) * (1 + row.mixed_precision)),
                  "optimizer": compute_optimizer_memory_bytes(count, dtype, row.zero_stage, row.num_workers),
                  "activations": compute_peak_activation_memory_bytes(examples, width, layers, dtype, row.segment_size,
                                                                      row.num_micro_batches)}
@@ -1102,11 +1102,59 @@ def compare_last_workers_rows(params, X, Y, config):
     return _compare_written_out(params, X, Y, config, lambda X, N: len(X[N - 1::N]))
 
 
+def compare_by_bytes_per_number(params, X, Y, config):
+    """Right: parameters, gradients and Adam's state counted from bytes per number and worker 0's share
+    (np.array_split's first piece holds ceil(Psi / N)), each row's configuration made with TrainingConfig."""
+    from shared.training import TrainingConfig, measure_worker_memory
+    from shared.lesson_blocks import compute_peak_activation_memory_bytes
+    layers, width = sum(1 for key in params if key.startswith("W")), X.shape[1]
+    N, k = config.num_workers, config.num_micro_batches
+    if any(params[f"W{i}"].shape[0] != width for i in range(1, layers + 1)) or N > len(X) or k > len(X) // N:
+        raise ValueError("the configuration does not fit the batch or the MLP")
+    psi = sum(value.size for value in params.values())
+    own_bytes = params["W1"].dtype.itemsize
+    rows = {"none": TrainingConfig(), "accumulation": TrainingConfig(num_micro_batches=k),
+            "checkpointing": TrainingConfig(segment_size=config.segment_size),
+            "mixed precision": TrainingConfig(mixed_precision=config.mixed_precision),
+            "ZeRO": TrainingConfig(num_workers=N, zero_stage=config.zero_stage), "all together": config}
+    table = []
+    for name, row in rows.items():
+        per_number = 2 if row.mixed_precision else own_bytes          # the passes' numbers
+        state_per_number = 12 if row.mixed_precision else 2 * own_bytes  # m and v (and the float32 master)
+        share = -(-psi // row.num_workers) if row.zero_stage else psi   # worker 0's piece of the state
+        running_sum = 0 if row.num_micro_batches == 1 else (4 if row.mixed_precision else own_bytes)
+        entry = {"configuration": name, "parameters": psi * per_number,
+                 "gradients": psi * (per_number + running_sum), "optimizer": share * state_per_number,
+                 "activations": compute_peak_activation_memory_bytes(
+                     -(-len(X) // row.num_workers), width, layers, "mixed" if row.mixed_precision
+                     else params["W1"].dtype.name, row.segment_size, row.num_micro_batches)}
+        entry["predicted"] = sum(entry[key] for key in ("parameters", "gradients", "optimizer", "activations"))
+        entry["measured"] = measure_worker_memory(params, X, Y, row)
+        table.append(entry)
+    return table
 
+
+def _summed_by_hand(params, X, Y, num_micro_batches, segment_size, loss_scale, *, in_float32):
+    """One worker's loss and gradients with the learner's own accumulation: each micro-batch's gradients
+    from ``worker_gradients`` on its rows alone, summed in float32 (right) or in their own dtype (float16
+    in mixed precision: wrong, n_j * S * g_j overflows), the mean in the gradients' dtype."""
+    from shared.training import worker_gradients
+    total, loss = None, 0.0
+    for X_j, Y_j in zip(np.array_split(X, num_micro_batches), np.array_split(Y, num_micro_batches)):
+        loss_j, grads_j, _ = worker_gradients(params, X_j, Y_j, 1, segment_size, loss_scale)
+        dtype = grads_j["W1"].dtype
+        with np.errstate(over="ignore", invalid="ignore"):
+            for key, grad in grads_j.items():
+                weighted = len(X_j) * (grad.astype(np.float32) if in_float32 and dtype == np.float16 else grad)
+                total = {} if total is None else total
+                total[key] = weighted if key not in total else total[key] + weighted
+        loss += len(X_j) * loss_j
+    with np.errstate(over="ignore", invalid="ignore"):
+        return loss / len(X), {key: (value / len(X)).astype(dtype) for key, value in total.items()}, 0
 
 
 def _loop_written_out(params, X, Y, config, cluster=None, *, scale_after, checkpointing, accumulation, full_state,
-                      unscale=1, skip_updates_state=False):
+                      unscale=1, skip_updates_state=False, own_accumulation=None):
     """Lesson 040's loop written out on the helper's blocks (each worker's rows sliced with X[r::N], the steps
     counted with range), with the ways a learner could get it wrong that the catalogue needs:
     ``scale_after`` records the scale each step leaves behind; without ``checkpointing`` or ``accumulation``
@@ -1144,7 +1192,11 @@ def _loop_written_out(params, X, Y, config, cluster=None, *, scale_after, checkp
         flat_grads, loss = [], 0.0
         for r in range(N):
             X_r, Y_r = X[r::N], Y[r::N]
-            loss_r, grads, _ = worker_gradients(tensors(vectors[r]), X_r, Y_r, k, segment, scale if mixed else None)
+            if own_accumulation is None:
+                loss_r, grads, _ = worker_gradients(tensors(vectors[r]), X_r, Y_r, k, segment, scale if mixed else None)
+            else:
+                loss_r, grads, _ = _summed_by_hand(tensors(vectors[r]), X_r, Y_r, k, segment, scale if mixed else None,
+                                                   in_float32=own_accumulation == "float32")
             weight = N * len(X_r) / len(X)
             flat_grads.append(np.concatenate([weight * grads[key].ravel() for key in keys]))
             loss += weight * loss_r / N
@@ -1244,6 +1296,587 @@ def loop_skip_updates_the_state(params, X, Y, config, cluster=None):
                              full_state=False, skip_updates_state=True)
 
 
+def loop_summing_micro_batches_in_float16(params, X, Y, config, cluster=None):
+    """A learner's own accumulation: each micro-batch's float16 gradients from worker_gradients(k=1),
+    summed in float16 (n_j * S * g_j overflows where the mean does not)."""
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
+                             full_state=False, own_accumulation="float16")
+
+
+def loop_summing_micro_batches_in_float32(params, X, Y, config, cluster=None):
+    """Right: the learner's own accumulation, each micro-batch's gradients from worker_gradients(k=1) summed in
+    float32 and the mean rounded to float16 once."""
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
+                             full_state=False, own_accumulation="float32")
+
+
+# Right answers written another way, Parts 4 to 7: a second way for each lesson ----------------
+
+# right, 019 ----------------------------------------------------------------------------
+
+def half_into_empty(params):
+    """A float16 array from np.empty, filled by assignment (the assignment rounds each value)."""
+    half = {}
+    for key, value in params.items():
+        if value.dtype.kind != "f":
+            raise TypeError(f"params[{key!r}] is {value.dtype}, not a float array")
+        out = np.empty(value.shape, dtype=np.float16)
+        with np.errstate(over="ignore"):
+            out[...] = value
+        half[key] = out
+    return half
+
+
+def half_copy_then_cast(params):
+    """Copy first (np.copy), then astype(copy=False): the copy is always new, the cast never aliases the input."""
+    for key in params:
+        if not np.issubdtype(params[key].dtype, np.floating):
+            raise TypeError(f"params[{key!r}] has dtype {params[key].dtype}")
+    out = {}
+    with np.errstate(over="ignore"):
+        for key in params:
+            out[key] = np.copy(params[key]).astype(np.float16, copy=False)
+    return out
+
+
+# right, 020 ----------------------------------------------------------------------------
+
+def master_with_copyto(params):
+    """np.empty float32 arrays filled with np.copyto (a same-kind cast)."""
+    master = {}
+    for key, value in params.items():
+        if value.dtype.kind != "f":
+            raise TypeError(f"params[{key!r}] is {value.dtype}: master weights come from float arrays")
+        master[key] = np.empty(value.shape, dtype=np.float32)
+        np.copyto(master[key], value)
+    return master
+
+
+# right, 021 ----------------------------------------------------------------------------
+
+def scale_loss_loop(loss, d_out, loss_scale):
+    """A loop over the entries, each product a np.float32, stored into a float16 array."""
+    if not 0 < loss_scale < math.inf:  # NaN fails both comparisons
+        raise ValueError(f"loss_scale must be positive and finite, got {loss_scale}")
+    scale32 = np.float32(loss_scale)
+    scaled = np.empty(d_out.shape, dtype=np.float16)
+    with np.errstate(over="ignore"):
+        for index in np.ndindex(d_out.shape):
+            scaled[index] = np.float32(d_out[index]) * scale32
+    return float(loss) * float(loss_scale), scaled
+
+
+# right, 022 ----------------------------------------------------------------------------
+
+def unscale_in_float64(grads, loss_scale):
+    """Divided in float64 (the float16/float32 values are exact there), the quotient rounded to float32."""
+    if not (math.isfinite(loss_scale) and loss_scale > 0):
+        raise ValueError(f"loss_scale must be positive and finite, got {loss_scale}")
+    unscaled = {}
+    for key, value in grads.items():
+        unscaled[key] = (value.astype(np.float64) / float(loss_scale)).astype(np.float32)
+    return unscaled
+
+
+def unscale_by_reciprocal(grads, loss_scale):
+    """Multiplied by the float32 reciprocal of S, as PyTorch's GradScaler unscales (inv_scale)."""
+    if not (math.isfinite(loss_scale) and loss_scale > 0):
+        raise ValueError(f"loss_scale must be positive and finite, got {loss_scale}")
+    inv_scale = np.float32(1.0 / loss_scale)
+    return {key: value.astype(np.float32) * inv_scale for key, value in grads.items()}
+
+
+# right, 023 ----------------------------------------------------------------------------
+
+def non_finite_against_finfo(grads):
+    """A loop with an early return: |g| <= finfo(dtype).max is False exactly for inf, -inf and NaN."""
+    for value in grads.values():
+        largest = np.finfo(value.dtype).max
+        if not (np.abs(value) <= largest).all():
+            return True
+    return False
+
+
+def non_finite_isnan_or_isinf(grads):
+    """np.isnan and np.isinf looked at separately, any() over each, a Python bool."""
+    found = False
+    for value in grads.values():
+        found = found or bool(np.isnan(value).any()) or bool(np.isinf(value).any())
+    return found
+
+
+# right, 024 ----------------------------------------------------------------------------
+
+def mixed_step_reciprocal_unscale(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """GradScaler's way written out (no earlier lesson's function): unscaled by the float32 reciprocal 1/S,
+    checked key by key with an early return, the scale grown when the clean steps reach the interval."""
+    for key, value in master_params.items():
+        if value.dtype != np.float32:
+            raise TypeError(f"master_params[{key!r}] is {value.dtype}, not float32")
+    if growth_interval < 1:
+        raise ValueError(f"growth_interval must be at least 1, got {growth_interval}")
+    scale = scaler_state["scale"]
+    if not 0 < scale < math.inf:
+        raise ValueError(f"the scale must be positive and finite, got {scale}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        half = {key: value.astype(np.float16) for key, value in master_params.items()}
+        out, cache = mlp.forward(X.astype(np.float16), half)
+        _, d_out = mlp.mse_loss_and_grad(out.astype(np.float32), Y.astype(np.float32))
+        scaled = (np.float32(scale) * d_out).astype(np.float16)
+        half_grads = mlp.backward(scaled, half, cache)
+    del out, cache, scaled
+    inv_scale = np.float32(1.0 / scale)
+    grads = {}
+    for key, g in half_grads.items():
+        grads[key] = g.astype(np.float32) * inv_scale
+        if not np.isfinite(grads[key]).all():
+            return master_params, {"scale": scale / 2, "growth_tracker": 0}, True
+    new_master = {key: master_params[key] - np.float32(learning_rate) * grads[key] for key in master_params}
+    clean_steps = scaler_state["growth_tracker"] + 1
+    if clean_steps < growth_interval:
+        return new_master, {"scale": scale, "growth_tracker": clean_steps}, False
+    return new_master, {"scale": scale * 2, "growth_tracker": 0}, False
+
+
+def mixed_step_update_in_float64(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """The update computed in float64 and rounded to float32 once (the master stays float32); the overflow
+    looked for in one pass over every unscaled gradient."""
+    if any(value.dtype != np.float32 for value in master_params.values()):
+        raise TypeError("the master weights must be float32")
+    if not growth_interval >= 1:
+        raise ValueError(f"growth_interval must be at least 1, got {growth_interval}")
+    scale = scaler_state["scale"]
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"the scale must be positive and finite, got {scale}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        half = {key: np.array(value, dtype=np.float16) for key, value in master_params.items()}
+        out, cache = mlp.forward(np.array(X, dtype=np.float16), half)
+        _, d_out = mlp.mse_loss_and_grad(np.array(out, dtype=np.float32), np.array(Y, dtype=np.float32))
+        scaled_d_out = np.multiply(d_out, scale, dtype=np.float32).astype(np.float16)
+        half_grads = mlp.backward(scaled_d_out, half, cache)
+        grads = {key: np.divide(g, scale, dtype=np.float32) for key, g in half_grads.items()}
+    if not all(np.isfinite(g).all() for g in grads.values()):
+        return master_params, {"scale": 0.5 * scale, "growth_tracker": 0}, True
+    new_master = {key: (value.astype(np.float64) - learning_rate * grads[key].astype(np.float64)).astype(np.float32)
+                  for key, value in master_params.items()}
+    tracker = scaler_state["growth_tracker"] + 1
+    grown = tracker == growth_interval
+    return new_master, {"scale": 2.0 * scale if grown else scale, "growth_tracker": 0 if grown else tracker}, False
+
+
+# right, 025 ----------------------------------------------------------------------------
+
+def shard_dealt_row_by_row(X, Y, num_workers):
+    """The rows dealt one by one like cards into per-worker lists, stacked at the end."""
+    if num_workers < 1 or len(X) != len(Y) or num_workers > len(X):
+        raise ValueError(f"cannot deal {len(X)} examples (and {len(Y)} targets) to {num_workers} workers")
+    hands = [([], []) for _ in range(num_workers)]
+    for i in range(len(X)):
+        rows, targets = hands[i % num_workers]
+        rows.append(X[i])
+        targets.append(Y[i])
+    return [(np.stack(rows), np.stack(targets)) for rows, targets in hands]
+
+
+def shard_with_take(X, Y, num_workers):
+    """np.take of the index runs range(r, B, N) (copies, not views)."""
+    if not 1 <= num_workers <= len(X) or len(X) != len(Y):
+        raise ValueError(f"cannot deal {len(X)} examples (and {len(Y)} targets) to {num_workers} workers")
+    shards = []
+    for r in range(num_workers):
+        rows = np.arange(r, len(X), num_workers)
+        shards.append((np.take(X, rows, axis=0), np.take(Y, rows, axis=0)))
+    return shards
+
+
+# right, 026 ----------------------------------------------------------------------------
+
+def local_one_example_at_a_time(params, X_shard, Y_shard, global_batch_size, num_workers):
+    """One example at a time: each example's mean loss and gradients summed, the sums times N / B."""
+    if len(X_shard) != len(Y_shard) or len(X_shard) == 0 or num_workers < 1:
+        raise ValueError("the shard must be non-empty, X_shard and Y_shard of one length, N >= 1")
+    loss_sum, grad_sums = 0.0, {key: np.zeros_like(value) for key, value in params.items()}
+    for i in range(len(X_shard)):
+        loss, grads = mlp.loss_and_grads(X_shard[i:i + 1], Y_shard[i:i + 1], params)
+        loss_sum += loss
+        for key in grad_sums:
+            grad_sums[key] += grads[key]
+    factor = num_workers / global_batch_size
+    return float(loss_sum * factor), {key: total * factor for key, total in grad_sums.items()}
+
+
+# right, 027 ----------------------------------------------------------------------------
+
+def naive_mean_in_place(worker_arrays, cluster=None):
+    """The root receives everything first, then adds in rank order in place on a copy of its own array
+    and divides in place; the broadcast sent from the last rank down."""
+    from shared.cluster import Cluster
+    if not worker_arrays:
+        raise ValueError("no workers")
+    for array in worker_arrays:
+        if array.shape != worker_arrays[0].shape or array.dtype != worker_arrays[0].dtype:
+            raise ValueError("the workers' arrays differ in shape or dtype")
+    n = len(worker_arrays)
+    if cluster is None:
+        cluster = Cluster(n)
+    with cluster.round():
+        for rank in range(n - 1, 0, -1):
+            cluster.send(rank, 0, worker_arrays[rank])
+    received = {rank: cluster.receive(0, rank) for rank in range(n - 1, 0, -1)}
+    mean = worker_arrays[0].copy()
+    for rank in range(1, n):
+        mean += received[rank]
+    mean /= n
+    with cluster.round():
+        for rank in range(n - 1, 0, -1):
+            cluster.send(0, rank, mean)
+    results = [mean] + [cluster.receive(rank, 0) for rank in range(1, n)]
+    return results, cluster.ledger.summary()
+
+
+def naive_mean_wide_accumulator(worker_arrays, cluster=None):
+    """The root accumulates in float64 (np.add with dtype), in rank order; the mean is cast back to the
+    arrays' dtype before it is broadcast (the same bytes on the wire)."""
+    from shared.cluster import Cluster
+    if len(worker_arrays) == 0:
+        raise ValueError("no workers")
+    shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
+    if any(a.shape != shape or a.dtype != dtype for a in worker_arrays):
+        raise ValueError("the workers' arrays differ in shape or dtype")
+    n = len(worker_arrays)
+    cluster = Cluster(n) if cluster is None else cluster
+    with cluster.round():
+        for r in range(1, n):
+            cluster.send(r, 0, worker_arrays[r])
+    total = worker_arrays[0].astype(np.float64)
+    for r in range(1, n):
+        total = np.add(total, cluster.receive(0, r), dtype=np.float64)
+    mean = (total / n).astype(dtype)
+    with cluster.round():
+        for r in range(1, n):
+            cluster.send(0, r, mean)
+    return [mean] + [cluster.receive(r, 0) for r in range(1, n)], cluster.ledger.summary()
+
+
+# right, 028 ----------------------------------------------------------------------------
+
+def ring_in_flat_buffers(worker_arrays, cluster=None):
+    """Each worker keeps one flat copy of its array and updates chunk slices of it in place (+=, /=, =);
+    the chunk bounds from the sizes q + (c < rho)."""
+    from shared.cluster import Cluster
+    if len(worker_arrays) == 0:
+        raise ValueError("no workers")
+    shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
+    if any(a.shape != shape or a.dtype != dtype for a in worker_arrays):
+        raise ValueError("the workers' arrays differ in shape or dtype")
+    n = len(worker_arrays)
+    if cluster is None:
+        cluster = Cluster(n)
+    buffers = [np.array(a, copy=True).reshape(-1) for a in worker_arrays]
+    q, rho = divmod(buffers[0].size, n)
+    starts = [c * q + min(c, rho) for c in range(n + 1)]
+
+    def chunk(c):
+        return slice(starts[c], starts[c + 1])
+
+    for s in range(n - 1):  # reduce-scatter
+        with cluster.round():
+            for r in range(n):
+                cluster.send(r, (r + 1) % n, buffers[r][chunk((r - s) % n)])
+        for r in range(n):
+            buffers[r][chunk((r - 1 - s) % n)] += cluster.receive(r, (r - 1) % n)
+    for r in range(n):
+        buffers[r][chunk((r + 1) % n)] /= n
+    for s in range(n - 1):  # all-gather
+        with cluster.round():
+            for r in range(n):
+                cluster.send(r, (r + 1) % n, buffers[r][chunk((r + 1 - s) % n)])
+        for r in range(n):
+            buffers[r][chunk((r - s) % n)] = cluster.receive(r, (r - 1) % n)
+    return [b.reshape(shape) for b in buffers], cluster.ledger.summary()
+
+
+# right, 029 ----------------------------------------------------------------------------
+
+def dp_step_own_ring_in_place(params, X, Y, num_workers, learning_rate, cluster=None):
+    """The learner's own ring (028, flat buffers) per tensor; the loss as sum(n_r L_r) / B; each replica
+    updated in place on the array its worker received."""
+    from shared.cluster import Cluster
+    if num_workers < 1 or num_workers > len(X):
+        raise ValueError(f"{num_workers} workers for {len(X)} examples")
+    N, B = num_workers, len(X)
+    if cluster is None:
+        cluster = Cluster(N)
+    contributions, weighted_loss = [], 0.0
+    for r in range(N):
+        X_r, Y_r = X[r::N], Y[r::N]
+        loss, grads = mlp.loss_and_grads(X_r, Y_r, params)
+        weighted_loss += len(X_r) * loss
+        weight = N * len(X_r) / B
+        contributions.append({key: weight * g for key, g in grads.items()})
+    replicas = [dict() for _ in range(N)]
+    for key in params:
+        averaged, _ = ring_in_flat_buffers([c[key] for c in contributions], cluster)
+        for r in range(N):
+            mine = averaged[r]
+            mine *= -learning_rate
+            mine += params[key]
+            replicas[r][key] = mine
+    return replicas, float(weighted_loss / B)
+
+
+# right, 030 ----------------------------------------------------------------------------
+
+def buckets_with_own_ring(worker_grads, bucket_cap_bytes, cluster=None):
+    """Buckets filled by a while loop over the reversed keys (itemsize x size bytes), each all-reduced by
+    the learner's own ring (028), cut back with np.split."""
+    from shared.cluster import Cluster
+    if bucket_cap_bytes <= 0 or len(worker_grads) == 0:
+        raise ValueError("a positive cap and at least one worker")
+    first = worker_grads[0]
+    for grads in worker_grads:
+        if set(grads) != set(first) or any(grads[k].shape != first[k].shape for k in first):
+            raise ValueError("the workers' gradients differ in keys or shapes")
+    if cluster is None:
+        cluster = Cluster(len(worker_grads))
+    keys = list(first)[::-1]
+    buckets, i = [], 0
+    while i < len(keys):
+        bucket = [keys[i]]
+        size = first[keys[i]].size * first[keys[i]].itemsize
+        i += 1
+        while i < len(keys) and size + first[keys[i]].size * first[keys[i]].itemsize <= bucket_cap_bytes:
+            size += first[keys[i]].size * first[keys[i]].itemsize
+            bucket.append(keys[i])
+            i += 1
+        buckets.append(bucket)
+    pieces = [{} for _ in worker_grads]
+    for bucket in buckets:
+        reduced, _ = ring_in_flat_buffers([np.concatenate([g[k].ravel() for k in bucket]) for g in worker_grads],
+                                          cluster)
+        cuts = list(np.cumsum([first[k].size for k in bucket])[:-1])
+        for r, buffer in enumerate(reduced):
+            for k, part in zip(bucket, np.split(buffer, cuts)):
+                pieces[r][k] = part.reshape(first[k].shape)
+    averaged = [{k: mine[k] for k in first} for mine in pieces]
+    return averaged, buckets, cluster.ledger.summary()
+
+
+# right, 034 ----------------------------------------------------------------------------
+
+def gather_into_preallocated(param_shards, cluster=None):
+    """Each worker allocates its whole vector up front and writes every shard at its offset; it forwards
+    slices of that vector."""
+    from shared.cluster import Cluster
+    if len(param_shards) == 0:
+        raise ValueError("no shards")
+    for shard in param_shards:
+        if shard.ndim != 1:
+            raise ValueError(f"a shard of shape {shard.shape} is not 1-D")
+        if shard.dtype != param_shards[0].dtype:
+            raise ValueError("the shards differ in dtype")
+    n = len(param_shards)
+    if cluster is None:
+        cluster = Cluster(n)
+    offsets = [0]
+    for shard in param_shards:
+        offsets.append(offsets[-1] + len(shard))
+    vectors = []
+    for r in range(n):
+        vector = np.empty(offsets[-1], dtype=param_shards[0].dtype)
+        vector[offsets[r]:offsets[r + 1]] = param_shards[r]
+        vectors.append(vector)
+    for s in range(n - 1):
+        with cluster.round():
+            for r in range(n):
+                q = (r - s) % n
+                cluster.send(r, (r + 1) % n, vectors[r][offsets[q]:offsets[q + 1]])
+        for r in range(n):
+            q = (r - 1 - s) % n
+            vectors[r][offsets[q]:offsets[q + 1]] = cluster.receive(r, (r - 1) % n)
+    return vectors, cluster.ledger.summary()
+
+
+# right, 035 ----------------------------------------------------------------------------
+
+def zero_flat_buffers_own_gather(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999,
+                                 eps=1e-8, cluster=None):
+    """The reduce-scatter in one flat buffer per worker (chunk slices updated in place), the helper's
+    local_shard_adam_update, the learner's own all-gather (034, preallocated vectors), np.split to cut."""
+    from shared.cluster import Cluster
+    from shared.lesson_blocks import local_shard_adam_update
+    n = len(worker_grads)
+    total = sum(value.size for value in params.values())
+    if n == 0 or n > total:
+        raise ValueError(f"{n} workers for {total} parameter elements")
+    for grads in worker_grads:
+        if grads.keys() != params.keys() or any(grads[k].shape != params[k].shape for k in params):
+            raise ValueError("a worker's gradients differ from the parameters in keys or shapes")
+    if len(worker_states) != n:
+        raise ValueError(f"{len(worker_states)} state shards for {n} workers")
+    if cluster is None:
+        cluster = Cluster(n)
+    q, rho = divmod(total, n)
+    starts = [c * q + min(c, rho) for c in range(n + 1)]
+    buffers = [np.concatenate([g[k].ravel() for k in params]) for g in worker_grads]
+    for s in range(n - 1):
+        with cluster.round():
+            for r in range(n):
+                c = (r - 1 - s) % n
+                cluster.send(r, (r + 1) % n, buffers[r][starts[c]:starts[c + 1]])
+        for r in range(n):
+            c = (r - 2 - s) % n
+            buffers[r][starts[c]:starts[c + 1]] += cluster.receive(r, (r - 1) % n)
+    flat_params = np.concatenate([value.ravel() for value in params.values()])
+    new_shards, new_states = [], []
+    for r in range(n):
+        mean = buffers[r][starts[r]:starts[r + 1]] / n
+        shard, state = local_shard_adam_update(flat_params[starts[r]:starts[r + 1]], mean, worker_states[r],
+                                               learning_rate, beta1, beta2, eps)
+        new_shards.append(shard)
+        new_states.append(state)
+    del buffers
+    vectors, traffic = gather_into_preallocated(new_shards, cluster)
+    cuts = list(np.cumsum([value.size for value in params.values()])[:-1])
+    worker_params = []
+    for vector in vectors:
+        parts = np.split(vector, cuts)
+        worker_params.append({k: part.reshape(params[k].shape) for k, part in zip(params, parts)})
+    return worker_params, new_states, traffic
+
+
+def zero_adam_step_size_folded(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999,
+                               eps=1e-8, cluster=None):
+    """Adam inline with the bias corrections folded into the step size, lr sqrt(1 - b2^t) / (1 - b1^t), and
+    eps sqrt(1 - b2^t) beside sqrt(v) (the contract's formula, rearranged exactly); the reduce-scatter on
+    np.array_split chunks; the helper's all-gather."""
+    from shared.cluster import Cluster
+    from shared.lesson_blocks import all_gather_param_shards
+    if not learning_rate > 0 or not 0 <= beta1 < 1 or not 0 <= beta2 < 1:
+        raise ValueError("learning_rate > 0 and beta1, beta2 in [0, 1)")
+    n = len(worker_grads)
+    sizes = [value.size for value in params.values()]
+    if not 1 <= n <= sum(sizes):
+        raise ValueError(f"{n} workers for {sum(sizes)} parameter elements")
+    if any(g.keys() != params.keys() or any(g[k].shape != params[k].shape for k in params) for g in worker_grads):
+        raise ValueError("a worker's gradients differ from the parameters in keys or shapes")
+    shards = np.array_split(np.concatenate([value.ravel() for value in params.values()]), n)
+    if len(worker_states) != n or any(state["m"].shape != shard.shape or state["v"].shape != shard.shape
+                                      for state, shard in zip(worker_states, shards)):
+        raise ValueError("worker_states must be the N state shards of these parameters")
+    if cluster is None:
+        cluster = Cluster(n)
+    chunks = [np.array_split(np.concatenate([g[k].ravel() for k in params]), n) for g in worker_grads]
+    for s in range(n - 1):
+        with cluster.round():
+            for r in range(n):
+                cluster.send(r, (r + 1) % n, chunks[r][(r - 1 - s) % n])
+        for r in range(n):
+            c = (r - 2 - s) % n
+            chunks[r][c] = chunks[r][c] + cluster.receive(r, (r - 1) % n)
+    new_shards, new_states = [], []
+    for r in range(n):
+        g = chunks[r][r] / n
+        t = worker_states[r]["step"] + 1
+        m = beta1 * worker_states[r]["m"] + (1 - beta1) * g
+        v = beta2 * worker_states[r]["v"] + (1 - beta2) * (g * g)
+        root_c2 = math.sqrt(1 - beta2 ** t)
+        step_size = learning_rate * root_c2 / (1 - beta1 ** t)
+        new_shards.append(shards[r] - step_size * m / (np.sqrt(v) + eps * root_c2))
+        new_states.append({"step": t, "m": m, "v": v})
+    del chunks
+    vectors, traffic = all_gather_param_shards(new_shards, cluster)
+    worker_params = []
+    for vector in vectors:
+        mine, start = {}, 0
+        for key, value in params.items():
+            mine[key] = vector[start:start + value.size].reshape(value.shape)
+            start += value.size
+        worker_params.append(mine)
+    return worker_params, new_states, traffic
+
+
+# right, 036 ----------------------------------------------------------------------------
+
+def params_start_offsets(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
+    """n_r as the difference of the shard's start offsets s_(r+1) - s_r, s_r = r q + min(r, rho)."""
+    sizes = {"float16": 2, "float32": 4, "float64": 8, "mixed": 2}
+    if dtype not in sizes:
+        raise ValueError(f"unknown dtype {dtype!r}")
+    if num_params < 0 or zero_stage not in (0, 1, 2, 3) or num_workers < 1 or not 0 <= rank < num_workers:
+        raise ValueError("num_params >= 0, zero_stage in 0..3, num_workers >= 1 and 0 <= rank < num_workers")
+    q, rho = divmod(num_params, num_workers)
+    owned = ((rank + 1) * q + min(rank + 1, rho)) - (rank * q + min(rank, rho))
+    b = sizes[dtype]
+    parameters = b * num_params
+    gradients = b * num_params
+    if zero_stage >= 2:
+        gradients = b * owned
+    if zero_stage == 3:
+        parameters = b * owned
+    return {"parameters": parameters, "gradients": gradients}
+
+
+def params_strided_count(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
+    """n_r as ceil((Psi - r) / N) by floor division of negatives (lesson 025's count of a dealt shard, the
+    same number as the contiguous shard's); the bytes from np.dtype(...).itemsize."""
+    if dtype not in ("float16", "float32", "float64", "mixed"):
+        raise ValueError(f"unknown dtype {dtype!r}")
+    if num_params < 0:
+        raise ValueError("num_params must be at least 0")
+    if zero_stage not in range(4):
+        raise ValueError("zero_stage must be 0, 1, 2 or 3")
+    if num_workers < 1 or rank < 0 or rank >= num_workers:
+        raise ValueError("rank must be in [0, num_workers), num_workers >= 1")
+    b = np.dtype(np.float16 if dtype == "mixed" else dtype).itemsize
+    owned = -((rank - num_params) // num_workers)
+    return {"parameters": b * (owned if zero_stage > 2 else num_params),
+            "gradients": b * (owned if zero_stage > 1 else num_params)}
+
+
+# right, 037 ----------------------------------------------------------------------------
+
+def optimizer_states_listed(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
+    """The state listed tensor by tensor (master, m, v in float32 for mixed; m and v otherwise), summed;
+    n_r from divmod."""
+    itemsize = {"float16": 2, "float32": 4, "float64": 8}
+    if dtype != "mixed" and dtype not in itemsize:
+        raise ValueError(f"unknown dtype {dtype!r}")
+    if num_params < 0 or zero_stage not in (0, 1, 2, 3) or num_workers < 1 or not 0 <= rank < num_workers:
+        raise ValueError("num_params >= 0, zero_stage in 0..3, num_workers >= 1 and 0 <= rank < num_workers")
+    state = ["float32", "float32", "float32"] if dtype == "mixed" else [dtype, dtype]
+    per_param = sum(itemsize[name] for name in state)
+    if zero_stage == 0:
+        return per_param * num_params
+    q, rho = divmod(num_params, num_workers)
+    return per_param * (q + int(rank < rho))
+
+
+# right, 038 ----------------------------------------------------------------------------
+
+def activations_array_by_array(batch_size, width, num_layers, dtype, segment_size=None, num_micro_batches=1):
+    """The arrays alive at the peak counted one by one (checkpoints, a segment's Z and A, two gradients, the
+    bool mask, mixed precision's float16 X), for ceil(B / k) rows from integer division."""
+    if dtype not in ("float16", "float32", "float64", "mixed"):
+        raise ValueError(f"unknown dtype {dtype!r}")
+    if batch_size < 1 or width < 1 or num_layers < 1 or (segment_size is not None and segment_size < 1):
+        raise ValueError("sizes must be at least 1")
+    if num_micro_batches < 1 or num_micro_batches > batch_size:
+        raise ValueError(f"{num_micro_batches} micro-batches for {batch_size} rows")
+    rows = (batch_size + num_micro_batches - 1) // num_micro_batches
+    b = np.dtype("float16" if dtype == "mixed" else dtype).itemsize
+    one_array = rows * width * b
+    segment = num_layers if segment_size is None else segment_size
+    checkpoints = (num_layers + segment - 1) // segment - 1       # the inputs of every segment but the first
+    segment_arrays = 2 * min(segment, num_layers - 1)             # Z and A of the hidden layers of one segment
+    gradients = 2                                                 # the gradient carried and the next one
+    peak = (checkpoints + segment_arrays + gradients) * one_array
+    peak += rows * width * np.dtype(np.bool_).itemsize             # the ReLU mask Z > 0
+    if dtype == "mixed":
+        peak += rows * width * np.dtype(np.float16).itemsize       # the float16 copy of the inputs
+    return int(peak)
+
+
 #: Catalogued mistakes written a learner's way, not as the catalogue's own copy: the grader must still name them.
 #: lesson code -> [(description, function, the catalogued mistake's name)]
 NAMED_MISTAKES = {
@@ -1313,7 +1946,8 @@ PLAUSIBLE = {
     "037": [("the paper's 16 bytes counted as the optimizer's", optimizer_sixteen_for_mixed)],
     "038": [("the micro-batch as B // k rows", activations_floor_micro_batch)],
     "039": [("the last worker's rows", compare_last_workers_rows)],
-    "040": [("the scale after each step recorded", loop_scale_after_the_step)],
+    "040": [("the scale after each step recorded", loop_scale_after_the_step),
+            ("the micro-batches' float16 gradients summed in float16", loop_summing_micro_batches_in_float16)],
 }
 
 #: Other right numbers at a cost in memory the lesson does not allow.
@@ -1343,27 +1977,55 @@ RIGHT = {
     "016": [("einsum", recompute_einsum)],
     "017": [("einsum", backward_checkpointed_einsum)],
     "018": [("integer ceiling division", estimate_integer_ceil)],
-    "019": [("np.array with the dtype", half_with_np_array)],
-    "020": [("np.array with the dtype", master_with_np_array)],
-    "021": [("np.multiply with dtype=np.float32", scale_loss_with_multiply_dtype)],
-    "022": [("np.divide with dtype=np.float32", unscale_with_divide_dtype)],
-    "023": [("not all(...) over the arrays", non_finite_with_all)],
-    "024": [("without the earlier lessons' functions", mixed_step_without_helpers)],
-    "025": [("a boolean mask of index % N", shard_by_index_mask)],
-    "026": [("the weight applied to the output gradient before backward", local_scaled_before_backward)],
-    "027": [("np.mean of the stacked arrays at the root", naive_mean_with_stack)],
-    "028": [("chunk bounds from divmod, no np.array_split", ring_with_divmod_bounds)],
-    "029": [("the local gradients written out in loops, the helper's ring on the cluster", dp_step_by_hand)],
-    "030": [("buckets cut where the cumulative size passes the cap", buckets_by_cumsum)],
+    "019": [("np.array with the dtype", half_with_np_array),
+            ("np.empty float16 filled by assignment", half_into_empty),
+            ("np.copy, then astype(copy=False)", half_copy_then_cast)],
+    "020": [("np.array with the dtype", master_with_np_array),
+            ("np.empty float32 filled with np.copyto", master_with_copyto)],
+    "021": [("np.multiply with dtype=np.float32", scale_loss_with_multiply_dtype),
+            ("a loop over the entries, each product a np.float32", scale_loss_loop)],
+    "022": [("np.divide with dtype=np.float32", unscale_with_divide_dtype),
+            ("divided in float64, the quotient rounded to float32", unscale_in_float64),
+            ("multiplied by the float32 reciprocal (GradScaler's inv_scale)", unscale_by_reciprocal)],
+    "023": [("not all(...) over the arrays", non_finite_with_all),
+            ("|g| <= finfo(dtype).max, a loop with an early return", non_finite_against_finfo),
+            ("np.isnan and np.isinf separately", non_finite_isnan_or_isinf)],
+    "024": [("without the earlier lessons' functions", mixed_step_without_helpers),
+            ("unscaled by the float32 reciprocal, checked key by key", mixed_step_reciprocal_unscale),
+            ("the update computed in float64, rounded once to float32", mixed_step_update_in_float64)],
+    "025": [("a boolean mask of index % N", shard_by_index_mask),
+            ("rows dealt one by one into lists, np.stack", shard_dealt_row_by_row),
+            ("np.take of np.arange(r, B, N)", shard_with_take)],
+    "026": [("the weight applied to the output gradient before backward", local_scaled_before_backward),
+            ("one example at a time, the sums times N / B", local_one_example_at_a_time)],
+    "027": [("np.mean of the stacked arrays at the root", naive_mean_with_stack),
+            ("the root sums in place on a copy of its own array", naive_mean_in_place),
+            ("the root accumulates in float64, the mean cast back before the broadcast", naive_mean_wide_accumulator)],
+    "028": [("chunk bounds from divmod, no np.array_split", ring_with_divmod_bounds),
+            ("one flat buffer per worker, chunk slices updated in place", ring_in_flat_buffers)],
+    "029": [("the local gradients written out in loops, the helper's ring on the cluster", dp_step_by_hand),
+            ("the learner's own ring, the loss as sum(n_r L_r) / B, replicas updated in place",
+             dp_step_own_ring_in_place)],
+    "030": [("buckets cut where the cumulative size passes the cap", buckets_by_cumsum),
+            ("buckets by a while loop, the learner's own ring, np.split", buckets_with_own_ring)],
     "031": [("params * 0.0", init_times_zero), ("np.zeros with the dtype, np.full", init_zeros_with_dtype)],
     "032": [("views of one flat vector per moment", partition_views_of_one_flat),
             ("bounds from divmod, np.array copies", partition_divmod_loop)],
     "033": [("torch.optim.Adam's arithmetic, on copies", adam_pytorch_style), ("a loop over elements", adam_loop)],
-    "034": [("a list of N slots per worker", gather_slots)],
-    "035": [("without the earlier lessons' functions (PyTorch-style Adam inline)", zero_without_helpers)],
-    "036": [("n_r as len(range(rank, Psi, N)), the dtype's itemsize", params_range_length)],
-    "037": [("np.dtype(...).itemsize, n_r from range()", optimizer_itemsize)],
+    "034": [("a list of N slots per worker", gather_slots),
+            ("each worker's whole vector preallocated, shards written at their offsets", gather_into_preallocated)],
+    "035": [("without the earlier lessons' functions (PyTorch-style Adam inline)", zero_without_helpers),
+            ("flat reduce-scatter buffers, the helper's Adam, the learner's own all-gather",
+             zero_flat_buffers_own_gather),
+            ("adam inline, the bias corrections folded into the step size and eps", zero_adam_step_size_folded)],
+    "036": [("n_r as len(range(rank, Psi, N)), the dtype's itemsize", params_range_length),
+            ("n_r as the difference of the start offsets", params_start_offsets),
+            ("n_r as ceil((Psi - r) / N) by floor division", params_strided_count)],
+    "037": [("np.dtype(...).itemsize, n_r from range()", optimizer_itemsize),
+            ("the state listed tensor by tensor, n_r from divmod", optimizer_states_listed)],
     "038": [("018's formula written out with math.ceil", activations_written_out)],
-    "039": [("the busiest worker's rows by ceiling division", compare_rows_by_ceil)],
-    "040": [("written out: each worker's rows as X[r::N], the steps with range", loop_written_out)],
+    "039": [("the busiest worker's rows by ceiling division", compare_rows_by_ceil),
+            ("bytes per number and worker 0's share counted by hand", compare_by_bytes_per_number)],
+    "040": [("written out: each worker's rows as X[r::N], the steps with range", loop_written_out),
+            ("its own micro-batch loop, the gradients summed in float32", loop_summing_micro_batches_in_float32)],
 }

@@ -78,7 +78,17 @@ def _activation_bytes(*, summed, checkpointing, mixed_bytes, input_copy):
 
 # 039 compare_memory_with_and_without_optimizations ------------------------------------
 
-def _compare(*, gradient_buffers, rows_of_worker, measure_config):
+def _accumulation_buffers(row) -> int:
+    """039's gradient buffers of a row, in units of 036's gradients: the micro-batch's own, and with
+    k > 1 the running sum (float32 in mixed precision: twice float16's bytes)."""
+    if row.num_micro_batches == 1:
+        return 1
+    return 3 if row.mixed_precision else 2
+
+
+def _compare(*, gradient_buffers=_accumulation_buffers, rows_of_worker=True, measure_config=False):
+    """039 with one step changed: ``gradient_buffers(row)`` counts the gradient buffers, worker 0's rows
+    (or the whole batch's), each row's configuration measured (or ``config``'s)."""
     def compare(params, X, Y, config):
         from ..training import TrainingConfig, measure_worker_memory
         blocks = _blocks()
@@ -96,7 +106,7 @@ def _compare(*, gradient_buffers, rows_of_worker, measure_config):
             memory = blocks.compute_param_memory_bytes(num_params, dtype, row.zero_stage, row.num_workers)
             examples = len(X[0::row.num_workers]) if rows_of_worker else len(X)
             entry = {"configuration": name, "parameters": memory["parameters"],
-                     "gradients": memory["gradients"] * (gradient_buffers if row.num_micro_batches > 1 else 1),
+                     "gradients": memory["gradients"] * gradient_buffers(row),
                      "optimizer": blocks.compute_optimizer_memory_bytes(num_params, dtype, row.zero_stage,
                                                                         row.num_workers),
                      "activations": blocks.compute_peak_activation_memory_bytes(
@@ -256,14 +266,20 @@ MISTAKES = {
     "compare_memory_with_and_without_optimizations": (
         Mistake("one gradient buffer with accumulation",
                 "With k > 1 micro-batches, a worker holds the running sum of the gradients and the "
-                "micro-batch's own gradients at the backward peak: twice 036's gradients.",
-                _compare(gradient_buffers=1, rows_of_worker=True, measure_config=False)),
+                "micro-batch's own gradients at the backward peak: twice 036's gradients (three times in "
+                "mixed precision, where the running sum is float32).",
+                _compare(gradient_buffers=lambda row: 1)),
+        Mistake("the running sum counted in float16",
+                "In mixed precision worker_gradients keeps the running sum of the micro-batches' gradients "
+                "in float32 (float16 would overflow): 4 bytes a parameter beside the micro-batch's float16 "
+                "gradients, three times 036's gradients.",
+                _compare(gradient_buffers=lambda row: 2 if row.num_micro_batches > 1 else 1)),
         Mistake("the sum instead of the peak (the whole batch's activations on each worker)",
                 "Each worker runs its own rows, X[0::N] for worker 0, not the whole batch: 038 with "
-                "len(X[0::N]) rows.", _compare(gradient_buffers=2, rows_of_worker=False, measure_config=False)),
+                "len(X[0::N]) rows.", _compare(rows_of_worker=False)),
         Mistake("every row measured with the whole configuration",
                 "Each row measures its own configuration: measure_worker_memory(params, X, Y, row_config).",
-                _compare(gradient_buffers=2, rows_of_worker=True, measure_config=True)),
+                _compare(measure_config=True)),
     ),
     "full_distributed_training_loop": (
         Mistake("the loop ignores data parallelism (num_workers)",

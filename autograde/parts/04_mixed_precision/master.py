@@ -20,8 +20,10 @@
 #    (in float32) before the update, and skip the step if anything overflowed;
 # 3. **float32 accumulation**: sums of many float16 products are accumulated in
 #    float32 and rounded to float16 once. The course's MLP does this for you:
-#    NumPy's float16 matrix products already accumulate in float32, and
-#    `shared.mlp` sums the bias gradient over the batch in float32.
+#    NumPy's float16 matrix products already accumulate in float32,
+#    `shared.mlp` sums the bias gradient over the batch in float32, and when
+#    Part 7's loop accumulates several micro-batches' gradients (Part 2),
+#    `shared.training.worker_gradients` keeps their running sum in float32.
 #
 # PyTorch's `GradScaler` adds **dynamic** loss scaling: start with a large
 # scale, halve it whenever a step overflows, double it after a run of clean steps.

@@ -325,6 +325,15 @@ def loop_cases(rng):
                            growth_interval=1), "growth_interval 1: the scale doubles after every clean step", **F16),
               case(replace(plain, num_workers=3, zero_stage=1, num_micro_batches=2), "float32 parameters, ZeRO",
                    dtype=np.float32, rtol=1e-5, atol=1e-6)]
+    # Accumulation at a scale where the running sum of 32-row micro-batches, 32 * 2**12 * g, overflows float16
+    # while the mean, 2**12 * g, fits (targets three times larger than usual, gradients around 1): summed in
+    # float32 no step is skipped, summed in float16 the first one is (checked on 30 draws)
+    width = int(rng.integers(6, 11))
+    X, Y = _batch(rng, 64, width)
+    cases.append(Case({"params": _mlp(rng, width, 3), "X": X, "Y": 3 * Y,
+                       "config": replace(plain, mixed_precision=True, num_micro_batches=2, loss_scale=2.0 ** 12)},
+                      "mixed precision, 2 micro-batches of 32 rows at a scale of 2**12: the running sum of the "
+                      "float16 gradients overflows float16, not float32", **F16))
     tiny_X, tiny_Y = _batch(rng, 6, 1, out=1)
     cases.append(Case({"params": {"W1": np.array([[0.5]]), "b1": np.zeros(1)}, "X": tiny_X, "Y": tiny_Y,
                        "config": replace(plain, num_workers=2, zero_stage=1)},

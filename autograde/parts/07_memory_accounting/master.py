@@ -475,7 +475,9 @@ lesson_passed("038")
 # bill is right: for each configuration, the predicted bytes (036 + 037 + 038) beside
 # the bytes tracemalloc measures while the worker runs its step. One more term appears
 # with accumulation: at the backward peak a worker holds the running sum of the
-# gradients **and** the micro-batch's own gradients, two gradient-sized buffers.
+# gradients **and** the micro-batch's own gradients, two gradient-sized buffers. In mixed
+# precision the running sum is float32 (Part 4's float32 accumulation: summed in float16,
+# $n_j S g_j$ overflows long before the mean does), so it takes twice the float16 gradients' bytes.
 #
 # ### Concepts
 #
@@ -487,7 +489,9 @@ lesson_passed("038")
 #   (only `mixed_precision`), `"ZeRO"` (only `num_workers` and `zero_stage`) and
 #   `"all together"` (`config` itself); `dataclasses.replace` makes them.
 # - For each: worker 0 (the busiest) with $\Psi$ parameters in the parameters' dtype, or
-#   `"mixed"`; its rows are `X[0::N]`. `"gradients"` is 036's, twice with $k > 1$.
+#   `"mixed"`; its rows are `X[0::N]`. `"gradients"` is 036's, twice with $k > 1$ (the
+#   running sum beside the micro-batch's), three times with $k > 1$ in mixed precision (the
+#   float32 running sum is 4 bytes a parameter, the float16 gradients 2).
 # - `"measured"`: `measure_worker_memory(params, X, Y, row_config)` (from `shared.training`),
 #   the peak tracemalloc sees while worker 0 runs its step. The prediction leaves NumPy's
 #   temporaries out: NumPy writes `a @ W + b` into the product's own buffer for arrays of
@@ -501,8 +505,10 @@ lesson_passed("038")
 #
 # ### Math
 #
-# $$\text{predicted} = \text{parameters} + (1 + [k > 1])\,\text{gradients}_{036} + \text{optimizer}_{037}
-# + \text{activations}_{038}(|X_0|, D, L), \qquad |X_0| = \lceil B/N \rceil.$$
+# $$\text{predicted} = \text{parameters} + (1 + [k > 1]\,c)\,\text{gradients}_{036} + \text{optimizer}_{037}
+# + \text{activations}_{038}(|X_0|, D, L), \qquad |X_0| = \lceil B/N \rceil,$$
+#
+# with $c = 2$ in mixed precision (the running sum in float32) and $c = 1$ otherwise.
 #
 # ### Implementation
 
@@ -519,7 +525,8 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
     Returns:
         A list of six dicts, for "none", "accumulation", "checkpointing", "mixed precision", "ZeRO"
         and "all together" in this order: ``{"configuration": name, "parameters": int,
-        "gradients": int (twice 036's with k > 1), "optimizer": int, "activations": int,
+        "gradients": int (036's; with k > 1 twice, three times in mixed precision), "optimizer": int,
+        "activations": int,
         "predicted": int (the sum of the four), "measured": int}``.
 
     Raises:
@@ -546,8 +553,9 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
     for name, row in rows:
         dtype = "mixed" if row.mixed_precision else params["W1"].dtype.name
         memory = compute_param_memory_bytes(num_params, dtype, row.zero_stage, row.num_workers)
+        running_sum = 0 if row.num_micro_batches == 1 else (2 if row.mixed_precision else 1)  # float32: 2 x float16
         entry = {"configuration": name, "parameters": memory["parameters"],
-                 "gradients": memory["gradients"] * (2 if row.num_micro_batches > 1 else 1),
+                 "gradients": memory["gradients"] * (1 + running_sum),
                  "optimizer": compute_optimizer_memory_bytes(num_params, dtype, row.zero_stage, row.num_workers),
                  "activations": compute_peak_activation_memory_bytes(len(X[0::row.num_workers]), width, layers, dtype,
                                                                      row.segment_size, row.num_micro_batches)}
@@ -569,7 +577,7 @@ X_v, Y_v = rng.standard_normal((64, 16)), rng.standard_normal((64, 2))
 all_on = TrainingConfig(num_workers=2, num_micro_batches=2, segment_size=2, mixed_precision=True, zero_stage=1)
 predicted_v = [("none", 6800, 6800, 13600, 66560), ("accumulation", 6800, 13600, 13600, 33280),
                ("checkpointing", 6800, 6800, 13600, 58368), ("mixed precision", 1700, 1700, 10200, 19456),
-               ("ZeRO", 6800, 6800, 6800, 33280), ("all together", 1700, 3400, 5100, 4352)]
+               ("ZeRO", 6800, 6800, 6800, 33280), ("all together", 1700, 5100, 5100, 4352)]
 row_configs = [TrainingConfig(), TrainingConfig(num_micro_batches=2), TrainingConfig(segment_size=2),
                TrainingConfig(mixed_precision=True), TrainingConfig(num_workers=2, zero_stage=1), all_on]
 # "measured" is what measure_worker_memory(params, X, Y, row_config) measures: within 5 % of it here
@@ -608,6 +616,7 @@ lesson_passed("039")
 #   workers) added up, where one worker holds one micro-batch's at a time.
 # - **One gradient buffer with accumulation**: the running sum and the micro-batch's gradients
 #   are both alive at the backward peak.
+# - **The running sum counted in float16** in mixed precision: it is float32, 4 bytes a parameter.
 # - **Measuring another configuration** than the row predicts (e.g. every row with `config`).
 #
 # ### Checkpoint
@@ -674,7 +683,9 @@ plt.show()
 #   precision also the float32 master weights of what it owns, which Adam updates (`m` and
 #   `v` are float32 then).
 # - **A step.** Worker $r$: `worker_gradients(its parameters as a dict, X_r, Y_r, k, s,
-#   scale or None)` on its shard `X[r::N]` (025); its flat gradient weighted by $N n_r / B$
+#   scale or None)` on its shard `X[r::N]` (025; in mixed precision it sums the micro-batches'
+#   float16 gradients in float32 and hands back their mean in float16, as the section after the
+#   tests shows); its flat gradient weighted by $N n_r / B$
 #   (026). Then `ring_all_reduce_mean` of the flat gradients, or with ZeRO
 #   `reduce_scatter_mean` (worker $r$ gets its shard's mean), on `cluster` (a new `Cluster(N)`
 #   when none is given; the grader passes its own and reads its ledger). Each worker unscales
@@ -1102,6 +1113,58 @@ plt.show()
 # buffer) only for larger ones. The grader's measured cases use arrays of 256 KiB and more.
 
 # %% [markdown]
+# ## Measured: why the running sum of the gradients is float32
+#
+# In mixed precision each micro-batch's gradients come out of the backward pass in float16, $S$
+# times too large. Accumulating them (012) adds $n_j \cdot S g_j$ to a running sum: with
+# micro-batches of 256 rows at a scale of $2^8$ that is $2^{16}$ times the gradient, and float16
+# stops at 65504. The mean, $S g$, is 256 times smaller and fits. So `worker_gradients` keeps the
+# running sum in float32 and rounds the mean to float16 once, at the end (Part 4's third
+# technique, float32 accumulation; a real mixed-precision loop accumulates into its float32
+# gradient buffers the same way). Below, worker 0 of 4 with 1,024 rows in 4 micro-batches of
+# 256, the same float16 gradients summed both ways; then the all-on loop at that size, 20 steps,
+# beside the all-off run.
+
+# %% tags=["demo"]
+params_a = mlp.init_params([32, 32, 32, 32, 4], seed=0)
+rng = np.random.default_rng(3)
+X_a, Y_a = rng.standard_normal((4096, 32)), rng.standard_normal((4096, 4))
+scale_a = 2.0 ** 8
+half_a = {key: value.astype(np.float16) for key, value in params_a.items()}
+sum16, sum32 = {}, {}
+for X_j, Y_j in zip(np.array_split(X_a[0::4], 4), np.array_split(Y_a[0::4], 4)):  # worker 0's micro-batches
+    _, g_j, _ = worker_gradients(half_a, X_j, Y_j, 1, 2, scale_a)  # float16, times the scale
+    with np.errstate(over="ignore", invalid="ignore"):
+        for key, grad in g_j.items():
+            sum16[key] = sum16.get(key, 0) + len(X_j) * grad                    # float16 running sum
+            sum32[key] = sum32.get(key, 0) + len(X_j) * grad.astype(np.float32)  # float32 running sum
+num_a = sum(value.size for value in params_a.values())
+overflowed = sum(int((~np.isfinite(value)).sum()) for value in sum16.values())
+largest = max(float(np.abs(value).max()) for value in sum32.values())
+mean16 = {key: (value / 1024).astype(np.float16) for key, value in sum32.items()}
+print(f"running sum in float16: {overflowed:,} of {num_a:,} entries overflowed to inf (the step would be skipped)")
+print(f"running sum in float32: largest |entry| {largest:,.0f} (float16 stops at 65,504); its mean rounded to "
+      f"float16 once: {sum(int(np.isfinite(value).all()) for value in mean16.values())} of {len(mean16)} arrays "
+      f"finite, largest |entry| {max(float(np.abs(value).max()) for value in mean16.values()):,.1f}")
+
+off_a = TrainingConfig(steps=20, learning_rate=1e-3)
+on_a = TrainingConfig(steps=20, learning_rate=1e-3, num_workers=4, num_micro_batches=4, segment_size=2,
+                      mixed_precision=True, zero_stage=1, loss_scale=scale_a)
+_, history_off_a, _ = full_distributed_training_loop(params_a, X_a, Y_a, off_a)
+_, history_on_a, _ = full_distributed_training_loop(params_a, X_a, Y_a, on_a)
+print(f"all-on loop, 4 workers x 4 micro-batches of 256 rows, scale 2**8: {sum(history_on_a['skipped'])} of 20 steps "
+      f"skipped; final loss {history_on_a['loss'][-1]:.6f} beside the all-off run's {history_off_a['loss'][-1]:.6f} "
+      f"({history_on_a['loss'][-1] / history_off_a['loss'][-1] - 1:+.1e})")
+
+# %% [markdown]
+# Summed in float16, 67 of the 3,300 entries of one worker's running sum overflow and the step is lost
+# (the loss scaler would skip it and halve the scale until $n_j S g_j$ fits, a smaller scale that
+# then loses more small gradients); summed in float32, the largest entry is above float16's range but
+# the mean fits, and the all-on loop at this size skips no step and ends within a few parts in
+# $10^5$ of the all-off run. The cost: the running sum takes 4 bytes a parameter instead of 2,
+# which 039's table counts.
+
+# %% [markdown]
 # ## Beyond the simulator: the same training on real processes (optional, ungraded)
 #
 # Every worker of this part ran inside this notebook's one Python process, one after another,
@@ -1198,7 +1261,7 @@ plt.show()
 # | checkpointing (s = 2) | 400,416 | 400,416 | 800,832 | 7,471,104 | 9,072,768 | ≈ 8.6 MiB | 1.00 |
 # | mixed precision | 100,104 | 100,104 | 600,624 | 2,490,368 | 3,291,200 | ≈ 3.1 MiB | 1.00 |
 # | ZeRO (N = 4, stage 1) | 400,416 | 400,416 | 200,208 | 2,129,920 | 3,130,960 | ≈ 2.9 MiB | 0.98 |
-# | all together | 100,104 | 200,208 | 150,156 | 139,264 | 589,732 | ≈ 587.7 KiB | 1.02 |
+# | all together (gradients: a float32 running sum) | 100,104 | 300,312 | 150,156 | 139,264 | 689,836 | ≈ 686.5 KiB | 1.02 |
 #
 # - The loop (040) with every switch off is plain Adam, bit for bit; with every switch on its
 #   losses follow within 1 % (measured: 4.7e-4 at most over 20 steps, no step
