@@ -4,8 +4,9 @@ Each lesson's ``cases(rng)`` draws fresh inputs from the grader's generator;
 the judge compares the learner's answers with the reference solutions on
 exactly these inputs.  The cases span each contract: batches that k divides
 and batches it does not, the extremes k = 1 and k = B, a first micro-batch
-(``accumulated`` None) and a later one, float32 as well as float64, and every
-class of bad input.
+(``accumulated`` None) and a later one, float32 as well as float64
+(011-013: each lesson that passes the learner's arrays on), and every class of
+bad input.
 """
 
 import numpy as np
@@ -113,6 +114,10 @@ def scale_cases(rng):
     cases.append(Case({"accumulated": accumulated(), "micro_batch_sizes": [int(rng.integers(2, 9))]},
                       "a single micro-batch"))
     cases.append(Case({"accumulated": accumulated(), "micro_batch_sizes": (4, 1)}, "the sizes as a tuple"))
+    # float32 sums stay float32: a division by a NumPy int64 (np.sum(sizes)) or a float64 total widens them
+    sizes = [int(n) for n in rng.integers(1, 9, size=int(rng.integers(2, 5)))]
+    cases.append(Case({"accumulated": {key: value.astype(np.float32) for key, value in accumulated().items()},
+                       "micro_batch_sizes": sizes}, "float32 gradients (keep their dtype)"))
     for sizes, why in (([], "micro_batch_sizes is empty"), ([2, 0], "a micro-batch size is 0"),
                        ([3, -1, 2], "a micro-batch size is negative")):
         cases.append(Raises({"accumulated": {"W": _normal(rng, 2)}, "micro_batch_sizes": sizes}, ValueError, why))

@@ -300,6 +300,11 @@ check_call(scale_accumulated_gradients, {"accumulated": acc, "micro_batch_sizes"
 check_call(scale_accumulated_gradients, {"accumulated": acc, "micro_batch_sizes": [2, 2, 2]},
            {"W": np.array([[1.0, -0.5]]), "b": np.array([2.0])},
            mistakes=mistakes_of("scale_accumulated_gradients"))
+# float32 sums stay float32 (divide by a Python int, not by a NumPy int64 such as np.sum(sizes)):
+acc32 = {key: value.astype(np.float32) for key, value in acc.items()}
+check_call(scale_accumulated_gradients, {"accumulated": acc32, "micro_batch_sizes": [3, 1]},
+           {"W": np.array([[1.5, -0.75]], dtype=np.float32), "b": np.array([3.0], dtype=np.float32)},
+           mistakes=mistakes_of("scale_accumulated_gradients"))
 expect_error(scale_accumulated_gradients, [acc, []], ["accumulated", "micro_batch_sizes"], ValueError,
              "micro_batch_sizes is empty")
 for sizes in ([2, 0], [3, -1, 2]):

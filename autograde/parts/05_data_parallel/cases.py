@@ -46,8 +46,8 @@ def _uneven(rng, low=2, high=6, multiples=(2, 4)):
 # 025 shard_dataset_across_workers ------------------------------------------------
 
 def shard_cases(rng):
-    def case(B, N, about):
-        return Case({"X": _normal(rng, (B, 3)), "Y": _normal(rng, (B, 2)), "num_workers": N}, about)
+    def case(B, N, about, dtype=np.float64):
+        return Case({"X": _normal(rng, (B, 3), dtype), "Y": _normal(rng, (B, 2), dtype), "num_workers": N}, about)
 
     cases = []
     for _ in range(3):
@@ -59,6 +59,9 @@ def shard_cases(rng):
     B = int(rng.integers(2, 9))
     cases.append(case(B, B, "N = B: one example per worker"))
     cases.append(case(int(rng.integers(1, 9)), 1, "N = 1: the whole batch"))
+    B, N = _uneven(rng)
+    # shards built in new float64 arrays (np.zeros, then the rows copied in) widen float32 data
+    cases.append(case(B, N, f"float32 inputs (keep their dtype), B = {B}, N = {N}", np.float32))
     bad = [(3, 4, "there are more workers (4) than examples (3)"), (3, 0, "num_workers is 0"),
            (3, -int(rng.integers(1, 4)), "num_workers is negative")]
     cases += [Raises({"X": _normal(rng, (B, 2)), "Y": _normal(rng, (B, 1)), "num_workers": N}, ValueError, why)
@@ -180,7 +183,16 @@ def ring_order(chunk):
 
 
 def _bad_collective_cases(rng):
+    # The odd worker out is the last one (2 workers, or 3 with the last array longer), and one in the middle of
+    # N >= 3: a check that compares only the last worker's array with worker 0's, or that skips the last, loses
+    # one of them.  The middle one has the same size, so that nothing but the check refuses it.
+    N = int(rng.integers(3, 7))
+    odd = int(rng.integers(1, N - 1))
     return [Raises({"worker_arrays": []}, ValueError, "worker_arrays is empty"),
+            Raises({"worker_arrays": [_normal(rng, 3, np.float32 if rank == odd else np.float64) for rank in range(N)]},
+                   ValueError, f"worker {odd} of {N} (not the last) has another dtype"),
+            Raises({"worker_arrays": [_normal(rng, (3, 2) if rank == odd else (2, 3)) for rank in range(N)]},
+                   ValueError, f"worker {odd} of {N} (not the last) has another shape of the same size"),
             Raises({"worker_arrays": [_normal(rng, 3), _normal(rng, 3), _normal(rng, 4)]}, ValueError,
                    "the workers' arrays have different shapes"),
             Raises({"worker_arrays": [_normal(rng, (2, 3)), _normal(rng, (3, 2))]}, ValueError,
@@ -310,6 +322,17 @@ def bucket_cases(rng):
                       f"{N} workers, one bucket (b1 then W1, from the last key) of numbers of 2**60 that only "
                       f"the ring's order cancels first (bit for bit)"))
     grads = _worker_grads(rng, 2, {"W1": (2, 3), "b1": (3,)})
+    # the odd worker out in the middle of N >= 3 as well as last (worker 1 of 2): a check of the last worker's
+    # gradients only, or one that skips the last, loses one of them
+    N = int(rng.integers(3, 6))
+    odd = int(rng.integers(1, N - 1))
+    many = _worker_grads(rng, N, {"W1": (2, 3), "b1": (3,)})
+    extra = [{**g, "b0": _normal(rng, 3)} if rank == odd else g for rank, g in enumerate(many)]
+    turned = [{"W1": g["W1"].T.copy(), "b1": g["b1"]} if rank == odd else g for rank, g in enumerate(many)]
+    cases += [Raises({"worker_grads": extra, "bucket_cap_bytes": 64}, ValueError,
+                     f"worker {odd} of {N} (not the last) has a key more"),
+              Raises({"worker_grads": turned, "bucket_cap_bytes": 64}, ValueError,
+                     f"worker {odd} of {N}'s (not the last) W1 has another shape")]
     cases += [Raises({"worker_grads": grads, "bucket_cap_bytes": 0}, ValueError, "bucket_cap_bytes is 0"),
               Raises({"worker_grads": grads, "bucket_cap_bytes": -int(rng.integers(1, 100))}, ValueError,
                      "bucket_cap_bytes is negative"),

@@ -164,6 +164,11 @@ expect_error(shard_dataset_across_workers, [X, Y[:9], 2], ["X", "Y", "num_worker
              "X has 10 rows and Y has 9")
 expect_error(shard_dataset_across_workers, [X[:3], Y[:3], 4], ["X", "Y", "num_workers"], ValueError,
              "there are more workers (4) than examples (3)")
+# float32 data stays float32 (views or copies, never converted):
+X32, Y32 = X[:5].astype(np.float32), Y[:5].astype(np.float32)
+check_call(shard_dataset_across_workers, {"X": X32, "Y": Y32, "num_workers": 2},
+           [(X32[[0, 2, 4]], Y32[[0, 2, 4]]), (X32[[1, 3]], Y32[[1, 3]])],
+           mistakes=mistakes_of("shard_dataset_across_workers"))
 lesson_passed("025")
 
 # %% [markdown]
@@ -430,6 +435,11 @@ expect_error(all_reduce_mean, [[np.zeros(3), np.zeros(4)]], ["worker_arrays"], V
              "the workers' arrays have different shapes")
 expect_error(all_reduce_mean, [[np.zeros(3), np.zeros(3, dtype=np.float32)]], ["worker_arrays"], ValueError,
              "the workers' arrays have different dtypes")
+# every worker is checked, not only the last one: here worker 1 of 3 differs
+expect_error(all_reduce_mean, [[np.zeros(3), np.zeros(3, dtype=np.float32), np.zeros(3)]], ["worker_arrays"], ValueError,
+             "worker 1 of 3 has another dtype")
+expect_error(all_reduce_mean, [[np.zeros((2, 3)), np.zeros((3, 2)), np.zeros((2, 3))]], ["worker_arrays"], ValueError,
+             "worker 1 of 3 has another shape")
 lesson_passed("027")
 
 # %% [markdown]
@@ -616,6 +626,11 @@ expect_error(ring_all_reduce_mean, [[np.zeros(3), np.zeros(4)]], ["worker_arrays
              "the workers' arrays have different shapes")
 expect_error(ring_all_reduce_mean, [[np.zeros(3), np.zeros(3, dtype=np.float32)]], ["worker_arrays"],
              ValueError, "the workers' arrays have different dtypes")
+# every worker is checked, not only the last one: here worker 1 of 3 differs
+expect_error(ring_all_reduce_mean, [[np.zeros(3), np.zeros(3, dtype=np.float32), np.zeros(3)]], ["worker_arrays"], ValueError,
+             "worker 1 of 3 has another dtype")
+expect_error(ring_all_reduce_mean, [[np.zeros((2, 3)), np.zeros((3, 2)), np.zeros((2, 3))]], ["worker_arrays"], ValueError,
+             "worker 1 of 3 has another shape")
 lesson_passed("028")
 
 # %% [markdown]
@@ -938,6 +953,11 @@ expect_error(bucket_gradients, [[two[0], {"W1": two[1]["W1"]}], 80], ["worker_gr
              ValueError, "worker 1 has other keys than worker 0")
 expect_error(bucket_gradients, [[two[0], {**two[1], "b1": np.zeros(5)}], 80], ["worker_grads", "bucket_cap_bytes"],
              ValueError, "worker 1's b1 has another shape than worker 0's")
+# every worker is checked, not only the last one: here worker 1 of 3 differs
+expect_error(bucket_gradients, [[two[0], {**two[1], "b0": np.zeros(5)}, two[1]], 80],
+             ["worker_grads", "bucket_cap_bytes"], ValueError, "worker 1 of 3 has a key more")
+expect_error(bucket_gradients, [[two[0], {**two[1], "W1": two[1]["W1"].T}, two[1]], 80],
+             ["worker_grads", "bucket_cap_bytes"], ValueError, "worker 1 of 3's W1 is (4, 3), worker 0's (3, 4)")
 lesson_passed("030")
 
 # %% [markdown]

@@ -220,9 +220,15 @@ def gather_cases(rng):
     cases.append(Case({"param_shards": [_normal(rng, int(rng.integers(1, 6)))]}, "one worker: nothing to send"))
     cases.append(Case({"param_shards": _split(rng, 7, 3)}, "no cluster given: a new Cluster(N) of its own",
                       own_cluster=True))
+    # the odd shard out is the last (of 2) and one in the middle of N >= 3: a check of the last shard's dtype
+    # only, or one that skips the last, loses one of them (np.concatenate would widen the float32 shard)
+    N = int(rng.integers(3, 7))
+    odd = int(rng.integers(1, N - 1))
     cases += [Raises({"param_shards": []}, ValueError, "param_shards is empty"),
               Raises({"param_shards": [_normal(rng, 3), _normal(rng, 2, np.float32)]}, ValueError,
                      "the shards differ in dtype"),
+              Raises({"param_shards": [_normal(rng, 2, np.float32 if rank == odd else np.float64) for rank in range(N)]},
+                     ValueError, f"shard {odd} of {N} (not the last) has another dtype"),
               Raises({"param_shards": [_normal(rng, 3), _normal(rng, (2, 2))]}, ValueError, "worker 1's shard is 2-D"),
               Raises({"param_shards": [_normal(rng, (3, 1)), _normal(rng, 3)]}, ValueError, "worker 0's shard is 2-D"),
               Raises({"param_shards": [_normal(rng, (2, 1)), _normal(rng, (3, 1))]}, ValueError,

@@ -595,6 +595,9 @@ check_raises(all_gather_param_shards, {"param_shards": [np.zeros(2), np.zeros(2,
              "the shards have different dtypes")
 check_raises(all_gather_param_shards, {"param_shards": [np.zeros(2), np.zeros((2, 1))]}, ValueError,
              "worker 1's shard is 2-D")
+# every shard is checked, not only the last one: here shard 1 of 3 differs
+check_raises(all_gather_param_shards, {"param_shards": [np.zeros(2), np.zeros(2, dtype=np.float32), np.zeros(2)]},
+             ValueError, "shard 1 of 3 has another dtype")
 lesson_passed("034")
 
 # %% [markdown]
