@@ -399,7 +399,8 @@ def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, A
         return Verdict(code, False, "the answers that reached the grader are malformed; no points")
     if all(a.get("kind") == "raised" and a.get("error") == "NotImplementedError" for a in answers):
         return Verdict(code, False, f"not started: {lesson.function} still raises NotImplementedError "
-                                    f"(replace that line with your code)", "not started")
+                                    f"(replace each `raise NotImplementedError(...)` line with your code)",
+                       "not started")
     mistakes = mistakes_of(lesson.function) if name_mistakes else ()
     for index, (case, answer) in enumerate(zip(cases, answers)):
         try:

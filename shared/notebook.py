@@ -69,9 +69,35 @@ def _not_started(tb) -> str | None:
     lesson = _FUNCTIONS.get(last.tb_frame.f_code.co_name) if last is not None else None
     if lesson is None:
         return None
+    where = f"the Implementation cell of lesson {lesson.code} · {lesson.title}"
+    step, steps = _stub_step(last.tb_frame.f_code, last.tb_lineno)
+    if steps > 1:  # a skeleton: one stub per step
+        return (f"\x1b[0;33m{'Not started' if step == 1 else 'Not finished'}:\x1b[0m `{lesson.function}` still "
+                f"raises NotImplementedError in step {step} of {steps}. Replace that step's "
+                f"`raise NotImplementedError(...)` line (and those of the later steps) in {where} with your code, "
+                f"run that cell, then this one.")
     return (f"\x1b[0;33mNot started:\x1b[0m `{lesson.function}` still raises NotImplementedError. Replace that "
-            f"line in the Implementation cell of lesson {lesson.code} · {lesson.title} with your code, run that "
-            f"cell, then this one.")
+            f"line in {where} with your code, run that cell, then this one.")
+
+
+_STEP_COMMENT = re.compile(r"^\s*# Step (\d+)\b")
+
+
+def _stub_step(code, lineno: int) -> tuple[int, int]:
+    """(the step whose stub raised, the number of steps) in a skeleton, a function whose comments
+    ``# Step 1 · ...``, ``# Step 2 · ...`` name its steps (IPython keeps each cell's source); (1, 1) for a
+    function without them, or whose source cannot be read."""
+    import inspect
+    try:
+        lines, first = inspect.getsourcelines(code)
+    except (OSError, TypeError):
+        return 1, 1
+    steps = [(first + offset, int(match.group(1))) for offset, line in enumerate(lines)
+             if (match := _STEP_COMMENT.match(line))]
+    above = [number for line, number in steps if line < lineno]
+    if len(steps) < 2 or not above:
+        return 1, 1
+    return above[-1], max(number for _, number in steps)
 
 
 def _missing_function(value) -> str | None:

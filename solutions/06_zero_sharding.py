@@ -173,6 +173,8 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
             a worker's gradients differ from params in keys or shapes, if worker_states is not N
             shards of these parameters, or as local_shard_adam_update (learning rate, betas).
     """
+    # Step 1 · Check the input (ValueError: no workers, more workers than parameter elements, a worker's
+    #          gradients of other keys or shapes, not N state shards); a new Cluster(N) when cluster is None.
     n = len(worker_grads)
     if n < 1:
         raise ValueError("worker_grads is empty: a step needs at least one worker")
@@ -186,7 +188,13 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
         raise ValueError(f"{len(worker_states)} state shards for {n} workers")
     if cluster is None:
         cluster = Cluster(n)
+    # Step 2 · Flatten each worker's gradients (every array raveled, in the order of params) and cut the
+    #          flat vector into N chunks with np.array_split(flat, N): the cut of the state's shards.
     chunks = [np.array_split(np.concatenate([grads[key].ravel() for key in params]), n) for grads in worker_grads]
+    # Step 3 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends chunk
+    #          (r - 1 - s) % N to worker (r + 1) % N. After the round every worker r receives from (r - 1) % N
+    #          and adds it to its own chunk (r - 2 - s) % N: a new array, never in place. Worker r ends with
+    #          the sum of chunk r.
     for step in range(n - 1):  # reduce-scatter: worker r ends with the sum of chunk r
         with cluster.round():
             for rank in range(n):
@@ -194,6 +202,8 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
         for rank in range(n):
             index = (rank - 2 - step) % n  # the chunk that the left neighbour sent
             chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
+    # Step 4 · Local update: cut the flat parameters the same way; worker r runs local_shard_adam_update on
+    #          its parameter shard r, its mean gradient (chunk r / N) and worker_states[r].
     param_shards = np.array_split(np.concatenate([value.ravel() for value in params.values()]), n)
     new_shards, new_states = [], []
     for rank in range(n):  # each worker updates its own shard, with its own state
@@ -201,6 +211,8 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
                                                learning_rate, beta1, beta2, eps)
         new_shards.append(shard)
         new_states.append(state)
+    # Step 5 · All-gather the new shards with all_gather_param_shards on the same cluster; cut each worker's
+    #          vector back into a dict of params' keys and shapes. Return (worker_params, new states, traffic).
     vectors, traffic = all_gather_param_shards(new_shards, cluster)
     worker_params = []
     for vector in vectors:

@@ -107,3 +107,61 @@ def test_a_demonstration_that_graded_code_depends_on_stops_the_build():
     build.check_demonstrations(nbformat.v4.new_notebook(cells=[demo, local]))  # a local of its own: fine
     with pytest.raises(build.BuildError, match="uses 'scale', which demonstration cell 0 binds"):
         build.check_demonstrations(nbformat.v4.new_notebook(cells=[demo, local, solution]))
+
+
+SKELETON = '''def f(xs):
+    """Doubles, then adds one."""
+    # Step 1 · double every number.
+    ### BEGIN SOLUTION
+    doubled = [2 * x for x in xs]
+    ### END SOLUTION
+
+    # Step 2 · add one, and return the list.
+    ### BEGIN SOLUTION
+    return [x + 1 for x in doubled]
+    ### END SOLUTION
+'''
+STUB = 'raise NotImplementedError("Not implemented yet: replace this line with your code.")'
+
+
+def test_a_skeleton_of_several_solution_regions_keeps_its_steps_for_the_learner():
+    """Several regions in one solution cell: the learner's copy keeps the comments between them (the steps)
+    with one stub per region; the reference is the whole cell without its markers; an untouched skeleton is
+    not learner work, a filled step is."""
+    from nbgrader.preprocessors import ClearSolutions
+    from traitlets.config import Config
+    build.check_solution_regions(SKELETON, 0)
+    reference = build.SOLUTION_MARKERS.sub("", SKELETON)
+    namespace = {}
+    exec(reference, namespace)
+    assert namespace["f"]([1, 2]) == [3, 5] and "# Step 2 · add one" in reference
+    config = Config()
+    config.ClearSolutions.code_stub = {"python": f"# YOUR CODE HERE\n{STUB}"}
+    cell = nbformat.v4.new_code_cell(SKELETON, metadata={"nbgrader": {"solution": True, "grade": False,
+                                                                      "grade_id": "solution_f", "locked": False}})
+    notebook = nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": build.KERNELSPEC})
+    learner, _ = ClearSolutions(config=config).preprocess(notebook, {})
+    stubbed = learner.cells[0].source
+    assert stubbed.count(STUB) == 2 and stubbed.rstrip().endswith(STUB)
+    assert stubbed.index("# Step 1") < stubbed.index(STUB) < stubbed.index("# Step 2") < stubbed.rindex(STUB)
+    assert "doubled" not in stubbed and "SOLUTION" not in stubbed
+    assert build.is_untouched_stub(stubbed)
+    half_done = stubbed.replace(STUB, "doubled = [2 * x for x in xs]", 1)
+    assert not build.is_untouched_stub(half_done)
+    below_the_stub = stubbed.replace(STUB, f"{STUB}\n    doubled = xs", 1)
+    assert not build.is_untouched_stub(below_the_stub)
+    assert not build.is_untouched_stub(stubbed + "    return 1 +\n")  # unfinished typing is work too
+
+
+@pytest.mark.parametrize("source, error", [
+    (SKELETON.replace("    # Step 2 · add one, and return the list.\n", "    doubled.sort()\n"),
+     "code between solution regions"),
+    (SKELETON.replace("    ### END SOLUTION\n\n", "\n", 1), "inside a solution region"),
+    (SKELETON.rsplit("    ### END SOLUTION", 1)[0], "without its ### END SOLUTION"),
+    (SKELETON + "    # done\nprint(1)\n", "code between solution regions"),
+    (SKELETON + "# a comment after the last region\n", "ends with its last region"),
+    (SKELETON.replace("### BEGIN SOLUTION", "### END SOLUTION", 1), "without a BEGIN"),
+])
+def test_solution_regions_that_would_break_the_learners_copy_stop_the_build(source, error):
+    with pytest.raises(build.BuildError, match=error):
+        build.check_solution_regions(source, 0)

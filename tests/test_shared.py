@@ -354,6 +354,28 @@ def test_an_untouched_stub_and_a_missing_function_are_explained_not_traced(capsy
         InteractiveShell.clear_instance()
 
 
+def test_a_skeleton_with_a_step_left_says_which_step(capsys):
+    """A solution cell with one stub per step (several solution regions): the test cell names the step
+    that still raises, "Not started" at the first, "Not finished" at a later one."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from shared.notebook import setup_notebook
+    stub = '    # YOUR CODE HERE\n    raise NotImplementedError("Not implemented yet: replace this line with your code.")\n'
+    shell = InteractiveShell.instance()
+    try:
+        setup_notebook()
+        shell.run_cell(f"def relu_forward(z):\n    # Step 1 · copy\n{stub}    # Step 2 · clip\n{stub}")
+        shell.run_cell("relu_forward(1.0)")
+        out = capsys.readouterr().out
+        assert "Not started:" in out and "step 1 of 2" in out and "Traceback" not in out
+        shell.run_cell(f"def relu_forward(z):\n    # Step 1 · copy\n    y = z\n    # Step 2 · clip\n{stub}")
+        shell.run_cell("relu_forward(1.0)")
+        out = capsys.readouterr().out
+        assert "Not finished:" in out and "step 2 of 2" in out and "lesson 004 · ReLU forward" in out
+    finally:
+        InteractiveShell.clear_instance()
+
+
 def test_sgd_update_refuses_gradients_that_do_not_match_the_parameters():
     """A gradient dict with missing, extra or mis-shaped entries is named, never half-applied or broadcast."""
     from shared import mlp

@@ -126,6 +126,21 @@ def test_student_copy_has_stubs_and_no_solutions_or_hidden_tests(slug):
                 'raise NotImplementedError("Not implemented yet: replace this line with your code.")')
 
 
+@pytest.mark.parametrize("slug, lesson", LESSONS)
+def test_student_stub_is_the_solution_cell_with_one_stub_per_region(slug, lesson):
+    """Each ### BEGIN/END SOLUTION region becomes one stub; every other line (the def, the docstring, the
+    comments that name the steps of a skeleton) reaches the learner as written."""
+    def solution(path):
+        return next(c.source for c in lesson_cells(read(path), lesson) if nbgrader(c).get("solution"))
+    def stub(region):
+        indent = region.group(1)
+        return (f'{indent}# YOUR CODE HERE\n'
+                f'{indent}raise NotImplementedError("Not implemented yet: replace this line with your code.")')
+    expected = re.sub(r"^([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION[^\n]*", stub, solution(source_path(slug)),
+                      flags=re.MULTILINE | re.DOTALL)
+    assert solution(student_path(slug)) == expected
+
+
 @pytest.mark.parametrize("slug", PARTS)
 def test_nothing_but_the_master_notebook_sits_in_the_nbgrader_source_folder(slug):
     # autograde copies every other file of source/<a>/ into the feedback students receive

@@ -93,6 +93,41 @@ def nbgrader_metadata(tag: str, lesson: Lesson | None, index: int) -> dict:
     raise BuildError(f"cell {index}: unknown tag {tag!r}")
 
 
+def check_solution_regions(source: str, index: int) -> None:
+    """A solution cell's ``### BEGIN SOLUTION`` / ``### END SOLUTION`` regions, as the learner's copy needs them.
+
+    A cell may hold several regions: nbgrader replaces each with the stub (``# YOUR CODE HERE`` and a
+    ``raise NotImplementedError``), and the lines between them stay, so comments there are a skeleton that
+    names the steps.  The reference (``solutions/NN_slug.py``, ``shared/lesson_blocks.py``) is the cell without
+    its marker lines, comments included.  So, after the first region starts, only comments and blank lines
+    may stand outside a region (no reference code reaches the learner), regions neither nest nor stay open,
+    and the cell ends with a region (the learner's cell ends with a stub).
+    """
+    inside, regions, last = False, 0, ""
+    for number, line in enumerate(source.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        last = stripped
+        marker = SOLUTION_MARKERS.fullmatch(line)
+        if marker:
+            if (marker.group(1) == "BEGIN") == inside:
+                raise BuildError(f"cell {index}, line {number}: {stripped!r} "
+                                 f"{'inside a solution region (regions do not nest)' if inside else 'without a BEGIN'}")
+            inside = not inside
+            regions += inside
+        elif "SOLUTION" in stripped and stripped.startswith("###"):
+            raise BuildError(f"cell {index}, line {number}: {stripped!r} is not a solution marker")
+        elif regions and not inside and not stripped.startswith("#"):
+            raise BuildError(f"cell {index}, line {number}: code between solution regions would be in the learner's "
+                             f"copy: put it inside a region (only comments, the skeleton, stand between them)")
+    if inside:
+        raise BuildError(f"cell {index}: a ### BEGIN SOLUTION without its ### END SOLUTION")
+    ending = SOLUTION_MARKERS.fullmatch(last)
+    if regions and (not ending or ending.group(1) != "END"):
+        raise BuildError(f"cell {index}: a solution cell ends with its last region (the learner's copy ends with a stub)")
+
+
 def source_notebook(master: Path) -> nbformat.NotebookNode:
     """Read a master and give it nbgrader metadata, stable cell ids and no outputs."""
     notebook = jupytext.read(master, fmt="py:percent")
@@ -107,6 +142,8 @@ def source_notebook(master: Path) -> nbformat.NotebookNode:
         other_tags = [t for t in cell.metadata.pop("tags", []) if t not in tags]
         if other_tags:
             cell.metadata["tags"] = other_tags
+        if tags and tags[0] == "solution":
+            check_solution_regions(cell.source, index)
         if tags and tags[0] == "tests":
             if "HIDDEN TESTS" in cell.source:
                 raise BuildError(f"cell {index}: hidden tests are declared in cases.py, not in the master")
@@ -357,9 +394,30 @@ def holds_learner_work(path: Path) -> bool:
             continue
         if cell.get("outputs") or cell.get("execution_count"):
             return True
-        if cell.metadata.get("nbgrader", {}).get("solution") and "raise NotImplementedError" not in cell.source:
+        if cell.metadata.get("nbgrader", {}).get("solution") and not is_untouched_stub(cell.source):
             return True
     return False
+
+
+def is_untouched_stub(source: str) -> bool:
+    """True when a solution cell of the learner's copy holds no code of the learner's: its functions' bodies
+    are their docstrings and ``raise NotImplementedError(...)`` lines (one per region of the master: a
+    skeleton has several), and nothing else stands at the top level.  A cell that does not parse is work."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            return False
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # the docstring
+        if not body or not all(isinstance(statement, ast.Raise) and statement.exc is not None
+                               and ast.unparse(statement.exc).startswith("NotImplementedError")
+                               for statement in body):
+            return False
+    return bool(tree.body)
 
 
 def sanitizers() -> list[tuple[re.Pattern, str]]:

@@ -515,7 +515,88 @@ lesson_passed("027")
 # leave it (less the $1/N$ it reduces itself) and the results must come back. The
 # price is latency: $2(N-1)$ rounds instead of 2.
 #
+# **Worked example, $N = 3$.** Write $x_r$ for worker $r$'s numbers of a chunk, so
+# that $x_2 + x_0$ is worker 2's part of that chunk plus worker 0's. Each worker sends
+# one chunk a round, always to its right neighbour ($0 \to 1 \to 2 \to 0$):
+#
+# | round | worker 0 sends | worker 1 sends | worker 2 sends |
+# | --- | --- | --- | --- |
+# | reduce-scatter 1 ($s = 0$) | chunk 0: $x_0$ | chunk 1: $x_1$ | chunk 2: $x_2$ |
+# | reduce-scatter 2 ($s = 1$) | chunk 2: $x_2 + x_0$ | chunk 0: $x_0 + x_1$ | chunk 1: $x_1 + x_2$ |
+# | divide by $N$ (no message) | owns chunk 1: $(x_1 + x_2 + x_0)/3$ | owns chunk 2: $(x_2 + x_0 + x_1)/3$ | owns chunk 0: $(x_0 + x_1 + x_2)/3$ |
+# | all-gather 1 ($s = 0$) | chunk 1 (its own) | chunk 2 (its own) | chunk 0 (its own) |
+# | all-gather 2 ($s = 1$) | chunk 0 (from worker 2) | chunk 1 (from worker 0) | chunk 2 (from worker 1) |
+#
+# In reduce-scatter round $s$ the receiver $r$ adds what came in to its own chunk
+# $(r - 1 - s) \bmod N$, the index its left neighbour sent; in all-gather round $s$ it
+# replaces its chunk $(r - s) \bmod N$. On the first visible test (7 numbers: chunks of
+# 3, 2 and 2 numbers, 24, 16 and 16 bytes) worker 0 sends chunks 0, 2, 1 and 0:
+# 80 bytes; workers 1 and 2 send 72 each. The figure below draws the same four rounds:
+# what each worker's three chunks hold after each round.
+
+# %% tags=["demo"]
+# The ring for N = 3, from the schedule alone (no cluster, no arrays): the chunk each worker sends in each
+# round, and what each of its chunks holds afterwards ("2+0": worker 2's numbers of that chunk plus worker 0's).
+from matplotlib.colors import to_rgba
+
+ring_n = 3
+ring_rounds = [("reduce-scatter", s, [(r - s) % ring_n for r in range(ring_n)]) for s in range(ring_n - 1)]
+ring_rounds += [("all-gather", s, [(r + 1 - s) % ring_n for r in range(ring_n)]) for s in range(ring_n - 1)]
+ring_holds = [[str(r)] * ring_n for r in range(ring_n)]      # ring_holds[r][c]: what worker r's chunk c sums
+ring_frames = [("start", [row[:] for row in ring_holds])]
+for phase, s, sends in ring_rounds:
+    sent = [ring_holds[r][sends[r]] for r in range(ring_n)]  # every worker sends at once, then receives
+    for r in range(ring_n):
+        left = (r - 1) % ring_n
+        ring_holds[r][sends[left]] = f"{sent[left]}+{r}" if phase == "reduce-scatter" else sent[left]
+    if phase == "reduce-scatter" and s == ring_n - 2:          # worker r owns chunk r + 1: it divides it by N
+        for r in range(ring_n):
+            ring_holds[r][(r + 1) % ring_n] = f"({ring_holds[r][(r + 1) % ring_n]})/{ring_n}"
+    divided = f", then ÷ {ring_n}" if phase == "reduce-scatter" and s == ring_n - 2 else ""
+    ring_frames.append((f"after {phase} {s + 1}{divided}", [row[:] for row in ring_holds]))
+# Every worker ends with every chunk's mean, added in the ring's order (chunk c starts at worker c).
+assert all(ring_holds[r] == ring_holds[0] for r in range(ring_n))
+assert all(ring_holds[0][c].startswith(f"({c}+") for c in range(ring_n))
+
+print(f"{'round':<18}" + "".join(f"{f'worker {r} sends':>22}" for r in range(ring_n)))
+for phase, s, sends in ring_rounds:
+    print(f"{f'{phase} {s + 1}':<18}" + "".join(f"{f'chunk {c} -> worker {(r + 1) % ring_n}':>22}"
+                                              for r, c in enumerate(sends)))
+chunk_bytes_7 = [8 * len(c) for c in np.array_split(np.arange(7.0), ring_n)]
+sent_bytes_7 = [sum(chunk_bytes_7[sends[r]] for _, _, sends in ring_rounds) for r in range(ring_n)]
+print(f"7 float64 numbers: chunk bytes {chunk_bytes_7}, bytes sent per worker {sent_bytes_7}")
+
+fig, ax = plt.subplots(figsize=(10, 4.2))
+box, gap = 1.6, 0.9                                          # a chunk's width; the space between workers
+for row, (title, holds) in enumerate(ring_frames):
+    sends = ring_rounds[row][2] if row < len(ring_rounds) else None
+    for r in range(ring_n):
+        for c in range(ring_n):
+            label = holds[r][c]
+            share = 1.0 if label.startswith("(") else (label.count("+") + 1) / ring_n   # of the N contributions
+            outline = sends is not None and sends[r] == c
+            ax.add_patch(plt.Rectangle((r * (ring_n * box + gap) + c * box, -row - 0.4), box - 0.08, 0.8,
+                                       facecolor=to_rgba(COLORS["measured"], 0.12 + 0.6 * share),
+                                       edgecolor="black", linewidth=2.4 if outline else 0.4))
+            shown = label[1:].replace(")/", "\n÷ ") if label.startswith("(") else label   # "1+2+0" over "÷ 3"
+            ax.text(r * (ring_n * box + gap) + c * box + (box - 0.08) / 2, -row, shown, ha="center", va="center",
+                    fontsize=7.5, linespacing=1.0)
+    ax.text(-0.2, -row, title, ha="right", va="center", fontsize=8.5)
+for r in range(ring_n):
+    ax.text(r * (ring_n * box + gap) + ring_n * box / 2, 0.6, f"worker {r}: chunks 0, 1, 2", ha="center", fontsize=9)
+ax.set_xlim(-4.4, ring_n * (ring_n * box + gap) - gap)
+ax.set_ylim(-len(ring_frames) + 0.5, 0.9)
+ax.axis("off")
+ax.set_title("Ring all-reduce, N = 3: what each chunk holds; outlined, the chunk each worker sends\n"
+             "in the next round (to its right neighbour); darker, more workers' numbers added", fontsize=9.5)
+plt.show()
+
+# %% [markdown]
 # ### Implementation
+#
+# The cell below names the steps of the schedule as comments. Replace each
+# `raise NotImplementedError(...)` line with the code of the step above it; keep the
+# order of the steps.
 
 # %% tags=["solution"]
 def ring_all_reduce_mean(worker_arrays, cluster=None):
@@ -538,6 +619,8 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
     Raises:
         ValueError: if worker_arrays is empty or its arrays differ in shape or dtype.
     """
+    # Step 1 · Check the input (ValueError, as in lesson 027); use a new Cluster(N) when cluster is None;
+    #          cut each worker's flat array into N chunks with np.array_split(array.ravel(), N).
     ### BEGIN SOLUTION
     if len(worker_arrays) == 0:
         raise ValueError("worker_arrays is empty: an all-reduce needs at least one worker")
@@ -550,22 +633,38 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
     if cluster is None:
         cluster = Cluster(n)
     chunks = [np.array_split(array.ravel(), n) for array in worker_arrays]  # views: never add in place
-    for step in range(n - 1):  # reduce-scatter
+    ### END SOLUTION
+    # Step 2 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends
+    #          chunk (r - s) % N to worker (r + 1) % N. After the round every worker r receives from
+    #          (r - 1) % N and adds it to its own chunk (r - 1 - s) % N: a new array, never in place.
+    ### BEGIN SOLUTION
+    for step in range(n - 1):
         with cluster.round():
             for rank in range(n):
                 cluster.send(rank, (rank + 1) % n, chunks[rank][(rank - step) % n])
         for rank in range(n):
             index = (rank - 1 - step) % n  # the chunk that the left neighbour sent
             chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
+    ### END SOLUTION
+    # Step 3 · Worker r now holds the whole sum of chunk (r + 1) % N, its own: it divides it by N.
+    ### BEGIN SOLUTION
     for rank in range(n):
         owned = (rank + 1) % n
         chunks[rank][owned] = chunks[rank][owned] / n
-    for step in range(n - 1):  # all-gather
+    ### END SOLUTION
+    # Step 4 · All-gather, rounds s = 0..N-2: every worker r sends chunk (r + 1 - s) % N to worker
+    #          (r + 1) % N; after the round every worker r replaces its chunk (r - s) % N with what it received.
+    ### BEGIN SOLUTION
+    for step in range(n - 1):
         with cluster.round():
             for rank in range(n):
                 cluster.send(rank, (rank + 1) % n, chunks[rank][(rank + 1 - step) % n])
         for rank in range(n):
             chunks[rank][(rank - step) % n] = cluster.receive(rank, (rank - 1) % n)
+    ### END SOLUTION
+    # Step 5 · Each worker's result: its N chunks joined (np.concatenate) and reshaped to the input's shape.
+    #          Return (results, cluster.ledger.summary()).
+    ### BEGIN SOLUTION
     results = [np.concatenate(chunks[rank]).reshape(shape) for rank in range(n)]
     return results, cluster.ledger.summary()
     ### END SOLUTION

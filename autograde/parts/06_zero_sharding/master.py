@@ -623,7 +623,9 @@ lesson_passed("034")
 #
 # ### Intuition
 #
-# The whole step. Every worker holds the same parameters and its own
+# The whole step of ZeRO stage 1 (Rajbhandari et al., *ZeRO: Memory Optimizations
+# Toward Training Trillion Parameter Models*, SC 2020), which shards the optimizer
+# state and nothing else. Every worker holds the same parameters and its own
 # (weighted, lesson 026) gradient of the whole model; the step must give every
 # worker the parameters that Adam on the mean gradient gives.
 #
@@ -682,7 +684,127 @@ lesson_passed("034")
 # $$\underbrace{S}_{\text{parameters}} + \underbrace{S}_{\text{gradients}} + \underbrace{2S/N}_{\text{state}}
 # \quad \text{instead of} \quad 4S.$$
 #
+# **Worked example, $N = 3$.** Worker $r$ owns shard $r$: chunk $r$ of the flat
+# gradient, shard $r$ of the flat parameters, and the state shard `worker_states[r]`.
+# Write $g_r$ for worker $r$'s gradient numbers of a chunk. Every message goes to the
+# right neighbour ($0 \to 1 \to 2 \to 0$):
+#
+# | round | worker 0 sends | worker 1 sends | worker 2 sends |
+# | --- | --- | --- | --- |
+# | reduce-scatter 1 ($s = 0$) | chunk 2: $g_0$ | chunk 0: $g_1$ | chunk 1: $g_2$ |
+# | reduce-scatter 2 ($s = 1$) | chunk 1: $g_2 + g_0$ | chunk 2: $g_0 + g_1$ | chunk 0: $g_1 + g_2$ |
+# | divide, local Adam (no message) | chunk 0: $(g_1 + g_2 + g_0)/3$, updates shard 0 | chunk 1: $(g_2 + g_0 + g_1)/3$, updates shard 1 | chunk 2: $(g_0 + g_1 + g_2)/3$, updates shard 2 |
+# | all-gather 1 ($s = 0$) | new shard 0 (its own) | new shard 1 (its own) | new shard 2 (its own) |
+# | all-gather 2 ($s = 1$) | new shard 2 (from worker 2) | new shard 0 (from worker 0) | new shard 1 (from worker 1) |
+#
+# Compared with lesson 028 the reduce-scatter's indices are shifted by one, so that
+# worker $r$ finishes chunk $r$, its own shard, and not chunk $r + 1$; the receiver adds
+# what came in to its chunk $(r - 2 - s) \bmod N$, the index its left neighbour sent.
+# The all-gather is lesson 034's. On the first visible test (7 float64 parameters:
+# shards of 3, 2 and 2, 24, 16 and 16 bytes) worker 0 sends 32 bytes in the
+# reduce-scatter and 40 in the all-gather, 72 in all; worker 1 sends 80 and worker 2 72.
+# Each worker keeps the 56 bytes of parameters and $m$ and $v$ of its shard only (48,
+# 32 and 32 bytes) instead of all 112 bytes of the state. The figure below draws it.
+
+# %% tags=["demo"]
+# One ZeRO-1 step on N = 3 workers and 7 float64 parameters (shards of 3, 2 and 2), from the schedule alone (no
+# cluster): what each worker's chunks hold after each round ("2+0": worker 2's gradient numbers plus worker 0's),
+# and the bytes each worker holds and sends.
+from matplotlib.colors import to_rgba
+
+zero_n, zero_sizes = 3, [len(c) for c in np.array_split(np.arange(7.0), 3)]
+zero_bytes = [8 * size for size in zero_sizes]                 # the shards' bytes: 24, 16, 16
+scatter_sends = [[(r - 1 - s) % zero_n for r in range(zero_n)] for s in range(zero_n - 1)]
+gather_sends = [[(r - s) % zero_n for r in range(zero_n)] for s in range(zero_n - 1)]
+holds = [[str(r)] * zero_n for r in range(zero_n)]           # holds[r][c]: what worker r's chunk c sums
+zero_frames = [("gradients", [row[:] for row in holds], scatter_sends[0])]
+for s, sends in enumerate(scatter_sends):
+    sent = [holds[r][sends[r]] for r in range(zero_n)]        # every worker sends at once, then receives
+    for r in range(zero_n):
+        holds[r][sends[(r - 1) % zero_n]] = f"{sent[(r - 1) % zero_n]}+{r}"
+    if s == zero_n - 2:                                       # worker r finished chunk r: it divides it by N
+        for r in range(zero_n):
+            holds[r][r] = f"({holds[r][r]})/{zero_n}"
+    zero_frames.append((f"after reduce-scatter {s + 1}" + (f", then ÷ {zero_n}" if s == zero_n - 2 else ""),
+                        [row[:] for row in holds], scatter_sends[s + 1] if s + 1 < zero_n - 1 else None))
+assert all(holds[r][r].startswith(f"({(r + 1) % zero_n}+") for r in range(zero_n))   # ring order: from worker r+1
+shards = [["old"] * zero_n for _ in range(zero_n)]           # each worker's parameter shards
+for r in range(zero_n):
+    shards[r][r] = "new"
+zero_frames.append(("parameters, after local Adam", [row[:] for row in shards], gather_sends[0]))
+for s, sends in enumerate(gather_sends):
+    for r in range(zero_n):
+        shards[r][sends[(r - 1) % zero_n]] = "new"
+    zero_frames.append((f"after all-gather {s + 1}", [row[:] for row in shards],
+                        gather_sends[s + 1] if s + 1 < zero_n - 1 else None))
+assert all(row == ["new"] * zero_n for row in shards)
+
+scatter_sent = [sum(zero_bytes[sends[r]] for sends in scatter_sends) for r in range(zero_n)]
+gather_sent = [sum(zero_bytes[sends[r]] for sends in gather_sends) for r in range(zero_n)]
+param_bytes = sum(zero_bytes)
+print(f"{'round':<18}" + "".join(f"{f'worker {r} sends':>22}" for r in range(zero_n)))
+for name, schedule in (("reduce-scatter", scatter_sends), ("all-gather", gather_sends)):
+    for s, sends in enumerate(schedule):
+        what = "chunk" if name == "reduce-scatter" else "shard"
+        print(f"{f'{name} {s + 1}':<18}" + "".join(f"{f'{what} {c} -> worker {(r + 1) % zero_n}':>22}"
+                                                 for r, c in enumerate(sends)))
+print(f"bytes sent per worker: reduce-scatter {scatter_sent} + all-gather {gather_sent} = "
+      f"{[a + b for a, b in zip(scatter_sent, gather_sent)]}")
+print(f"bytes held per worker: parameters {param_bytes}, gradient {param_bytes}, m and v of its shard "
+      f"{[2 * b for b in zero_bytes]} (data parallel: m and v in full, {2 * param_bytes}, on every worker)")
+
+fig, (left, right) = plt.subplots(1, 2, figsize=(11.5, 4.6), gridspec_kw={"width_ratios": [2.6, 1]})
+box, gap = 1.6, 0.9
+for row, (title, frame, sends) in enumerate(zero_frames):
+    for r in range(zero_n):
+        for c in range(zero_n):
+            label = frame[r][c]
+            if label in ("old", "new"):
+                share = 1.0 if label == "new" else 0.0
+                color = COLORS["learner"]
+                shown = f"p{c}\nnew" if label == "new" else f"p{c}"
+            else:
+                share = 1.0 if label.startswith("(") else (label.count("+") + 1) / zero_n
+                color = COLORS["measured"]
+                shown = label[1:].replace(")/", "\n÷ ") if label.startswith("(") else label
+            outline = sends is not None and sends[r] == c
+            x = r * (zero_n * box + gap) + c * box
+            left.add_patch(plt.Rectangle((x, -row - 0.4), box - 0.08, 0.8, facecolor=to_rgba(color, 0.12 + 0.6 * share),
+                                         edgecolor="black", linewidth=2.4 if outline else 0.4))
+            left.text(x + (box - 0.08) / 2, -row, shown, ha="center", va="center", fontsize=7.5, linespacing=1.0)
+    left.text(-0.2, -row, title, ha="right", va="center", fontsize=8.5)
+for r in range(zero_n):
+    left.text(r * (zero_n * box + gap) + zero_n * box / 2, 0.6, f"worker {r}, shard {r}", ha="center", fontsize=9)
+left.set_xlim(-5.2, zero_n * (zero_n * box + gap) - gap)
+left.set_ylim(-len(zero_frames) + 0.5, 0.9)
+left.axis("off")
+left.set_title("Outlined: what each worker sends next, to its right neighbour", fontsize=9.5)
+
+ranks = np.arange(zero_n)
+state_bytes = [2 * b for b in zero_bytes]
+right.bar(ranks, [param_bytes] * zero_n, color=COLORS["baseline"], label="parameters")
+right.bar(ranks, [param_bytes] * zero_n, bottom=param_bytes, color=COLORS["estimated"], label="gradient")
+right.bar(ranks, state_bytes, bottom=2 * param_bytes, color=COLORS["measured"], label="m and v, its shard")
+right.axhline(4 * param_bytes, color="black", linestyle=":", linewidth=1, label="data parallel: m and v in full")
+for r in range(zero_n):
+    right.text(r, 2 * param_bytes + state_bytes[r] + 4, f"sends {scatter_sent[r] + gather_sent[r]}", ha="center",
+               fontsize=8)
+right.set_xticks(ranks, [f"worker {r}" for r in ranks])
+right.set_ylabel("bytes held after the step")
+right.set_ylim(0, 4 * param_bytes + 20)
+right.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
+right.grid(False)
+right.set_title("7 float64 parameters, N = 3", fontsize=9.5)
+fig.suptitle("One ZeRO-1 step: reduce-scatter the gradient, Adam on your shard, all-gather the parameters",
+             fontsize=10.5)
+plt.show()
+
+# %% [markdown]
 # ### Implementation
+#
+# The cell below names the steps as comments. Replace each
+# `raise NotImplementedError(...)` line with the code of the step above it; keep the
+# order of the steps.
 
 # %% tags=["solution"]
 def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8,
@@ -713,6 +835,8 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
             a worker's gradients differ from params in keys or shapes, if worker_states is not N
             shards of these parameters, or as local_shard_adam_update (learning rate, betas).
     """
+    # Step 1 · Check the input (ValueError: no workers, more workers than parameter elements, a worker's
+    #          gradients of other keys or shapes, not N state shards); a new Cluster(N) when cluster is None.
     ### BEGIN SOLUTION
     n = len(worker_grads)
     if n < 1:
@@ -727,7 +851,17 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
         raise ValueError(f"{len(worker_states)} state shards for {n} workers")
     if cluster is None:
         cluster = Cluster(n)
+    ### END SOLUTION
+    # Step 2 · Flatten each worker's gradients (every array raveled, in the order of params) and cut the
+    #          flat vector into N chunks with np.array_split(flat, N): the cut of the state's shards.
+    ### BEGIN SOLUTION
     chunks = [np.array_split(np.concatenate([grads[key].ravel() for key in params]), n) for grads in worker_grads]
+    ### END SOLUTION
+    # Step 3 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends chunk
+    #          (r - 1 - s) % N to worker (r + 1) % N. After the round every worker r receives from (r - 1) % N
+    #          and adds it to its own chunk (r - 2 - s) % N: a new array, never in place. Worker r ends with
+    #          the sum of chunk r.
+    ### BEGIN SOLUTION
     for step in range(n - 1):  # reduce-scatter: worker r ends with the sum of chunk r
         with cluster.round():
             for rank in range(n):
@@ -735,6 +869,10 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
         for rank in range(n):
             index = (rank - 2 - step) % n  # the chunk that the left neighbour sent
             chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
+    ### END SOLUTION
+    # Step 4 · Local update: cut the flat parameters the same way; worker r runs local_shard_adam_update on
+    #          its parameter shard r, its mean gradient (chunk r / N) and worker_states[r].
+    ### BEGIN SOLUTION
     param_shards = np.array_split(np.concatenate([value.ravel() for value in params.values()]), n)
     new_shards, new_states = [], []
     for rank in range(n):  # each worker updates its own shard, with its own state
@@ -742,6 +880,10 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
                                                learning_rate, beta1, beta2, eps)
         new_shards.append(shard)
         new_states.append(state)
+    ### END SOLUTION
+    # Step 5 · All-gather the new shards with all_gather_param_shards on the same cluster; cut each worker's
+    #          vector back into a dict of params' keys and shapes. Return (worker_params, new states, traffic).
+    ### BEGIN SOLUTION
     vectors, traffic = all_gather_param_shards(new_shards, cluster)
     worker_params = []
     for vector in vectors:
