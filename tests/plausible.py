@@ -1877,6 +1877,143 @@ def activations_array_by_array(batch_size, width, num_layers, dtype, segment_siz
     return int(peak)
 
 
+# Wrong answers from a sweep of Parts 2, 5 and 6: a corner each (float32, a worker in the middle) ---------
+
+def scale_by_np_sum(accumulated, micro_batch_sizes):
+    """Divided by np.sum(sizes), a NumPy int64: float32 gradients come back float64."""
+    sizes = list(micro_batch_sizes)
+    if not sizes or min(sizes) < 1:
+        raise ValueError("bad sizes")
+    total = np.sum(sizes)
+    return {key: value / total for key, value in accumulated.items()}
+
+
+def _ring_on_bounds(worker_arrays, cluster, bounds_of):
+    from shared.cluster import Cluster
+    n = len(worker_arrays)
+    cluster = cluster or Cluster(n)
+    bounds = bounds_of(worker_arrays[0].size, n)
+    chunks = [[a.reshape(-1)[lo:hi] for lo, hi in bounds] for a in worker_arrays]
+    for step in range(n - 1):
+        with cluster.round():
+            for rank in range(n):
+                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank - step) % n])
+        for rank in range(n):
+            index = (rank - 1 - step) % n
+            chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
+    for rank in range(n):
+        owned = (rank + 1) % n
+        chunks[rank][owned] = chunks[rank][owned] / n
+    for step in range(n - 1):
+        with cluster.round():
+            for rank in range(n):
+                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank + 1 - step) % n])
+        for rank in range(n):
+            chunks[rank][(rank - step) % n] = cluster.receive(rank, (rank - 1) % n)
+    shape = worker_arrays[0].shape
+    return [np.concatenate(chunks[rank]).reshape(shape) for rank in range(n)], cluster.ledger.summary()
+
+
+def _split_bounds(length, parts):
+    cuts = np.cumsum([0] + [len(c) for c in np.array_split(np.zeros(length), parts)])
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _ring_ref(worker_arrays, cluster):
+    return _ring_on_bounds(worker_arrays, cluster, _split_bounds)
+
+
+def shard_into_zeros(X, Y, num_workers):
+    """Each shard's rows copied into np.zeros buffers (float64, whatever X's dtype)."""
+    N = num_workers
+    if N < 1 or len(X) != len(Y) or N > len(X):
+        raise ValueError("bad input")
+    shards = []
+    for r in range(N):
+        rows = list(range(r, len(X), N))
+        Xr, Yr = np.zeros((len(rows), X.shape[1])), np.zeros((len(rows), Y.shape[1]))
+        for i, row in enumerate(rows):
+            Xr[i], Yr[i] = X[row], Y[row]
+        shards.append((Xr, Yr))
+    return shards
+
+
+def ring_dtype_checked_against_last(worker_arrays, cluster=None):
+    """Shapes checked for every worker, the dtype only of the last against worker 0's."""
+    if len(worker_arrays) == 0 or len({a.shape for a in worker_arrays}) > 1 \
+            or worker_arrays[-1].dtype != worker_arrays[0].dtype:
+        raise ValueError("bad")
+    return _ring_ref(worker_arrays, cluster)
+
+
+def buckets_checked_against_last(worker_grads, bucket_cap_bytes, cluster=None):
+    """Only the last worker's keys and shapes compared with worker 0's."""
+    from shared.cluster import Cluster
+    from shared.lesson_blocks import ring_all_reduce_mean
+    if bucket_cap_bytes <= 0 or not worker_grads:
+        raise ValueError("bad")
+    first, last = worker_grads[0], worker_grads[-1]
+    if first.keys() != last.keys() or any(first[k].shape != last[k].shape for k in first):
+        raise ValueError("bad")
+    cluster = cluster or Cluster(len(worker_grads))
+    buckets, current, size = [], [], 0
+    for key in reversed(list(first)):
+        if current and size + first[key].nbytes > bucket_cap_bytes:
+            buckets.append(current)
+            current, size = [], 0
+        current.append(key)
+        size += first[key].nbytes
+    buckets.append(current)
+    averaged = [{} for _ in worker_grads]
+    for bucket in buckets:
+        reduced, _ = ring_all_reduce_mean([np.concatenate([g[k].ravel() for k in bucket]) for g in worker_grads],
+                                          cluster)
+        for rank, buffer in enumerate(reduced):
+            offset = 0
+            for key in bucket:
+                averaged[rank][key] = buffer[offset:offset + first[key].size].reshape(first[key].shape)
+                offset += first[key].size
+    return [{key: mine[key] for key in first} for mine in averaged], buckets, cluster.ledger.summary()
+
+
+def gather_dtype_checked_against_last(param_shards, cluster=None):
+    """Every shard checked to be 1-D, the dtype only of the last against worker 0's."""
+    from shared.cluster import Cluster
+    if not param_shards or any(s.ndim != 1 for s in param_shards) or param_shards[-1].dtype != param_shards[0].dtype:
+        raise ValueError("bad")
+    n = len(param_shards)
+    cluster = cluster or Cluster(n)
+    held = [{r: param_shards[r]} for r in range(n)]
+    for step in range(n - 1):
+        with cluster.round():
+            for r in range(n):
+                cluster.send(r, (r + 1) % n, held[r][(r - step) % n])
+        for r in range(n):
+            held[r][(r - 1 - step) % n] = cluster.receive(r, (r - 1) % n)
+    return [np.concatenate([mine[q] for q in range(n)]) for mine in held], cluster.ledger.summary()
+
+
+def all_reduce_dtype_checked_against_last(worker_arrays, cluster=None):
+    """The naive all-reduce; shapes checked for every worker, the dtype only of the last against worker 0's."""
+    from shared.cluster import Cluster
+    if len(worker_arrays) == 0 or len({a.shape for a in worker_arrays}) > 1 \
+            or worker_arrays[-1].dtype != worker_arrays[0].dtype:
+        raise ValueError("bad")
+    n = len(worker_arrays)
+    cluster = cluster or Cluster(n)
+    with cluster.round():
+        for rank in range(1, n):
+            cluster.send(rank, 0, worker_arrays[rank])
+    total = worker_arrays[0]
+    for rank in range(1, n):
+        total = total + cluster.receive(0, rank)
+    mean = total / n
+    with cluster.round():
+        for rank in range(1, n):
+            cluster.send(0, rank, mean)
+    return [mean] + [cluster.receive(rank, 0) for rank in range(1, n)], cluster.ledger.summary()
+
+
 #: Catalogued mistakes written a learner's way, not as the catalogue's own copy: the grader must still name them.
 #: lesson code -> [(description, function, the catalogued mistake's name)]
 NAMED_MISTAKES = {
@@ -1908,7 +2045,8 @@ PLAUSIBLE = {
     "010": [("the bias gradients left out", mlp_backward_missing_bias_keys)],
     "011": [("the micro-batches in reverse order", split_as_arrays)],
     "012": [("a running mean instead of a weighted sum", accumulate_mean)],
-    "013": [("divided by max size times the count", scale_by_max)],
+    "013": [("divided by max size times the count", scale_by_max),
+            ("divided by np.sum(sizes), a NumPy int64 (float32 gradients widened)", scale_by_np_sum)],
     "014": [("the last micro-batch's loss returned", step_last_loss)],
     "015": [("segment_size 0 crashes with ZeroDivisionError", forward_checkpointed_division)],
     "016": [("the cache without the pre-activations Z", recompute_no_z)],
@@ -1925,13 +2063,17 @@ PLAUSIBLE = {
     "024": [("the scale grows one clean step late (tracker > interval)", mixed_step_grows_one_step_late),
             ("only the first layer's gradients checked for inf", mixed_step_first_layer_checked),
             ("only the last layer's gradients checked for inf", mixed_step_last_layer_checked)],
-    "025": [("the shards dealt to the ranks in reverse order", shard_reversed_ranks)],
+    "025": [("the shards dealt to the ranks in reverse order", shard_reversed_ranks),
+            ("shards copied into np.zeros buffers (float64 whatever X's dtype)", shard_into_zeros)],
     "026": [("the average shard rounded down (B // N)", local_integer_average_shard)],
-    "027": [("everyone sends to everyone (right numbers, N(N - 1) messages)", all_to_all_mean)],
-    "028": [("the ring turning the other way (to the left neighbour)", ring_to_the_left)],
+    "027": [("everyone sends to everyone (right numbers, N(N - 1) messages)", all_to_all_mean),
+            ("the dtype of the last worker only compared with worker 0's", all_reduce_dtype_checked_against_last)],
+    "028": [("the ring turning the other way (to the left neighbour)", ring_to_the_left),
+            ("the dtype of the last worker only compared with worker 0's", ring_dtype_checked_against_last)],
     "029": [("worker 0's loss returned", dp_step_worker_zero_loss),
             ("weighted gradients averaged in a loop, no all-reduce on the cluster", dp_step_without_helpers)],
-    "030": [("the buckets listed from the last filled to the first", buckets_listed_last_first)],
+    "030": [("the buckets listed from the last filled to the first", buckets_listed_last_first),
+            ("only the last worker's keys and shapes compared with worker 0's", buckets_checked_against_last)],
     "031": [("the state without its step", init_without_step), ("m and v as flat vectors", init_flat_moments),
             ("m and v one dict of arrays", init_moments_one_dict)],
     "032": [("the flat vector in sorted key order", partition_sorted_keys),
@@ -1939,7 +2081,8 @@ PLAUSIBLE = {
     "033": [("eps added before v's bias correction (the paper's 'efficient' form)", adam_eps_before_correction),
             ("the step count not advanced in the new state", adam_step_not_advanced)],
     "034": [("the ring turning the other way (to the left neighbour)", gather_to_the_left),
-            ("everyone sends its shard to everyone in one round", gather_all_to_all)],
+            ("everyone sends its shard to everyone in one round", gather_all_to_all),
+            ("the dtype of the last shard only compared with worker 0's", gather_dtype_checked_against_last)],
     "035": [("each worker steps with its own gradient (no reduce-scatter)", zero_own_gradient),
             ("the vector cut back into tensors in reverse key order", zero_cut_in_reverse)],
     "036": [("every worker counted with the longest shard", params_ceil_shards)],
