@@ -641,6 +641,17 @@ def init_times_zero(params):
     return {"step": 0, "m": {k: v * 0.0 for k, v in params.items()}, "v": {k: 0.0 * v for k, v in params.items()}}
 
 
+def init_empty_then_filled(params):
+    """Right: np.empty arrays of the parameters' shapes and dtypes, filled with 0."""
+    state = {"step": 0, "m": {}, "v": {}}
+    for moment in ("m", "v"):
+        for key, value in params.items():
+            array = np.empty(value.shape, dtype=value.dtype)
+            array.fill(0)
+            state[moment][key] = array
+    return state
+
+
 def init_zeros_with_dtype(params):
     return {"step": 0, "m": {k: np.zeros(v.shape, dtype=v.dtype) for k, v in params.items()},
             "v": {k: np.full(v.shape, 0, dtype=v.dtype) for k, v in params.items()}}
@@ -2074,7 +2085,8 @@ PLAUSIBLE = {
             ("weighted gradients averaged in a loop, no all-reduce on the cluster", dp_step_without_helpers)],
     "030": [("the buckets listed from the last filled to the first", buckets_listed_last_first),
             ("only the last worker's keys and shapes compared with worker 0's", buckets_checked_against_last)],
-    "031": [("the state without its step", init_without_step), ("m and v as flat vectors", init_flat_moments),
+    "031": [("params * 0.0: NaN where a parameter is inf or NaN", init_times_zero),
+            ("the state without its step", init_without_step), ("m and v as flat vectors", init_flat_moments),
             ("m and v one dict of arrays", init_moments_one_dict)],
     "032": [("the flat vector in sorted key order", partition_sorted_keys),
             ("the shards' step reset to 0", partition_step_reset)],
@@ -2151,7 +2163,8 @@ RIGHT = {
              dp_step_own_ring_in_place)],
     "030": [("buckets cut where the cumulative size passes the cap", buckets_by_cumsum),
             ("buckets by a while loop, the learner's own ring, np.split", buckets_with_own_ring)],
-    "031": [("params * 0.0", init_times_zero), ("np.zeros with the dtype, np.full", init_zeros_with_dtype)],
+    "031": [("np.zeros with the dtype, np.full", init_zeros_with_dtype),
+            ("np.empty filled with 0", init_empty_then_filled)],
     "032": [("views of one flat vector per moment", partition_views_of_one_flat),
             ("bounds from divmod, np.array copies", partition_divmod_loop)],
     "033": [("torch.optim.Adam's arithmetic, on copies", adam_pytorch_style), ("a loop over elements", adam_loop)],

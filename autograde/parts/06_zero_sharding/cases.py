@@ -79,6 +79,11 @@ def init_cases(rng):
     cases.append(Case({"params": _params(rng, (3, 5))}, "a deeper MLP"))
     cases.append(Case({"params": {"w": _normal(rng, int(rng.integers(1, 6)))}}, "one 1-D tensor"))
     cases.append(Case({"params": _params(rng, dtype=np.float32)}, "float32 parameters: float32 moments"))
+    diverged = _params(rng)
+    key = str(rng.choice(sorted(diverged)))
+    diverged[key].flat[rng.choice(diverged[key].size, size=min(3, diverged[key].size), replace=False)] = \
+        [np.nan, np.inf, -np.inf][:min(3, diverged[key].size)]
+    cases.append(Case({"params": diverged}, f"a diverged run: NaN and inf in {key}, the moments zeros all the same"))
     return cases
 
 
