@@ -344,6 +344,7 @@ def loop_cases(rng):
                        "config": TrainingConfig(steps=6, mixed_precision=True, loss_scale=2.0 ** 17,
                                                 growth_interval=2)},
                       "a scale of 2**17, growth_interval 2: steps skipped, then the scale doubles again", **F16))
+    cases.append(_skip_after_a_clean_step())
     params = _mlp(rng, 4, 2)
     X, Y = _batch(rng, 12, 4)
     good = {"params": params, "X": X, "Y": Y, "config": plain}
@@ -363,6 +364,19 @@ def _fixed_targets():
     rng = np.random.default_rng(0)
     rng.standard_normal((24, 8))
     return rng.standard_normal((24, 2))
+
+
+def _skip_after_a_clean_step():
+    """Fixed data whose gradients grow at the second step (a learning rate of 0.1 moves the weights far):
+    step 0 is clean, step 1 overflows at 2**14 and is skipped, three clean steps follow and the scale doubles
+    at step 5. A scaler that does not reset its count of clean steps on a skip doubles two steps early."""
+    rng = np.random.default_rng(9)
+    width = int(rng.integers(6, 11))
+    params = mlp.init_params([width] * 3 + [2], seed=int(rng.integers(2**31)))
+    X, Y = rng.standard_normal((16, width)), rng.standard_normal((16, 2))
+    config = TrainingConfig(steps=6, learning_rate=0.1, mixed_precision=True, loss_scale=2.0 ** 14, growth_interval=3)
+    return Case({"params": params, "X": X, "Y": Y, "config": config},
+                "a skip right after a clean step, growth_interval 3: the count of clean steps starts again", **F16)
 
 
 def _loop_too_many_workers(a):
