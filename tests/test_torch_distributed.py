@@ -55,9 +55,9 @@ TIMEOUT = 120  # seconds for a launch; a run takes about one
 # and clean steps (checked below), and grow the scale after every clean step.
 LOOPS = {
     "every switch on": TrainingConfig(learning_rate=0.01, num_micro_batches=2, segment_size=2, mixed_precision=True,
-                                      zero_stage=1, loss_scale=2.0 ** 12, growth_interval=1),
+                                      zero_stage=1, loss_scale=2.0 ** 15, growth_interval=1),
     "all-reduce, mixed precision": TrainingConfig(learning_rate=0.01, num_micro_batches=3, segment_size=1,
-                                                  mixed_precision=True, loss_scale=2.0 ** 12, growth_interval=1),
+                                                  mixed_precision=True, loss_scale=2.0 ** 15, growth_interval=1),
     "ZeRO, float64": TrainingConfig(learning_rate=0.01, num_micro_batches=2, zero_stage=1),
     "all-reduce, float64": TrainingConfig(learning_rate=0.01, segment_size=1),
 }

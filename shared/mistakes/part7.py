@@ -86,7 +86,7 @@ def _accumulation_buffers(row) -> int:
     return 3 if row.mixed_precision else 2
 
 
-def _compare(*, gradient_buffers=_accumulation_buffers, rows_of_worker=True, measure_config=False):
+def _compare(*, gradient_buffers, rows_of_worker, measure_config):
     """039 with one step changed: ``gradient_buffers(row)`` counts the gradient buffers, worker 0's rows
     (or the whole batch's), each row's configuration measured (or ``config``'s)."""
     def compare(params, X, Y, config):
@@ -268,18 +268,20 @@ MISTAKES = {
                 "With k > 1 micro-batches, a worker holds the running sum of the gradients and the "
                 "micro-batch's own gradients at the backward peak: twice 036's gradients (three times in "
                 "mixed precision, where the running sum is float32).",
-                _compare(gradient_buffers=lambda row: 1)),
+                _compare(gradient_buffers=lambda row: 1, rows_of_worker=True, measure_config=False)),
         Mistake("the running sum counted in float16",
                 "In mixed precision worker_gradients keeps the running sum of the micro-batches' gradients "
                 "in float32 (float16 would overflow): 4 bytes a parameter beside the micro-batch's float16 "
                 "gradients, three times 036's gradients.",
-                _compare(gradient_buffers=lambda row: 2 if row.num_micro_batches > 1 else 1)),
+                _compare(gradient_buffers=lambda row: 2 if row.num_micro_batches > 1 else 1, rows_of_worker=True,
+                         measure_config=False)),
         Mistake("the sum instead of the peak (the whole batch's activations on each worker)",
                 "Each worker runs its own rows, X[0::N] for worker 0, not the whole batch: 038 with "
-                "len(X[0::N]) rows.", _compare(rows_of_worker=False)),
+                "len(X[0::N]) rows.", _compare(gradient_buffers=_accumulation_buffers, rows_of_worker=False,
+                                             measure_config=False)),
         Mistake("every row measured with the whole configuration",
                 "Each row measures its own configuration: measure_worker_memory(params, X, Y, row_config).",
-                _compare(measure_config=True)),
+                _compare(gradient_buffers=_accumulation_buffers, rows_of_worker=True, measure_config=True)),
     ),
     "full_distributed_training_loop": (
         Mistake("the loop ignores data parallelism (num_workers)",
