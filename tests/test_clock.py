@@ -5,20 +5,23 @@
 - the estimates agree with the recorded walkthrough (docs/walkthrough.toml) within the
   tolerances it states;
 - every generated notebook says each lesson's minutes under its heading and the part's total
-  in its opening.
+  in its opening, and the panel and ``make progress`` add up the minutes of the lessons not
+  passed, read here from the notebooks' own lines (not from the code that sums them).
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
 
 from course import ROOT, built_parts, read, solved_path, source_path, student_path, tool
-from shared import clock, lesson_minutes
-from shared.lessons import LESSONS, lesson, lessons_of
+from shared import clock, lesson_minutes, progress
+from shared.lessons import LESSONS, PARTS, lesson, lessons_of
 
 LESSON_LINE = re.compile(r"^## (\d{3}) · [^\n]*\n\n\*About (\d+) minutes\.\*$", re.MULTILINE)
 PART_LINE = re.compile(r"\A# Part [^\n]*\n\n\*(\d+) lessons, about ([^*]+)\.\*")
@@ -34,6 +37,14 @@ def notebook_minutes(slug: str) -> dict[str, int]:
     """Each lesson's minutes as the learner's notebook states them under its heading."""
     text = "\n".join(cell.source for cell in read(student_path(slug)).cells if cell.cell_type == "markdown")
     return {code: int(minutes) for code, minutes in LESSON_LINE.findall(text)}
+
+
+@pytest.fixture
+def progress_file(tmp_path, monkeypatch):
+    path = tmp_path / "progress.json"
+    monkeypatch.setenv("MCT_PROGRESS_FILE", str(path))
+    monkeypatch.delenv("MCT_GRADING", raising=False)
+    return path
 
 
 # --------------------------------------------------------------------------
@@ -178,3 +189,52 @@ def test_a_master_that_writes_the_clock_by_hand_stops_the_build(tmp_path):
                       '# %% tags=["solution"]\ndef linear_forward(x, W, b):\n    return x @ W + b\n')
     with pytest.raises(build.BuildError, match="is the build's to write"):
         build.source_notebook(master)
+
+
+# --------------------------------------------------------------------------
+# time left: the panel and `make progress`
+# --------------------------------------------------------------------------
+
+def test_the_panel_shows_the_minutes_of_the_lessons_not_passed(progress_file):
+    stated = {code: minutes for slug in built_parts() for code, minutes in notebook_minutes(slug).items()}
+    assert len(stated) == 40
+    for code in ("025", "026", "028", "003"):
+        progress.lesson_passed(code)
+    progress.record_failure("003")  # failed since: not passed
+    part_left = sum(stated[code] for code in ("027", "029", "030"))
+    course_left = sum(stated.values()) - stated["025"] - stated["026"] - stated["028"]
+    panel = progress.ProgressPanel("05_data_parallel")
+    text = repr(panel).splitlines()[0]
+    assert text.startswith("Part 5 · Data parallel: 15/30 XP · about ")
+    assert minutes_of(text) == [part_left, course_left]
+    assert "(course: 15/200 XP, about " in text
+    assert minutes_of(panel._repr_html_()) == [part_left, course_left]
+
+
+def test_a_part_with_every_lesson_passed_has_nothing_left(progress_file):
+    for item in lessons_of("02_gradient_accumulation"):
+        progress.lesson_passed(item.code)
+    panel = repr(progress.ProgressPanel("02_gradient_accumulation")).splitlines()[0]
+    assert "20/20 XP · nothing left" in panel
+    stated = {code: minutes for slug in built_parts() for code, minutes in notebook_minutes(slug).items()}
+    assert minutes_of(panel) == [sum(stated.values()) - sum(notebook_minutes("02_gradient_accumulation").values())]
+
+
+def test_make_progress_prints_each_parts_time_left_and_the_total(progress_file):
+    progress.lesson_passed("040")
+    out = subprocess.run([sys.executable, "-m", "shared.progress"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    stated = {slug: notebook_minutes(slug) for slug in built_parts()}
+    for part in PARTS:
+        line = next(line for line in lines if line.startswith(f"Part {part.number} · "))
+        left = sum(m for code, m in stated[part.slug].items() if code != "040")
+        total = re.search(r"\(of ([^)]+)\)", line).group(1)
+        assert minutes_of(line) == [left] and minutes_of(f"about {total} left") == [sum(stated[part.slug].values())]
+    course = sum(sum(item.values()) for item in stated.values())
+    total_line = next(line for line in lines if line.startswith("time left in all: "))
+    left, of = re.match(r"time left in all: about (.+) \(of (.+)\)", total_line).groups()
+    assert minutes_of(f"about {left} left") == [course - stated["07_memory_accounting"]["040"]]
+    assert minutes_of(f"about {of} left") == [course]
+    row = next(line for line in lines if line.startswith("  040"))
+    assert "passed" in row and f"{stated['07_memory_accounting']['040']} min" in row
