@@ -4,7 +4,7 @@
 #   make test-mutation the hidden tests' strength: mutation score, wrong answers on eight seeds (CI runs it)
 #   make test-browser  every notebook run in JupyterLab in headless Chromium (math, figures)
 #   make build         regenerate every generated file from the masters
-#   make progress      your lessons passed and XP out of 200
+#   make progress      your lessons passed, XP out of 200 and the estimated time left
 #   make grade         grade your own notebooks with the real hidden tests (PART=02 for one part)
 #   make torch         install the optional extra: PyTorch (CPU), for its cross-checks and train-distributed
 #   make train-distributed  data parallel, ZeRO and the full loop on real processes (WORKERS=4), beside the simulation

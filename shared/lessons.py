@@ -2,12 +2,16 @@
 
 Everything that needs to know which lessons exist (progress, the build, the
 structural tests, grading exports) reads this table, so the names below are the
-single source of truth for lesson numbers, function names and grade ids.
+single source of truth for lesson numbers, function names and grade ids.  Each
+lesson's estimated minutes come from ``shared/lesson_minutes.py``, which ``make
+build`` writes from the masters (the model is :mod:`shared.clock`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .lesson_minutes import MINUTES as _MINUTES
 
 POINTS_PER_LESSON = 5
 _ACRONYMS = {"mlp": "MLP", "mse": "MSE", "relu": "ReLU", "adam": "Adam", "zero": "ZeRO"}
@@ -56,6 +60,11 @@ class Lesson:
     @property
     def points(self) -> int:
         return POINTS_PER_LESSON
+
+    @property
+    def minutes(self) -> int:
+        """Estimated minutes to work through the lesson, a multiple of 5 (see :mod:`shared.clock`)."""
+        return _MINUTES[self.code]
 
 
 PARTS = (
@@ -128,3 +137,8 @@ def lesson_of_grade_id(grade_id: str) -> Lesson | None:
         if grade_id in (item.grade_id, item.solution_grade_id):
             return item
     return None
+
+
+def minutes_left(passed: set[str], lessons: tuple[Lesson, ...] = LESSONS) -> int:
+    """The estimated minutes of the lessons (of ``lessons``) whose codes are not in ``passed``."""
+    return sum(item.minutes for item in lessons if item.code not in passed)

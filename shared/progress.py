@@ -1,4 +1,4 @@
-"""Progress and XP: which lessons pass, shown in each notebook and in the terminal.
+"""Progress, XP and time left: which lessons pass, shown in each notebook and in the terminal.
 
 A lesson's state is the latest result of its test cell: passed when the cell
 ran to its last line, ``lesson_passed("003")``; failed when the cell raised
@@ -7,7 +7,8 @@ later fails turns from ✓ back to ✗.  The panel at the top of a notebook is
 updated in place as test cells run.  Progress is stored in a small JSON file
 (``.progress.json`` at the course root, or ``$MCT_PROGRESS_FILE``).  It is the
 learner's own record and is never read by grading; while nbgrader grades
-(``MCT_GRADING=1``) nothing is written.
+(``MCT_GRADING=1``) nothing is written.  Beside the XP, the panel and the report show the
+time left: the estimated minutes (:mod:`shared.clock`) of the lessons not passed yet.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .lessons import LESSONS, PARTS, TOTAL_POINTS, lesson as _lesson, lessons_of, part as _part
+from .clock import format_minutes, time_left
+from .lessons import LESSONS, PARTS, TOTAL_POINTS, lesson as _lesson, lessons_of, minutes_left, part as _part
 
 
 
@@ -113,7 +115,7 @@ def lesson_passed(key: int | str) -> None:
 
 
 class ProgressPanel:
-    """The panel at the top of a notebook: the part's lessons, ticks and XP."""
+    """The panel at the top of a notebook: the part's lessons, ticks, XP and time left."""
 
     def __init__(self, part_key: int | str):
         self.part = _part(part_key)
@@ -128,10 +130,16 @@ class ProgressPanel:
         rows = list(self._rows())
         return sum(i.points for i, ok in rows if ok), sum(i.points for i, _ in rows)
 
+    def _time_left(self) -> tuple[str, str]:
+        """The part's and the course's time left, as text."""
+        return (time_left(minutes_left(self.passed, lessons_of(self.part.number))),
+                time_left(minutes_left(self.passed)))
+
     def __repr__(self) -> str:
         earned, possible = self._part_xp()
-        lines = [f"Part {self.part.number} · {self.part.title}: {earned}/{possible} XP "
-                 f"(course: {xp(self.passed)}/{TOTAL_POINTS} XP)"]
+        part_left, course_left = self._time_left()
+        lines = [f"Part {self.part.number} · {self.part.title}: {earned}/{possible} XP · {part_left} "
+                 f"(course: {xp(self.passed)}/{TOTAL_POINTS} XP, {course_left})"]
         marks = {True: "✓", False: "✗", None: " "}
         lines += [f"  [{marks[self.results.get(i.code)]}] {i.code} {i.function}" for i, _ in self._rows()]
         return "\n".join(lines)
@@ -154,8 +162,10 @@ class ProgressPanel:
             f"{grade_cell(i)}</tr>"
             for i, ok in self._rows())
         graded_head = "<th>make grade</th>" if graded else ""
+        part_left, course_left = self._time_left()
         return (f"<div class='mct-progress'><b>Part {self.part.number} · {html.escape(self.part.title)}"
-                f"</b>: {earned}/{possible} XP &nbsp;·&nbsp; course: {xp(self.passed)}/{TOTAL_POINTS} XP"
+                f"</b>: {earned}/{possible} XP · {part_left} &nbsp;·&nbsp; course: {xp(self.passed)}/{TOTAL_POINTS}"
+                f" XP, {course_left}"
                 f"<table><tr><th></th><th>lesson</th><th>function</th><th>XP</th>{graded_head}</tr>{cells}"
                 f"</table></div>")
 
@@ -185,18 +195,23 @@ def _refresh_panels() -> None:
 
 
 def report() -> str:
-    """The whole course's progress as text, one line per lesson."""
+    """The whole course's progress as text, one line per lesson, and the time left per part and in all."""
     visible = visible_results()
     passed = {code for code, ok in visible.items() if ok}
     graded = graded_results()
-    lines = ["lesson  visible tests  graded (make grade)  function"]
+    lines = ["lesson  visible tests  graded (make grade)  estimate  function"]
     for p in PARTS:
-        lines.append(f"Part {p.number} · {p.title}")
-        for item in lessons_of(p.number):
+        part_lessons = lessons_of(p.number)
+        lines.append(f"Part {p.number} · {p.title}: {time_left(minutes_left(passed, part_lessons))} "
+                     f"(of {format_minutes(sum(item.minutes for item in part_lessons))})")
+        for item in part_lessons:
             mark = {True: "passed", False: "failed"}.get(visible.get(item.code), "  -   ")
             grade = {True: "earned ", False: "0 pts  "}.get(graded.get(item.code), "   -   ")
-            lines.append(f"  {item.code}  {mark}         {grade}              {item.function}")
+            lines.append(f"  {item.code}  {mark}         {grade}               {item.minutes:2d} min    {item.function}")
     earned = {code for code, ok in graded.items() if ok}
+    left = minutes_left(passed)
+    lines.append(f"time left in all: {f'about {format_minutes(left)}' if left else 'nothing'} "
+                 f"(of {format_minutes(sum(item.minutes for item in LESSONS))}): the lessons still to do")
     lines.append(f"XP from the visible tests: {xp(passed)}/{TOTAL_POINTS}  "
                  f"({len(passed & {i.code for i in LESSONS})}/{len(LESSONS)} lessons)")
     lines.append(f"graded XP (make grade):    {xp(earned)}/{TOTAL_POINTS}"

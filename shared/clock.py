@@ -1,0 +1,249 @@
+"""The course's clock: how many minutes each lesson takes, estimated from its master.
+
+One model, in one place.  A lesson's minutes are
+
+- **reading**: the words of its markdown cells at ``words_per_minute``;
+- **writing**: the non-blank lines of its reference solution (between ``### BEGIN SOLUTION``
+  and ``### END SOLUTION``) at ``minutes_per_line`` for a solution of ten lines, a minute a
+  line that grows with the solution's length as ``(lines / 10) ** (exponent - 1)`` (a long
+  function has more places for a bug: in the recording, the lessons of 28 to 72 lines took
+  about half a minute a line, the short ones far less);
+- **overhead**: a fixed ``overhead`` for running the tests and reading what they say;
+
+rounded to 5 minutes (at least 5).  A lesson's cells are those from its heading
+``## 003 · ...`` to the next lesson's; the part's opening (before its first lesson) counts
+for its first lesson, and the sections after its last lesson (the measurements, the
+summary) for its last.
+
+The constants are fitted to a recorded walkthrough (``docs/walkthrough.toml``): learners'
+minutes for Parts 1 to 3, Parts 4 to 7 and the four longest lessons.  ``python -m
+shared.clock --calibrate`` searches the grid of :func:`calibrate` for the constants whose
+*rounded* estimates come closest to it (least squares of the relative errors), and prints
+them; ``python -m shared.clock`` prints every lesson's features and minutes and the
+comparison with the recording.  ``tests/test_clock.py`` holds the estimates to the
+recording within its stated tolerances.
+
+The estimates are stored once, in ``shared/lesson_minutes.py``, which ``make build``
+writes from the masters with this model (``Lesson.minutes`` reads it; a rewritten lesson
+makes it stale, and ``tests/test_build.py`` says so); the build also writes each lesson's
+minutes under its heading and each part's total in its opening.  The progress panel and
+``make progress`` add up the minutes of the lessons not passed yet.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MASTERS = ROOT / "autograde" / "parts"
+WALKTHROUGH = ROOT / "docs" / "walkthrough.toml"
+STEP = 5  # the clock shows whole multiples of 5 minutes
+
+_HEADING = re.compile(r"^## (\d{3}) · ", re.MULTILINE)
+_SOLUTION = re.compile(r"^[ \t]*### BEGIN SOLUTION[^\n]*\n(.*?)^[ \t]*### END SOLUTION", re.MULTILINE | re.DOTALL)
+#: What the build writes under a lesson's heading and in a part's opening (a master must not hold it).
+CLOCK_LINE = re.compile(r"^\*(About \d.*|\d+ lessons?, about .*)\*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Features:
+    """What the model reads of a lesson: the words of its text and the lines of its solution."""
+    words: int
+    solution_lines: int
+
+
+@dataclass(frozen=True)
+class Model:
+    words_per_minute: float
+    minutes_per_line: float  # for a solution of ten lines
+    exponent: float          # writing time grows as lines ** exponent
+    overhead: float          # minutes per lesson for running its tests
+
+    def reading(self, features: Features) -> float:
+        return features.words / self.words_per_minute
+
+    def writing(self, features: Features) -> float:
+        lines = features.solution_lines
+        return self.minutes_per_line * lines * (lines / 10) ** (self.exponent - 1)
+
+    def minutes(self, features: Features) -> float:
+        """The unrounded estimate."""
+        return self.reading(features) + self.writing(features) + self.overhead
+
+    def rounded(self, features: Features) -> int:
+        return rounded(self.minutes(features))
+
+
+#: The calibrated constants (``python -m shared.clock --calibrate`` finds them again).
+MODEL = Model(words_per_minute=270, minutes_per_line=0.28, exponent=1.25, overhead=2.25)
+
+
+def rounded(minutes: float) -> int:
+    """To the nearest multiple of 5 minutes (halves up), at least 5."""
+    return max(STEP, STEP * math.floor(minutes / STEP + 0.5))
+
+
+# --------------------------------------------------------------------------
+# features of the masters
+# --------------------------------------------------------------------------
+
+def lesson_features(cells) -> dict[str, Features]:
+    """Each lesson's features from a part's cells (objects with ``cell_type`` and ``source``), by code."""
+    owner: str | None = None
+    opening = Features(0, 0)
+    counts: dict[str, Features] = {}
+    for cell in cells:
+        if cell.cell_type == "markdown":
+            match = _HEADING.search(cell.source)
+            if match:
+                owner = match.group(1)
+                counts.setdefault(owner, Features(0, 0))
+        words = len(cell.source.split()) if cell.cell_type == "markdown" else 0
+        lines = sum(1 for block in _SOLUTION.findall(cell.source) for line in block.splitlines() if line.strip()) \
+            if cell.cell_type == "code" else 0
+        if owner is None:
+            opening = Features(opening.words + words, opening.solution_lines + lines)
+        else:
+            now = counts[owner]
+            counts[owner] = Features(now.words + words, now.solution_lines + lines)
+    if counts:
+        first = next(iter(counts))
+        counts[first] = Features(counts[first].words + opening.words,
+                                 counts[first].solution_lines + opening.solution_lines)
+    return counts
+
+
+def read_master(master: Path):
+    """A master's notebook (jupytext percent format)."""
+    import jupytext  # only the build and the maintainer's tools read masters
+    return jupytext.read(master, fmt="py:percent")
+
+
+def course_features(masters: Path = MASTERS) -> dict[str, Features]:
+    """Every lesson's features, from every part's master, by code."""
+    features: dict[str, Features] = {}
+    for master in sorted(masters.glob("[0-9][0-9]_*/master.py")):
+        features.update(lesson_features(read_master(master).cells))
+    return features
+
+
+def estimates(features: dict[str, Features], model: Model = MODEL) -> dict[str, int]:
+    """Each lesson's rounded minutes."""
+    return {code: model.rounded(item) for code, item in features.items()}
+
+
+# --------------------------------------------------------------------------
+# what the notebooks and the panel say
+# --------------------------------------------------------------------------
+
+def format_minutes(minutes: int) -> str:
+    """``55 min``, ``1 h 5 min``, ``2 h``."""
+    hours, rest = divmod(int(minutes), 60)
+    if not hours:
+        return f"{rest} min"
+    return f"{hours} h" + (f" {rest} min" if rest else "")
+
+
+def time_left(minutes: int) -> str:
+    """``about 55 min left``, or ``nothing left`` once every lesson has passed."""
+    return f"about {format_minutes(minutes)} left" if minutes else "nothing left"
+
+
+def lesson_line(minutes: int) -> str:
+    """The line under a lesson's heading: ``*About 15 minutes.*``."""
+    return f"*About {minutes} minutes.*" if minutes < 60 else f"*About {format_minutes(minutes)}.*"
+
+
+def part_line(lessons: int, minutes: int) -> str:
+    """The line in a part's opening: ``*6 lessons, about 1 h 10 min.*``."""
+    return f"*{lessons} lesson{'s' if lessons != 1 else ''}, about {format_minutes(minutes)}.*"
+
+
+def minutes_module(minutes: dict[str, int]) -> str:
+    """The text of ``shared/lesson_minutes.py``, the one stored copy of the estimates."""
+    rows = "".join(f'    "{code}": {value},\n' for code, value in sorted(minutes.items()))
+    return ('"""Each lesson\'s estimated minutes (``Lesson.minutes``), by the model of :mod:`shared.clock`.\n\n'
+            "GENERATED by `make build` from the masters (autograde/parts/*/master.py): do not edit by hand.\n"
+            '"""\n\n'
+            f"MINUTES = {{\n{rows}}}\n")
+
+
+# --------------------------------------------------------------------------
+# the recording, and the calibration
+# --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Recorded:
+    what: str
+    codes: tuple[str, ...]
+    minutes: float
+
+
+def walkthrough(path: Path = WALKTHROUGH) -> tuple[list[Recorded], dict]:
+    """The recorded figures and the tolerances of ``docs/walkthrough.toml``."""
+    import tomllib
+    data = tomllib.loads(path.read_text())
+    recorded = [Recorded(item["what"], tuple(f"{n:03d}" for n in range(int(item["first"]), int(item["last"]) + 1)),
+                         float(item["minutes"]))
+                for item in data["recorded"]]
+    return recorded, data["tolerance"]
+
+
+def compared(minutes: dict[str, int], recorded: list[Recorded]) -> list[tuple[Recorded, int]]:
+    """Each recorded figure beside the estimates' sum over the same lessons."""
+    return [(item, sum(minutes[code] for code in item.codes)) for item in recorded]
+
+
+def misfit(minutes: dict[str, int], recorded: list[Recorded]) -> float:
+    """What the calibration minimises: the sum of squared relative errors against the recording."""
+    return sum(((estimate - item.minutes) / item.minutes) ** 2 for item, estimate in compared(minutes, recorded))
+
+
+GRID = {
+    "words_per_minute": range(100, 401, 10),
+    "minutes_per_line": [n / 100 for n in range(2, 61, 2)],
+    "exponent": (1.0, 1.25, 1.5, 1.75, 2.0),
+    "overhead": [n / 4 for n in range(0, 25)],
+}
+
+
+def calibrate(features: dict[str, Features], recorded: list[Recorded], grid: dict = GRID) -> tuple[Model, float]:
+    """The model of the grid whose rounded estimates fit the recording best (the first of equals, in grid order)."""
+    best: tuple[float, Model] | None = None
+    for values in itertools.product(*grid.values()):
+        model = Model(**dict(zip(grid, values)))
+        score = misfit(estimates(features, model), recorded)
+        if best is None or score < best[0] - 1e-12:
+            best = (score, model)
+    return best[1], best[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m shared.clock [--calibrate]``: the estimates, and how they compare with the recording."""
+    argv = sys.argv[1:] if argv is None else argv
+    features = course_features()
+    minutes = estimates(features)
+    print(f"model: {MODEL}")
+    print("lesson  words  solution lines  reading  writing  overhead  estimate")
+    for code, item in features.items():
+        print(f"  {code}  {item.words:5d}  {item.solution_lines:14d}  {MODEL.reading(item):7.1f}  "
+              f"{MODEL.writing(item):7.1f}  {MODEL.overhead:8.2f}  {minutes[code]:3d} min")
+    print(f"course: {format_minutes(sum(minutes.values()))} ({sum(minutes.values())} min)")
+    recorded, _ = walkthrough()
+    for item, estimate in compared(minutes, recorded):
+        print(f"recorded {item.what}: {item.minutes:g} min, estimated {estimate} min "
+              f"({(estimate - item.minutes) / item.minutes:+.0%})")
+    print(f"misfit (sum of squared relative errors): {misfit(minutes, recorded):.4f}")
+    if "--calibrate" in argv:
+        model, score = calibrate(features, recorded)
+        print(f"best model on the grid: {model}, misfit {score:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
