@@ -140,6 +140,8 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
         ValueError: if a layer's input is not as wide as X, if N > B, or if k is larger than the
             smallest worker's number of rows (B // N).
     """
+    # Step 1 · Check the input (ValueError: a layer whose input is not as wide as X, more workers than rows,
+    #          more micro-batches than the smallest worker's rows, len(X) // N). mlp.num_layers(params) counts L.
     layers = mlp.num_layers(params)
     width = X.shape[1]
     if any(params[f"W{i}"].shape[0] != width for i in range(1, layers + 1)):
@@ -149,11 +151,18 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
         raise ValueError(f"{N} workers for {len(X)} examples: some worker would get no data")
     if k > len(X) // N:
         raise ValueError(f"{k} micro-batches do not fit the smallest worker's {len(X) // N} examples")
+    # Step 2 · The six rows in order, (name, TrainingConfig): "none" is TrainingConfig(); each technique alone is
+    #          dataclasses.replace(TrainingConfig(), ...) with config's value of its fields (ZeRO: num_workers and
+    #          zero_stage); "all together" is config.
     plain = TrainingConfig()
     rows = [("none", plain), ("accumulation", replace(plain, num_micro_batches=k)),
             ("checkpointing", replace(plain, segment_size=config.segment_size)),
             ("mixed precision", replace(plain, mixed_precision=config.mixed_precision)),
             ("ZeRO", replace(plain, num_workers=N, zero_stage=config.zero_stage)), ("all together", config)]
+    # Step 3 · For each row: its dtype ("mixed" in mixed precision, else the parameters' dtype name); for all
+    #          Psi parameters, the row's stage and workers, worker 0: "parameters" (036), "gradients" (036's, times
+    #          1 + c with k > 1: c = 2 in mixed precision, else 1), "optimizer" (037); "activations" (038) of worker
+    #          0's rows X[0::N], X's width, L layers, the row's segment size and k.
     num_params = sum(value.size for value in params.values())
     table = []
     for name, row in rows:
@@ -165,6 +174,8 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
                  "optimizer": compute_optimizer_memory_bytes(num_params, dtype, row.zero_stage, row.num_workers),
                  "activations": compute_peak_activation_memory_bytes(len(X[0::row.num_workers]), width, layers, dtype,
                                                                      row.segment_size, row.num_micro_batches)}
+    # Step 4 · (in the loop) "predicted", the sum of the four; "measured", measure_worker_memory(params, X, Y,
+    #          the row's config); after the loop, return the six dicts in order.
         entry["predicted"] = entry["parameters"] + entry["gradients"] + entry["optimizer"] + entry["activations"]
         entry["measured"] = measure_worker_memory(params, X, Y, row)
         table.append(entry)

@@ -510,7 +510,59 @@ lesson_passed("038")
 #
 # with $c = 2$ in mixed precision (the running sum in float32) and $c = 1$ otherwise.
 #
+# **Worked example: the `"all together"` row of the first visible test.** 850 float64
+# parameters (4 layers 16 wide), 64 examples 16 wide; `config` has 2 workers, 2 micro-batches,
+# segments of 2, mixed precision and ZeRO stage 1. Worker 0 owns 425 of the 850 numbers
+# (`np.array_split`) and gets `X[0::2]`, 32 rows; its largest micro-batch has 16.
+#
+# | term | what worker 0 holds | bytes |
+# | --- | --- | --- |
+# | parameters: 036 (`"mixed"`, stage 1) | the float16 copy of all 850 | $850 \cdot 2 = 1{,}700$ |
+# | gradients: 036, times $1 + 2$ ($k = 2$, mixed) | 036's float16 gradients, $1{,}700$, and the float32 running sum, $850 \cdot 4 = 3{,}400$ | $5{,}100$ |
+# | optimizer: 037 (`"mixed"`, stage 1, rank 0) | float32 master weights, $m$ and $v$ of its 425 | $425 \cdot 12 = 5{,}100$ |
+# | activations: 038 (32 rows, $D = 16$, $L = 4$, `"mixed"`, $s = 2$, $k = 2$) | one micro-batch of 16 rows, $a = 16 \cdot 16 \cdot 2 = 512$: $(2 - 1 + 2 \cdot 2)\,a + 2a + 16 \cdot 16 + 2 \cdot 16 \cdot 16$ | $4{,}352$ |
+# | predicted | the sum of the four | $16{,}252$ |
+#
+# `"measured"` is `measure_worker_memory(params, X, Y, row_config)` with this row's
+# configuration, here `config` itself. Every other row is the same arithmetic with one switch
+# on: `"accumulation"`, for instance, is float64 (8 bytes a number), one worker, $k = 2$: 6,800
+# of parameters, twice 6,800 of gradients, 13,600 of Adam's state, and the activations of 64
+# rows in micro-batches of 32. The cell below prints the row, term by term.
+
+# %% tags=["demo"]
+# The "all together" row of the first visible test, term by term, by the formulas of 036, 037 and 038 (this lesson's
+# function is not called): 850 float64 parameters, 64 examples 16 wide, 2 workers, 2 micro-batches, segments of 2,
+# mixed precision, ZeRO stage 1.
+row_params = mlp.init_params([16, 16, 16, 16, 2], seed=0)
+row_n, row_k, row_s, row_layers, row_width = 2, 2, 2, 4, 16
+row_psi = sum(value.size for value in row_params.values())                         # 850 parameters
+row_owned = len(np.array_split(np.arange(row_psi), row_n)[0])                      # worker 0's shard: 425
+row_rows = len(np.arange(64)[0::row_n])                                            # worker 0's examples, X[0::N]: 32
+row_micro = -(-row_rows // row_k)                                                  # its largest micro-batch: 16
+row_a = row_micro * row_width * 2                                                      # one float16 activation array
+row_terms = {
+    "parameters": (2 * row_psi, f"{row_psi} x 2 (036: float16, all of them at stage 1)"),
+    "gradients": (2 * row_psi + 4 * row_psi, f"{2 * row_psi:,} (036, float16) + {row_psi} x 4 = {4 * row_psi:,} "
+                                             f"(the float32 running sum, k = {row_k})"),
+    "optimizer": (12 * row_owned, f"{row_owned} x 12 (037: float32 master weights, m and v of its shard)"),
+    "activations": ((-(-row_layers // row_s) - 1 + 2 * min(row_s, row_layers - 1)) * row_a + 2 * row_a
+                    + row_micro * row_width + 2 * row_micro * row_width,
+                    f"(2 - 1 + 2 x 2) x {row_a} + 2 x {row_a} + {row_micro * row_width} + 2 x {row_micro * row_width} "
+                    f"(038: {row_micro} rows of {row_width}, float16, segments of {row_s})"),
+}
+assert row_terms["activations"][0] == estimate_checkpointing_memory_savings(
+    row_micro, row_width, row_layers, row_s, 2)["checkpointed_bytes"] + 2 * row_micro * row_width  # as 038 counts
+for name, (value, how) in row_terms.items():
+    print(f"{name:>11} {value:>7,} = {how}")
+print(f"{'predicted':>11} {sum(value for value, _ in row_terms.values()):>7,} = the sum of the four")
+
+# %% [markdown]
 # ### Implementation
+#
+# The cell below names the steps as comments. Replace each `raise NotImplementedError(...)`
+# line with the code of the step above it, in order. Step 3 starts the loop over the six rows
+# (`for name, row in rows:`); the code of step 4 is indented under it, and the
+# `return` after it.
 
 # %% tags=["solution"]
 def compare_memory_with_and_without_optimizations(params, X, Y, config):
@@ -533,6 +585,8 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
         ValueError: if a layer's input is not as wide as X, if N > B, or if k is larger than the
             smallest worker's number of rows (B // N).
     """
+    # Step 1 · Check the input (ValueError: a layer whose input is not as wide as X, more workers than rows,
+    #          more micro-batches than the smallest worker's rows, len(X) // N). mlp.num_layers(params) counts L.
     ### BEGIN SOLUTION
     layers = mlp.num_layers(params)
     width = X.shape[1]
@@ -543,11 +597,22 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
         raise ValueError(f"{N} workers for {len(X)} examples: some worker would get no data")
     if k > len(X) // N:
         raise ValueError(f"{k} micro-batches do not fit the smallest worker's {len(X) // N} examples")
+    ### END SOLUTION
+    # Step 2 · The six rows in order, (name, TrainingConfig): "none" is TrainingConfig(); each technique alone is
+    #          dataclasses.replace(TrainingConfig(), ...) with config's value of its fields (ZeRO: num_workers and
+    #          zero_stage); "all together" is config.
+    ### BEGIN SOLUTION
     plain = TrainingConfig()
     rows = [("none", plain), ("accumulation", replace(plain, num_micro_batches=k)),
             ("checkpointing", replace(plain, segment_size=config.segment_size)),
             ("mixed precision", replace(plain, mixed_precision=config.mixed_precision)),
             ("ZeRO", replace(plain, num_workers=N, zero_stage=config.zero_stage)), ("all together", config)]
+    ### END SOLUTION
+    # Step 3 · For each row: its dtype ("mixed" in mixed precision, else the parameters' dtype name); for all
+    #          Psi parameters, the row's stage and workers, worker 0: "parameters" (036), "gradients" (036's, times
+    #          1 + c with k > 1: c = 2 in mixed precision, else 1), "optimizer" (037); "activations" (038) of worker
+    #          0's rows X[0::N], X's width, L layers, the row's segment size and k.
+    ### BEGIN SOLUTION
     num_params = sum(value.size for value in params.values())
     table = []
     for name, row in rows:
@@ -559,6 +624,10 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
                  "optimizer": compute_optimizer_memory_bytes(num_params, dtype, row.zero_stage, row.num_workers),
                  "activations": compute_peak_activation_memory_bytes(len(X[0::row.num_workers]), width, layers, dtype,
                                                                      row.segment_size, row.num_micro_batches)}
+    ### END SOLUTION
+    # Step 4 · (in the loop) "predicted", the sum of the four; "measured", measure_worker_memory(params, X, Y,
+    #          the row's config); after the loop, return the six dicts in order.
+    ### BEGIN SOLUTION
         entry["predicted"] = entry["parameters"] + entry["gradients"] + entry["optimizer"] + entry["activations"]
         entry["measured"] = measure_worker_memory(params, X, Y, row)
         table.append(entry)
