@@ -206,6 +206,8 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
         ValueError: if len(X) != len(Y), if N > B, if k > B // N, or with ZeRO if N is larger than
             the number of parameters.
     """
+    # Step 1 · Check the input (ValueError, before any work: X and Y of different lengths, N > B, k > B // N,
+    #          and with ZeRO N larger than the number of parameters); a new Cluster(N) when cluster is None.
     N, k, mixed = config.num_workers, config.num_micro_batches, config.mixed_precision
     keys, size = list(params), sum(value.size for value in params.values())
     if len(X) != len(Y):
@@ -218,6 +220,13 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
         raise ValueError(f"ZeRO with {N} workers for {size} parameters: some worker would own nothing")
     if cluster is None:
         cluster = Cluster(N)
+    # Step 2 · Set up: each worker's examples (shard_dataset_across_workers); the flat vector of params
+    #          (every array raveled, in the order of params); what worker r owns, (lo, hi) in the flat vector:
+    #          everything, or with ZeRO shard r of np.array_split(flat, N); each worker's working copy of the flat
+    #          vector (float16 in mixed precision, else a copy); in mixed precision the float32 master weights of
+    #          what it owns; each worker's Adam state {"step": 0, "m": zeros, "v": zeros} of what it owns (float32
+    #          in mixed precision, else the parameters' dtype); as_dict (given in the text above); the loss scale
+    #          (1.0 without mixed precision), the count of clean steps, and the history.
     shards = shard_dataset_across_workers(X, Y, N)
     flat = np.concatenate([params[key].ravel() for key in keys])
     own = [(0, size)] * N  # what each worker updates: everything, or with ZeRO its shard
@@ -238,6 +247,10 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
 
     scale, clean = config.loss_scale if mixed else 1.0, 0
     history = {"loss": [], "skipped": [], "loss_scale": []}
+    # Step 3 · for step in training_steps(config): (steps 3 to 7 are its body). Each worker, one after another:
+    #          worker_gradients(as_dict(its working vector), its X_r, Y_r, k, config.segment_size, the scale in mixed
+    #          precision else None); its flat gradient times its weight N n_r / B (026); the step's loss, the
+    #          workers' losses weighted n_r / B.
     for step in training_steps(config):
         flat_grads, loss = [], 0.0
         for r, (X_r, Y_r) in enumerate(shards):  # one worker after another: one worker's activations at a time
@@ -246,21 +259,35 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
             weight = N * len(X_r) / len(X)
             flat_grads.append(np.concatenate([weight * grads[key].ravel() for key in keys]))
             loss += weight * loss_r / N
+    # Step 4 · (in the loop, under with np.errstate(over="ignore", invalid="ignore"): through step 6) Average the
+    #          flat gradients on cluster: with ZeRO reduce_scatter_mean (worker r gets the mean of its shard), else
+    #          ring_all_reduce_mean (every worker gets the whole mean).
         with np.errstate(over="ignore", invalid="ignore"):
             if config.zero_stage:
                 reduced = reduce_scatter_mean(flat_grads, cluster)
             else:
                 reduced, _ = ring_all_reduce_mean(flat_grads, cluster)
+    # Step 5 · (in the loop) Each worker r unscales its mean gradient (mixed: as float32, divided by
+    #          np.float32(scale)) and updates what it owns with local_shard_adam_update (its master weights in mixed
+    #          precision, else working[r][lo:hi]; states[r]; config's learning rate, betas, eps). Keep the new shards
+    #          and states beside the old ones: a skipped step must change nothing.
             updates = []
             for r in range(N):
                 grad = reduced[r].astype(np.float32) / np.float32(scale) if mixed else reduced[r]
                 mine = master[r] if mixed else working[r][own[r][0]:own[r][1]]
                 updates.append(local_shard_adam_update(mine, grad, states[r], config.learning_rate, config.beta1,
                                                        config.beta2, config.eps))
+    # Step 6 · (in the loop) The new vectors: the new shards cast to float16 in mixed precision; with ZeRO
+    #          all_gather_param_shards on cluster. The step is skipped when, in mixed precision, a worker's new
+    #          vector holds an inf or a NaN (every worker sees the same vector).
             new = [shard.astype(np.float16) if mixed else shard for shard, _ in updates]
             if config.zero_stage:
                 new, _ = all_gather_param_shards(new, cluster)
             skipped = mixed and not all(np.isfinite(vector).all() for vector in new)  # every worker sees the same
+    # Step 7 · (in the loop) Append to the history (the loss, skipped as a bool, float(scale)). Skipped: the scale
+    #          halves, the clean count restarts, nothing else changes. Otherwise the new vectors, states (and master
+    #          weights) replace the old; in mixed precision after growth_interval clean steps in a row the scale
+    #          doubles and the count restarts.
         history["loss"].append(loss)
         history["skipped"].append(skipped)
         history["loss_scale"].append(float(scale))
@@ -274,6 +301,9 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
             clean += 1
             if clean == config.growth_interval:
                 scale, clean = scale * 2, 0
+    # Step 8 · After the loop: per worker {"parameters", "m", "v"}, with "master" in mixed precision; the final
+    #          master weights (mixed and ZeRO: the master shards joined in rank order; mixed: worker 0's; else worker
+    #          0's working vector) as a dict. Return (final_params, history, workers).
     workers = [{"parameters": working[r], "m": states[r]["m"], "v": states[r]["v"]} for r in range(N)]
     if mixed:
         for r in range(N):
