@@ -510,7 +510,59 @@ lesson_passed("038")
 #
 # with $c = 2$ in mixed precision (the running sum in float32) and $c = 1$ otherwise.
 #
+# **Worked example: the `"all together"` row of the first visible test.** 850 float64
+# parameters (4 layers 16 wide), 64 examples 16 wide; `config` has 2 workers, 2 micro-batches,
+# segments of 2, mixed precision and ZeRO stage 1. Worker 0 owns 425 of the 850 numbers
+# (`np.array_split`) and gets `X[0::2]`, 32 rows; its largest micro-batch has 16.
+#
+# | term | what worker 0 holds | bytes |
+# | --- | --- | --- |
+# | parameters: 036 (`"mixed"`, stage 1) | the float16 copy of all 850 | $850 \cdot 2 = 1{,}700$ |
+# | gradients: 036, times $1 + 2$ ($k = 2$, mixed) | 036's float16 gradients, $1{,}700$, and the float32 running sum, $850 \cdot 4 = 3{,}400$ | $5{,}100$ |
+# | optimizer: 037 (`"mixed"`, stage 1, rank 0) | float32 master weights, $m$ and $v$ of its 425 | $425 \cdot 12 = 5{,}100$ |
+# | activations: 038 (32 rows, $D = 16$, $L = 4$, `"mixed"`, $s = 2$, $k = 2$) | one micro-batch of 16 rows, $a = 16 \cdot 16 \cdot 2 = 512$: $(2 - 1 + 2 \cdot 2)\,a + 2a + 16 \cdot 16 + 2 \cdot 16 \cdot 16$ | $4{,}352$ |
+# | predicted | the sum of the four | $16{,}252$ |
+#
+# `"measured"` is `measure_worker_memory(params, X, Y, row_config)` with this row's
+# configuration, here `config` itself. Every other row is the same arithmetic with one switch
+# on: `"accumulation"`, for instance, is float64 (8 bytes a number), one worker, $k = 2$: 6,800
+# of parameters, twice 6,800 of gradients, 13,600 of Adam's state, and the activations of 64
+# rows in micro-batches of 32. The cell below prints the row, term by term.
+
+# %% tags=["demo"]
+# The "all together" row of the first visible test, term by term, by the formulas of 036, 037 and 038 (this lesson's
+# function is not called): 850 float64 parameters, 64 examples 16 wide, 2 workers, 2 micro-batches, segments of 2,
+# mixed precision, ZeRO stage 1.
+row_params = mlp.init_params([16, 16, 16, 16, 2], seed=0)
+row_n, row_k, row_s, row_layers, row_width = 2, 2, 2, 4, 16
+row_psi = sum(value.size for value in row_params.values())                         # 850 parameters
+row_owned = len(np.array_split(np.arange(row_psi), row_n)[0])                      # worker 0's shard: 425
+row_rows = len(np.arange(64)[0::row_n])                                            # worker 0's examples, X[0::N]: 32
+row_micro = -(-row_rows // row_k)                                                  # its largest micro-batch: 16
+row_a = row_micro * row_width * 2                                                      # one float16 activation array
+row_terms = {
+    "parameters": (2 * row_psi, f"{row_psi} x 2 (036: float16, all of them at stage 1)"),
+    "gradients": (2 * row_psi + 4 * row_psi, f"{2 * row_psi:,} (036, float16) + {row_psi} x 4 = {4 * row_psi:,} "
+                                             f"(the float32 running sum, k = {row_k})"),
+    "optimizer": (12 * row_owned, f"{row_owned} x 12 (037: float32 master weights, m and v of its shard)"),
+    "activations": ((-(-row_layers // row_s) - 1 + 2 * min(row_s, row_layers - 1)) * row_a + 2 * row_a
+                    + row_micro * row_width + 2 * row_micro * row_width,
+                    f"(2 - 1 + 2 x 2) x {row_a} + 2 x {row_a} + {row_micro * row_width} + 2 x {row_micro * row_width} "
+                    f"(038: {row_micro} rows of {row_width}, float16, segments of {row_s})"),
+}
+assert row_terms["activations"][0] == estimate_checkpointing_memory_savings(
+    row_micro, row_width, row_layers, row_s, 2)["checkpointed_bytes"] + 2 * row_micro * row_width  # as 038 counts
+for name, (value, how) in row_terms.items():
+    print(f"{name:>11} {value:>7,} = {how}")
+print(f"{'predicted':>11} {sum(value for value, _ in row_terms.values()):>7,} = the sum of the four")
+
+# %% [markdown]
 # ### Implementation
+#
+# The cell below names the steps as comments. Replace each `raise NotImplementedError(...)`
+# line with the code of the step above it, in order. Step 3 starts the loop over the six rows
+# (`for name, row in rows:`); the code of step 4 is indented under it, and the
+# `return` after it.
 
 # %% tags=["solution"]
 def compare_memory_with_and_without_optimizations(params, X, Y, config):
@@ -533,6 +585,8 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
         ValueError: if a layer's input is not as wide as X, if N > B, or if k is larger than the
             smallest worker's number of rows (B // N).
     """
+    # Step 1 · Check the input (ValueError: a layer whose input is not as wide as X, more workers than rows,
+    #          more micro-batches than the smallest worker's rows, len(X) // N). mlp.num_layers(params) counts L.
     ### BEGIN SOLUTION
     layers = mlp.num_layers(params)
     width = X.shape[1]
@@ -543,11 +597,22 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
         raise ValueError(f"{N} workers for {len(X)} examples: some worker would get no data")
     if k > len(X) // N:
         raise ValueError(f"{k} micro-batches do not fit the smallest worker's {len(X) // N} examples")
+    ### END SOLUTION
+    # Step 2 · The six rows in order, (name, TrainingConfig): "none" is TrainingConfig(); each technique alone is
+    #          dataclasses.replace(TrainingConfig(), ...) with config's value of its fields (ZeRO: num_workers and
+    #          zero_stage); "all together" is config.
+    ### BEGIN SOLUTION
     plain = TrainingConfig()
     rows = [("none", plain), ("accumulation", replace(plain, num_micro_batches=k)),
             ("checkpointing", replace(plain, segment_size=config.segment_size)),
             ("mixed precision", replace(plain, mixed_precision=config.mixed_precision)),
             ("ZeRO", replace(plain, num_workers=N, zero_stage=config.zero_stage)), ("all together", config)]
+    ### END SOLUTION
+    # Step 3 · For each row: its dtype ("mixed" in mixed precision, else the parameters' dtype name); for all
+    #          Psi parameters, the row's stage and workers, worker 0: "parameters" (036), "gradients" (036's, times
+    #          1 + c with k > 1: c = 2 in mixed precision, else 1), "optimizer" (037); "activations" (038) of worker
+    #          0's rows X[0::N], X's width, L layers, the row's segment size and k.
+    ### BEGIN SOLUTION
     num_params = sum(value.size for value in params.values())
     table = []
     for name, row in rows:
@@ -559,6 +624,10 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
                  "optimizer": compute_optimizer_memory_bytes(num_params, dtype, row.zero_stage, row.num_workers),
                  "activations": compute_peak_activation_memory_bytes(len(X[0::row.num_workers]), width, layers, dtype,
                                                                      row.segment_size, row.num_micro_batches)}
+    ### END SOLUTION
+    # Step 4 · (in the loop) "predicted", the sum of the four; "measured", measure_worker_memory(params, X, Y,
+    #          the row's config); after the loop, return the six dicts in order.
+    ### BEGIN SOLUTION
         entry["predicted"] = entry["parameters"] + entry["gradients"] + entry["optimizer"] + entry["activations"]
         entry["measured"] = measure_worker_memory(params, X, Y, row)
         table.append(entry)
@@ -727,7 +796,137 @@ plt.show()
 # accumulation needs $A$ without them; one whose workers keep the whole vector's state under
 # ZeRO needs $N$ times $\sum_r O_r$.
 #
+# **Worked example: one step on $N = 2$ workers, ZeRO and mixed precision on**, the visible
+# tests' MLP: $\Psi = 234$ parameters, cut by `np.array_split` into shards of 117 (worker 0
+# owns elements 0 to 116, worker 1 the rest); 16 examples per worker, so each worker's weight
+# $N n_r / B = 2 \cdot 16 / 32$ is 1. The steps are those of the skeleton below; f16[234] is a
+# float16 array of 234 elements, `scale` the loss scale.
+#
+# | step | each worker $r$ holds | it sends |
+# | --- | --- | --- |
+# | 2 · set up | parameters f16[234] (468 bytes); master weights, $m$, $v$ of its shard, f32[117] each (468 bytes each) | |
+# | 3 · gradients | `worker_gradients(as_dict(parameters), X[r::2], Y[r::2], k, s, scale)`, flattened: the gradient times `scale`, f16[234] | |
+# | 4 · reduce-scatter | the mean of chunk $r$, f16[117] | chunk $(r - 1) \bmod 2$, 234 bytes |
+# | 5 · unscale, Adam | the mean divided by `scale`, f32[117]; `local_shard_adam_update` of its master shard: new master, $m$, $v$, f32[117] each, beside the old | |
+# | 6 · cast, all-gather | its new shard as f16[117]; after the all-gather the new parameters, f16[234] | its shard $r$, 234 bytes |
+# | 7 · keep or skip | all finite: the new parameters, master, $m$, $v$ replace the old; else the old stay and `scale` halves | |
+#
+# So each worker sends 468 bytes a step (1404 in the tests' 3 steps), the ring all-reduce's
+# $2\frac{N-1}{N} S$ for $S = 468$ bytes of float16 gradients, and keeps 468 bytes of
+# parameters and 1404 of master weights, $m$ and $v$, where without ZeRO it would keep 2808
+# of them (3 float32 arrays of 234). The cell below prints this step and draws it.
+
+# %% tags=["demo"]
+# One step of the loop on N = 2 workers, ZeRO and mixed precision on, for the tests' MLP (234 parameters, shards of
+# 117), from the schedule alone (the loop itself is not called): the arrays each worker holds at each step of the
+# skeleton below (dtype[elements]), and what it sends. The collectives alone, run on a Cluster(2) with float16
+# vectors of zeros, give the bytes that the ledger counts.
+from matplotlib.colors import to_rgba
+
+loop_n, loop_size = 2, sum(value.size for value in mlp.init_params([8, 8, 8, 8, 2], seed=1).values())
+loop_owned = [len(shard) for shard in np.array_split(np.arange(loop_size), loop_n)]       # 117 and 117
+f16, f32 = 2, 4                                                                           # bytes per number
+loop_points = [  # (step of the skeleton, worker r's arrays [(name, dtype, elements)], what worker r sends or None)
+    ("2 · set up", lambda r: [("parameters", "f16", loop_size), ("master", "f32", loop_owned[r]),
+                              ("m", "f32", loop_owned[r]), ("v", "f32", loop_owned[r])], None),
+    ("3 · gradients", lambda r: [("grad × scale", "f16", loop_size)], None),
+    ("4 · reduce-scatter", lambda r: [(f"chunk {r} mean", "f16", loop_owned[r])],
+     lambda r: (f"chunk {(r - 1) % loop_n}", f16 * loop_owned[(r - 1) % loop_n])),
+    ("5 · unscale, Adam", lambda r: [("mean ÷ scale", "f32", loop_owned[r]), ("new master", "f32", loop_owned[r]),
+                                     ("new m", "f32", loop_owned[r]), ("new v", "f32", loop_owned[r])], None),
+    ("6 · cast, all-gather", lambda r: [(f"new shard {r}", "f16", loop_owned[r]),
+                                        ("new parameters", "f16", loop_size)],
+     lambda r: (f"shard {r}", f16 * loop_owned[r])),
+    ("7 · all finite: keep", lambda r: [("parameters", "f16", loop_size), ("master", "f32", loop_owned[r]),
+                                        ("m", "f32", loop_owned[r]), ("v", "f32", loop_owned[r])], None),
+]
+for name, held, sends in loop_points:
+    for r in range(loop_n):
+        arrays = ", ".join(f"{a} {d}[{n}]" for a, d, n in held(r))
+        sent = f"; sends {sends(r)[0]} to worker {(r + 1) % loop_n}: {sends(r)[1]} bytes" if sends else ""
+        print(f"{name if r == 0 else '':<22}worker {r}: {arrays}{sent}")
+
+zero_cluster, ring_cluster = Cluster(loop_n), Cluster(loop_n)
+zeros = [np.zeros(loop_size, np.float16) for _ in range(loop_n)]
+all_gather_param_shards(reduce_scatter_mean(zeros, zero_cluster), zero_cluster)
+ring_all_reduce_mean(zeros, ring_cluster)
+zero_sent, ring_sent = zero_cluster.ledger.summary()["bytes_sent"], ring_cluster.ledger.summary()["bytes_sent"]
+print(f"bytes sent per worker and step: reduce-scatter + all-gather {zero_sent} (3 steps: "
+      f"{[3 * b for b in zero_sent]}); without ZeRO the ring all-reduce sends the same, {ring_sent}")
+kept_zero = [f16 * loop_size + 3 * f32 * owned for owned in loop_owned]
+kept_full = [f16 * loop_size + 3 * f32 * loop_size] * loop_n
+print(f"bytes kept per worker after the step: parameters {f16 * loop_size} + master weights, m and v "
+      f"{[3 * f32 * owned for owned in loop_owned]} = {kept_zero}; without ZeRO {f16 * loop_size} + "
+      f"{[3 * f32 * loop_size] * loop_n} = {kept_full}")
+
+fig, (left, right) = plt.subplots(1, 2, figsize=(14, 4.8), gridspec_kw={"width_ratios": [3.8, 1]})
+wide, pitch = 2.2, 2.35
+for column, (name, held, sends) in enumerate(loop_points):
+    for r in range(loop_n):
+        y = -2.6 * r
+        left.add_patch(plt.Rectangle((column * pitch, y - 0.8), wide, 1.6, edgecolor="black", lw=0.5,
+                                     facecolor=to_rgba(COLORS["measured"] if sends else COLORS["learner"],
+                                                       0.35 if sends else 0.12)))
+        left.text(column * pitch + wide / 2, y, "\n".join(f"{a} {d}[{n}]" for a, d, n in held(r)), ha="center",
+                  va="center", fontsize=6.5, linespacing=1.2)
+        if sends:
+            what, count = sends(r)
+            start, end = (y - 0.8, y - 1.8) if r == 0 else (y + 0.8, y + 1.8)
+            x = column * pitch + (0.55 if r == 0 else 1.45)
+            left.annotate("", xy=(x, end), xytext=(x, start), arrowprops={"arrowstyle": "->", "lw": 1.2})
+            left.text(x + (-0.08 if r == 0 else 0.08), (start + end) / 2, f"{what}\n{count} B",
+                      ha="right" if r == 0 else "left", va="center", fontsize=7)
+    left.text(column * pitch + wide / 2, 0.95, name.replace(", ", ",\n"), ha="center", va="bottom", fontsize=9)
+for r in range(loop_n):
+    left.text(-0.15, -2.6 * r, f"worker {r}", ha="right", va="center", fontsize=9)
+left.set_xlim(-1.0, len(loop_points) * pitch)
+left.set_ylim(-3.6, 1.8)
+left.axis("off")
+left.set_title("Green: a collective on the cluster; an arrow: what a worker sends, and its bytes", fontsize=9)
+ranks = np.arange(loop_n)
+for offset, label, owned in ((-0.2, "ZeRO", loop_owned), (0.2, "no ZeRO", [loop_size] * loop_n)):
+    bottom = np.zeros(loop_n)
+    for part, (bytes_of, color) in enumerate(((lambda o: f16 * loop_size, COLORS["baseline"]),
+                                              (lambda o: f32 * o, COLORS["reference"]),
+                                              (lambda o: 2 * f32 * o, COLORS["measured"]))):
+        heights = np.array([bytes_of(o) for o in owned])
+        right.bar(ranks + offset, heights, width=0.38, bottom=bottom, color=color,
+                  label=("parameters f16", "master f32", "m and v f32")[part] if offset < 0 else None)
+        bottom += heights
+    for r in range(loop_n):
+        right.text(r + offset, bottom[r] + 40, label, ha="center", fontsize=7)
+right.set_xticks(ranks, [f"worker {r}" for r in ranks])
+right.set_ylabel("bytes kept after the step")
+right.set_ylim(0, 1.25 * max(kept_full))
+right.legend(fontsize=7.5, loc="upper left")
+right.grid(False)
+right.set_title(f"{loop_size} parameters, N = {loop_n}", fontsize=9.5)
+fig.suptitle(f"One step of the loop, ZeRO and mixed precision on: each worker sends {zero_sent[0]} bytes a step",
+             fontsize=10.5)
+plt.show()
+
+# %% [markdown]
 # ### Implementation
+#
+# The cell below names the steps as comments. Replace each `raise NotImplementedError(...)`
+# line with the code of the step above it, in order. Steps 3 to 7 run once per training step:
+# step 3 starts with `for step in training_steps(config):`, and the code of steps 3 to 7 is
+# indented under it (the stubs stand at the function's level only because a stub cannot stand
+# inside a loop you have not written yet). Steps 4 to 6 go under `with np.errstate(over="ignore",
+# invalid="ignore"):`: a float16 overflow is the loss scaler's business (step 7), not a warning.
+#
+# Given, for step 2: a vector cut back into a dict of the parameters' keys and shapes (views
+# of the vector, no copy). Paste it into the function after your set-up, where `keys` is
+# `list(params)`:
+#
+# ```python
+#     def as_dict(vector):
+#         out, offset = {}, 0
+#         for key in keys:
+#             out[key] = vector[offset:offset + params[key].size].reshape(params[key].shape)
+#             offset += params[key].size
+#         return out
+# ```
 
 # %% tags=["solution"]
 def full_distributed_training_loop(params, X, Y, config, cluster=None):
@@ -754,6 +953,8 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
         ValueError: if len(X) != len(Y), if N > B, if k > B // N, or with ZeRO if N is larger than
             the number of parameters.
     """
+    # Step 1 · Check the input (ValueError, before any work: X and Y of different lengths, N > B, k > B // N,
+    #          and with ZeRO N larger than the number of parameters); a new Cluster(N) when cluster is None.
     ### BEGIN SOLUTION
     N, k, mixed = config.num_workers, config.num_micro_batches, config.mixed_precision
     keys, size = list(params), sum(value.size for value in params.values())
@@ -767,6 +968,15 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
         raise ValueError(f"ZeRO with {N} workers for {size} parameters: some worker would own nothing")
     if cluster is None:
         cluster = Cluster(N)
+    ### END SOLUTION
+    # Step 2 · Set up: each worker's examples (shard_dataset_across_workers); the flat vector of params
+    #          (every array raveled, in the order of params); what worker r owns, (lo, hi) in the flat vector:
+    #          everything, or with ZeRO shard r of np.array_split(flat, N); each worker's working copy of the flat
+    #          vector (float16 in mixed precision, else a copy); in mixed precision the float32 master weights of
+    #          what it owns; each worker's Adam state {"step": 0, "m": zeros, "v": zeros} of what it owns (float32
+    #          in mixed precision, else the parameters' dtype); as_dict (given in the text above); the loss scale
+    #          (1.0 without mixed precision), the count of clean steps, and the history.
+    ### BEGIN SOLUTION
     shards = shard_dataset_across_workers(X, Y, N)
     flat = np.concatenate([params[key].ravel() for key in keys])
     own = [(0, size)] * N  # what each worker updates: everything, or with ZeRO its shard
@@ -787,6 +997,12 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
 
     scale, clean = config.loss_scale if mixed else 1.0, 0
     history = {"loss": [], "skipped": [], "loss_scale": []}
+    ### END SOLUTION
+    # Step 3 · for step in training_steps(config): (steps 3 to 7 are its body). Each worker, one after another:
+    #          worker_gradients(as_dict(its working vector), its X_r, Y_r, k, config.segment_size, the scale in mixed
+    #          precision else None); its flat gradient times its weight N n_r / B (026); the step's loss, the
+    #          workers' losses weighted n_r / B.
+    ### BEGIN SOLUTION
     for step in training_steps(config):
         flat_grads, loss = [], 0.0
         for r, (X_r, Y_r) in enumerate(shards):  # one worker after another: one worker's activations at a time
@@ -795,21 +1011,43 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
             weight = N * len(X_r) / len(X)
             flat_grads.append(np.concatenate([weight * grads[key].ravel() for key in keys]))
             loss += weight * loss_r / N
+    ### END SOLUTION
+    # Step 4 · (in the loop, under with np.errstate(over="ignore", invalid="ignore"): through step 6) Average the
+    #          flat gradients on cluster: with ZeRO reduce_scatter_mean (worker r gets the mean of its shard), else
+    #          ring_all_reduce_mean (every worker gets the whole mean).
+    ### BEGIN SOLUTION
         with np.errstate(over="ignore", invalid="ignore"):
             if config.zero_stage:
                 reduced = reduce_scatter_mean(flat_grads, cluster)
             else:
                 reduced, _ = ring_all_reduce_mean(flat_grads, cluster)
+    ### END SOLUTION
+    # Step 5 · (in the loop) Each worker r unscales its mean gradient (mixed: as float32, divided by
+    #          np.float32(scale)) and updates what it owns with local_shard_adam_update (its master weights in mixed
+    #          precision, else working[r][lo:hi]; states[r]; config's learning rate, betas, eps). Keep the new shards
+    #          and states beside the old ones: a skipped step must change nothing.
+    ### BEGIN SOLUTION
             updates = []
             for r in range(N):
                 grad = reduced[r].astype(np.float32) / np.float32(scale) if mixed else reduced[r]
                 mine = master[r] if mixed else working[r][own[r][0]:own[r][1]]
                 updates.append(local_shard_adam_update(mine, grad, states[r], config.learning_rate, config.beta1,
                                                        config.beta2, config.eps))
+    ### END SOLUTION
+    # Step 6 · (in the loop) The new vectors: the new shards cast to float16 in mixed precision; with ZeRO
+    #          all_gather_param_shards on cluster. The step is skipped when, in mixed precision, a worker's new
+    #          vector holds an inf or a NaN (every worker sees the same vector).
+    ### BEGIN SOLUTION
             new = [shard.astype(np.float16) if mixed else shard for shard, _ in updates]
             if config.zero_stage:
                 new, _ = all_gather_param_shards(new, cluster)
             skipped = mixed and not all(np.isfinite(vector).all() for vector in new)  # every worker sees the same
+    ### END SOLUTION
+    # Step 7 · (in the loop) Append to the history (the loss, skipped as a bool, float(scale)). Skipped: the scale
+    #          halves, the clean count restarts, nothing else changes. Otherwise the new vectors, states (and master
+    #          weights) replace the old; in mixed precision after growth_interval clean steps in a row the scale
+    #          doubles and the count restarts.
+    ### BEGIN SOLUTION
         history["loss"].append(loss)
         history["skipped"].append(skipped)
         history["loss_scale"].append(float(scale))
@@ -823,6 +1061,11 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
             clean += 1
             if clean == config.growth_interval:
                 scale, clean = scale * 2, 0
+    ### END SOLUTION
+    # Step 8 · After the loop: per worker {"parameters", "m", "v"}, with "master" in mixed precision; the final
+    #          master weights (mixed and ZeRO: the master shards joined in rank order; mixed: worker 0's; else worker
+    #          0's working vector) as a dict. Return (final_params, history, workers).
+    ### BEGIN SOLUTION
     workers = [{"parameters": working[r], "m": states[r]["m"], "v": states[r]["v"]} for r in range(N)]
     if mixed:
         for r in range(N):
