@@ -319,7 +319,8 @@ class FullTrainingLoop(Technique):
         loss, grads, _ = worker_gradients(params, X_r, Y_r, self.config.num_micro_batches,
                                           self.config.segment_size, loss_scale)
         weight = num_workers * len(X_r) / batch_size
-        return weight * loss, np.concatenate([weight * grads[key].ravel() for key in params])
+        with np.errstate(over="ignore", invalid="ignore"):  # float16 overflow is the loss scaler's business
+            return weight * loss, np.concatenate([weight * grads[key].ravel() for key in params])
 
     def step(self, cluster: RealCluster, params, state: LoopState, X, Y):
         config, n, mixed = self.config, cluster.num_workers, self.config.mixed_precision
