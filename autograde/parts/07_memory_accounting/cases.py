@@ -231,7 +231,7 @@ COMPARE_EQUIVALENT = (
      "the first layer's input is X's width in any MLP that can run on X (else X @ W1 fails with ValueError)"),
     ("key 'parameters' -> 'gradients' | entry = {\"configuration\": name, \"parameters\": memory[\"parameters\"],",
      SAME_BYTES),
-    ("key 'gradients' -> 'parameters' | \"gradients\": memory[\"gradients\"] * (2 if", SAME_BYTES),
+    ("key 'gradients' -> 'parameters' | \"gradients\": memory[\"gradients\"] * (1 + running_sum),", SAME_BYTES),
 )
 
 COMPARE_REFUSALS = (
