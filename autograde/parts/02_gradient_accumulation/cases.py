@@ -104,10 +104,12 @@ def scale_cases(rng):
     cases = []
     for _ in range(3):
         sizes = [int(n) for n in rng.integers(1, 9, size=int(rng.integers(2, 6)))]
-        if len(set(sizes)) == 1:
-            sizes[-1] += 1  # unequal sizes tell the division by sum(sizes) from the one by len(sizes)
-        if sizes[-1] == len(sizes):
-            sizes[-1] += 1  # ... and the last size from the count, so each mistake is named as itself
+        # The last size tells each mistake apart, so that each is named as itself: not 1 (dividing by it would
+        # look like no division), not the count (the division by len(sizes)), and not every other size
+        # (unequal sizes tell the division by sum(sizes) from the one by len(sizes))
+        telling = [n for n in range(2, 10) if n != len(sizes) and any(n != m for m in sizes[:-1])]
+        if sizes[-1] not in telling:
+            sizes[-1] = int(rng.choice(telling))
         cases.append(Case({"accumulated": accumulated(), "micro_batch_sizes": sizes}, "unequal sizes"))
     cases.append(Case({"accumulated": accumulated(), "micro_batch_sizes": [3, 3, 3]}, "equal sizes"))
     # a single size: dividing by len(sizes) = 1 leaves the sum undivided
