@@ -2025,6 +2025,16 @@ def all_reduce_dtype_checked_against_last(worker_arrays, cluster=None):
     return [mean] + [cluster.receive(rank, 0) for rank in range(1, n)], cluster.ledger.summary()
 
 
+def half_by_np_float16(params):
+    """np.float16(x) for each tensor: a new array for float64 input, but the input itself when it is float16."""
+    return {key: np.float16(value) for key, value in params.items()}
+
+
+def master_by_np_float32(params):
+    """np.float32(x) for each tensor: the input itself when it is float32 already (an alias, not a copy)."""
+    return {key: np.float32(value) for key, value in params.items()}
+
+
 #: Catalogued mistakes written a learner's way, not as the catalogue's own copy: the grader must still name them.
 #: lesson code -> [(description, function, the catalogued mistake's name)]
 NAMED_MISTAKES = {
@@ -2065,8 +2075,10 @@ PLAUSIBLE = {
     "018": [("saved_fraction as a percentage", estimate_saved_as_percent),
             ("bytes_per_element ignored (always 8)", estimate_bytes_per_element_ignored)],
     "019": [("a .view(np.float16) of the bytes, not a conversion", half_by_view),
-            ("NaN weights made 0 (np.nan_to_num) before the cast", half_without_nan)],
-    "020": [("a .view(np.float32) of the bytes, not a conversion", master_by_view)],
+            ("NaN weights made 0 (np.nan_to_num) before the cast", half_without_nan),
+            ("np.float16(x): the input itself when it is float16", half_by_np_float16)],
+    "020": [("a .view(np.float32) of the bytes, not a conversion", master_by_view),
+            ("np.float32(x): the input itself when it is float32", master_by_np_float32)],
     "021": [("the scaled loss left a NumPy float32", scale_loss_numpy_float)],
     "022": [("the caller's dict updated and handed back", unscale_into_callers_dict)],
     "023": [("each array's sum checked (a finite sum can overflow)", non_finite_by_sums),
