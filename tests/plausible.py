@@ -1150,15 +1150,14 @@ def _summed_by_hand(params, X, Y, num_micro_batches, segment_size, loss_scale, *
     from ``worker_gradients`` on its rows alone, summed in float32 (right) or in their own dtype (float16
     in mixed precision: wrong, n_j * S * g_j overflows), the mean in the gradients' dtype."""
     from shared.training import worker_gradients
-    total, loss = None, 0.0
+    total, loss = {}, 0.0
     for X_j, Y_j in zip(np.array_split(X, num_micro_batches), np.array_split(Y, num_micro_batches)):
         loss_j, grads_j, _ = worker_gradients(params, X_j, Y_j, 1, segment_size, loss_scale)
         dtype = grads_j["W1"].dtype
         with np.errstate(over="ignore", invalid="ignore"):
             for key, grad in grads_j.items():
                 weighted = len(X_j) * (grad.astype(np.float32) if in_float32 and dtype == np.float16 else grad)
-                total = {} if total is None else total
-                total[key] = weighted if key not in total else total[key] + weighted
+                total[key] = total[key] + weighted if key in total else weighted
         loss += len(X_j) * loss_j
     with np.errstate(over="ignore", invalid="ignore"):
         return loss / len(X), {key: (value / len(X)).astype(dtype) for key, value in total.items()}, 0
