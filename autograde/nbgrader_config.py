@@ -73,6 +73,8 @@ c.HTMLExporter.extra_template_basedirs = [
     str(feedback_math.TEMPLATES),
     str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates")]
 c.HTMLExporter.filters = {"markdown2html": "grading.feedback_math.markdown2html"}
+# The page is the template's output, without nbconvert's second pass over it (grading/feedback_page.py).
+c.GenerateFeedback.exporter_class = "grading.feedback_page.FeedbackExporter"
 
 # Private folders of this nbgrader process (nbgrader reads this file several times: once is
 # enough): the kernelspec that starts kernels in the sandbox, and the kernels' socket folder.

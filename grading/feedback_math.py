@@ -25,6 +25,7 @@ Used by ``autograde/nbgrader_config.py``::
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from pathlib import Path
@@ -133,6 +134,7 @@ class MathMLRenderer(IPythonRenderer):
         return tex_to_mathml(tex, display=True) or super().latex_environment(name, body)
 
 
+@functools.lru_cache(maxsize=4096)  # most markdown of a page is the course's, the same for every student
 def markdown2html(source: str) -> str:
     """A markdown cell as HTML, its math as MathML (the ``markdown2html`` filter of the feedback page)."""
     return MarkdownWithMath(renderer=MathMLRenderer(escape=False)).render(source)

@@ -11,6 +11,7 @@ import re
 import sys
 from html import unescape
 from html.parser import HTMLParser
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -133,3 +134,39 @@ def test_mathml_written_in_a_notebook_never_reaches_the_page_as_markup_and_the_c
     found = instructor.active_html(f"<body>{forged}</body>")
     assert any("href" in f for f in found) and any("style" in f for f in found) \
         and any("annotation-xml" in f for f in found), found
+
+
+# --------------------------------------------------------------------------
+# The page's exporter (grading/feedback_page.py): the template's page, alt text added as nbconvert would
+# --------------------------------------------------------------------------
+
+def test_every_image_without_alt_text_gets_nbconvert_s_default_and_no_other_changes():
+    from grading.feedback_page import MISSING_ALT, with_alt_text
+    page = ('<p>x</p><img src="data:image/png;base64,QUxUPQ==">'  # no alt
+            '<IMG src="a" alt="a plot">'  # has one
+            '<img title="alt=not an attribute" src=\'b\'>'  # "alt=" only inside a value
+            '<img alt src="c">')  # an empty alt is an alt
+    assert with_alt_text(page) == (f'<p>x</p><img alt="{MISSING_ALT}" src="data:image/png;base64,QUxUPQ==">'
+                                   '<IMG src="a" alt="a plot">'
+                                   f'<img alt="{MISSING_ALT}" title="alt=not an attribute" src=\'b\'>'
+                                   '<img alt src="c">')
+    assert with_alt_text("<p>no image</p>") == "<p>no image</p>"
+
+
+def test_the_page_is_what_nbconvert_s_html_exporter_writes(tmp_path):
+    """The same document as nbconvert's HTMLExporter (which re-reads its page with BeautifulSoup) writes, with
+    the classic template that nbgrader's feedback template extends."""
+    from bs4 import BeautifulSoup
+    from nbconvert.exporters import HTMLExporter
+    from grading.feedback_page import FeedbackExporter
+    notebook = nbformat.read(ROOT / "solutions" / "01_mlp_core.ipynb", as_version=4)
+    notebook.cells[-1].outputs = [nbformat.v4.new_output(
+        "display_data", data={"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"})]
+    from traitlets.config import Config
+    config = Config()  # nbgrader's feedback template is built on the classic one, which has no JupyterLab cells
+    config.HTMLExporter.template_name = "classic"
+    config.HTMLExporter.filters = {"markdown2html": "grading.feedback_math.markdown2html"}
+    ours, _ = FeedbackExporter(config=config).from_notebook_node(notebook)
+    theirs, _ = HTMLExporter(config=config).from_notebook_node(notebook)
+    assert str(BeautifulSoup(ours, features="html.parser")) == theirs
+    assert ours.count("<img") == 1 and "No description has been provided" in ours
