@@ -1,4 +1,4 @@
-"""``nbgrader`` as the course's tools start it: the same program, without loading rfc3987_syntax.
+"""``nbgrader`` as the course's tools start it: without loading rfc3987_syntax, and several parts in one process.
 
 nbgrader reads notebooks with nbformat, and nbformat imports jsonschema.  When the package
 rfc3987_syntax is installed (Jupyter's own packages require it), jsonschema imports it to
@@ -6,9 +6,16 @@ check strings of the "iri" format, and that import compiles some forty Earley gr
 three to four seconds of CPU in every nbgrader process before it does anything
 (python-jsonschema/jsonschema#1428).  No schema that nbgrader or nbformat reads uses the
 "iri" format (nbformat checks no string format at all), so the grading processes start
-nbgrader without it.  A course graded in one go starts dozens of them.
+nbgrader without it.
+
+nbgrader grades one assignment per command, and each command is a new process: a second to
+import nbgrader and half a second to shut it down, more than a solved notebook of a small part
+takes to grade.  Here one process can run several commands, one after the other, separated by
+``--then``: each runs as its own nbgrader command would (a fresh application, the configuration
+read again); one that fails does not stop the next, and the exit status is the worst of them.
 
     python -m grading.nbgrader_cli autograde 01_mlp_core    # does what `nbgrader autograde 01_mlp_core` does
+    python -m grading.nbgrader_cli autograde 01_mlp_core --student s1 --then autograde 02_gradient_accumulation --student s1
 
 The venv's own ``nbgrader`` command is left as it is.
 """
@@ -18,18 +25,63 @@ from __future__ import annotations
 import sys
 
 
+def skip_iri_grammars() -> None:
+    """Let jsonschema (which nbformat imports) go on without rfc3987_syntax, as nbgrader does here (see above).
+
+    Called by the course's tools before they import nbformat themselves: it saves them the same seconds."""
+    # With None in sys.modules, `import rfc3987_syntax` raises ImportError, and jsonschema,
+    # which imports it inside `with suppress(ImportError)`, goes on without the "iri" check.
+    sys.modules.setdefault("rfc3987_syntax", None)
+
+
+THEN = "--then"  # between two commands run by one process (no nbgrader option is called that)
+
+
 def command(*args: str) -> list[str]:
     """The argv that runs ``nbgrader *args`` this way, with this process's Python."""
     return [sys.executable, "-m", "grading.nbgrader_cli", *args]
 
 
-def main() -> int:
-    # With None in sys.modules, `import rfc3987_syntax` raises ImportError, and jsonschema,
-    # which imports it inside `with suppress(ImportError)`, goes on without the "iri" check.
-    sys.modules.setdefault("rfc3987_syntax", None)
-    from nbgrader.apps.nbgraderapp import main as nbgrader_main
-    nbgrader_main()
-    return 0
+def commands(*each: list[str]) -> list[str]:
+    """The argv that runs every nbgrader command of ``each`` (an argv each), one after the other, in one process."""
+    args: list[str] = []
+    for argv in each:
+        args += ([THEN] if args else []) + list(argv)
+    return command(*args)
+
+
+def split_commands(argv: list[str]) -> list[list[str]]:
+    """The nbgrader commands of ``argv`` (separated by ``--then``)."""
+    each: list[list[str]] = [[]]
+    for arg in argv:
+        if arg == THEN:
+            each.append([])
+        else:
+            each[-1].append(arg)
+    return [argv for argv in each if argv]
+
+
+def run_nbgrader(argv: list[str]) -> int:
+    """One nbgrader command in this process, as ``nbgrader *argv`` would run it; its exit status.
+
+    Afterwards nbgrader's own ``reset`` forgets the application and its subcommand's (traitlets keeps
+    each as a singleton: the next command would get the last one back, with its options)."""
+    from nbgrader.apps.nbgraderapp import NbGraderApp
+    app = NbGraderApp.instance()  # the one launch_instance starts
+    try:
+        NbGraderApp.launch_instance(argv)
+        status = 0
+    except SystemExit as stop:
+        status = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    finally:
+        app.reset()
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    skip_iri_grammars()
+    return max((run_nbgrader(each) for each in split_commands(argv)), default=0)
 
 
 if __name__ == "__main__":

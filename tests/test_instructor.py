@@ -177,7 +177,41 @@ def test_feedback_for_every_student_without_hidden_tests_or_reference(workflow):
     assert "common mistake" in page and MISTAKES[first.function][1] in page
 
 
-def test_batches_split_students_evenly():
-    assert instructor.batches(["a", "b", "c", "d", "e"], 2) == [["a", "c", "e"], ["b", "d"]]
-    assert instructor.batches(["a"], 4) == [["a"]]
-    assert instructor.batches([], 2) == []
+def test_split_cuts_runs_of_near_equal_weight_in_order():
+    assert instructor.split(["a", "b", "c", "d", "e"], [1] * 5, 2) == [["a", "b", "c"], ["d", "e"]]
+    assert instructor.split(["a", "b", "c"], [4, 1, 1], 2) == [["a"], ["b", "c"]]
+    assert instructor.split(["a"], [1], 4) == [["a"]]
+    assert instructor.split([], [], 2) == []
+
+
+def _shape(tasks):
+    return [(task.slugs, len(task.students), len(task.notebooks)) for task in tasks]
+
+
+def test_a_small_class_is_graded_in_one_run_per_job_with_every_part():
+    parts = [f"0{n}" for n in range(1, 8)]
+    four = {slug: ["s1", "s2", "s3", "s4"] for slug in parts}
+    assert _shape(instructor.plan(four, 1)) == [(parts, 4, 28)]
+    assert _shape(instructor.plan(four, 2)) == [(parts, 2, 14), (parts, 2, 14)]
+
+
+def test_a_large_class_is_cut_by_part_then_by_students_into_runs_of_about_thirty():
+    parts = [f"0{n}" for n in range(1, 8)]
+    tasks = instructor.plan({slug: [f"s{k:03d}" for k in range(200)] for slug in parts}, 2)
+    assert all(len(task.slugs) == 1 and len(task.notebooks) <= instructor.NOTEBOOKS_PER_RUN for task in tasks)
+    graded = sorted(pair for task in tasks for pair in task.notebooks)
+    assert graded == sorted((f"s{k:03d}", slug) for slug in parts for k in range(200))  # each once
+    assert max(len(t.notebooks) for t in tasks) - min(len(t.notebooks) for t in tasks) <= 1
+
+
+def test_runs_start_largest_first_and_hold_only_what_was_handed_in():
+    handed_in = {"01": [f"x{k:02d}" for k in range(28)], "02": ["a", "b", "c"], "03": ["a"], "04": []}
+    tasks = instructor.plan(handed_in, 2)
+    sizes = [len(task.notebooks) for task in tasks]
+    assert sizes == sorted(sizes, reverse=True) and len(tasks) >= 2
+    assert sorted(pair for task in tasks for pair in task.notebooks) == \
+        sorted((student, slug) for slug, students in handed_in.items() for student in students)
+    for task in tasks:
+        assert {slug for _, slug in task.notebooks} == set(task.slugs)
+        assert {student for student, _ in task.notebooks} == set(task.students)
+    assert instructor.plan({"01": [], "02": []}, 2) == []

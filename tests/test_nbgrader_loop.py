@@ -162,15 +162,15 @@ def run(step: str, seconds: dict[str, float], function, *args) -> tuple[int, str
     return status, out.getvalue()
 
 
-def check_batches(course: Path, slug: str) -> None:
-    """The attackers of the runtime folder and of the configuration are each followed, in the
-    same nbgrader run, by an honest student (the tool batches sorted students alternately)."""
-    present = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{slug}")
-                     if not any(q.is_symlink() for q in p.iterdir()))
-    batches = instructor.batches(present, JOBS)
+def check_batches(course: Path) -> None:
+    """The attackers of the runtime folder and of the configuration are each followed, in the same
+    nbgrader run, by an honest student (nbgrader grades a part's students in sorted order)."""
+    handed_in = {slug: sorted(p.parent.name for p in (course / "submitted").glob(f"*/{slug}")
+                              if not any(q.is_symlink() for q in p.iterdir())) for slug in PARTS}
+    tasks = instructor.plan(handed_in, JOBS)
     for attacker, honest in (("zx-config-writer", "zz-honest-1"), ("zy-runtime-chmod", "zz-honest-2")):
-        batch = next(b for b in batches if attacker in b)
-        assert batch[batch.index(attacker) + 1:][:1] == [honest], (attacker, batches)
+        task = next(t for t in tasks if (attacker, PARTS[0]) in t.notebooks)
+        assert (honest, PARTS[0]) in task.notebooks and honest > attacker, (attacker, [t.notebooks for t in tasks])
 
 
 @pytest.fixture(scope="module")
@@ -207,7 +207,7 @@ def suite(tmp_path_factory):
                     (folder / name).parent.mkdir(parents=True, exist_ok=True)
                     (folder / name).write_text(text)
             if group is main:
-                check_batches(course, PARTS[0])
+                check_batches(course)
                 status, logs["autograde"] = run("autograde", seconds, instructor.autograde, course, PARTS, None, JOBS)
             else:  # as `make autograde STUDENTS=...`, the course's demonstration cells run this time
                 with environment(MCT_RUN_DEMOS="1"):

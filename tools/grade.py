@@ -24,9 +24,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nbformat
-
 from grading import nbgrader_cli
+
+nbgrader_cli.skip_iri_grammars()  # before nbformat is imported (grading/nbgrader_cli.py)
+
+import nbformat  # noqa: E402
 from grading.judge import landed_parts
 from grading.sandbox import bwrap_path, preflight, sandbox_wanted
 from shared.lessons import lesson as find_lesson, lesson_of_grade_id, lessons_of
@@ -37,8 +39,9 @@ BIN = Path(sys.executable).parent
 STUDENT = "me"
 
 
-def nbgrader(course: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(nbgrader_cli.command(*args), cwd=course, env=env, capture_output=True, text=True)
+def nbgrader(course: Path, *each: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """The nbgrader commands ``each`` (an argv each), one after the other in one process (it takes seconds to start)."""
+    return subprocess.run(nbgrader_cli.commands(*each), cwd=course, env=env, capture_output=True, text=True)
 
 
 def prepare(course: Path, parts: list[str]) -> None:
@@ -72,30 +75,45 @@ def verdicts(graded: Path) -> list[tuple[str, bool, str]]:
     return results
 
 
-def grade_part(course: Path, slug: str, notebook: Path, env: dict[str, str]) -> dict[str, bool]:
-    submitted = course / "submitted" / STUDENT / slug
-    submitted.mkdir(parents=True)
-    shutil.copy(notebook, submitted / f"{slug}.ipynb")
-    run = nbgrader(course, "autograde", slug, "--student", STUDENT, "--force", env=env)
-    graded = course / "autograded" / STUDENT / slug / f"{slug}.ipynb"
-    (course / f"autograde-{slug}.log").write_text(run.stdout + run.stderr)
-    if not graded.is_file():
-        reason = next((line for line in reversed((run.stdout + run.stderr).splitlines())
-                       if "Error" in line and "Traceback" not in line), "see the log")
-        print(f"Part {slug}: could not be graded ({reason.strip()[:200]}); "
-              f"log: {course / f'autograde-{slug}.log'}")
-        return {}
-    nbgrader(course, "generate_feedback", slug, "--student", STUDENT, "--force", env=env)
+def failure_reason(log: str, slug: str) -> str:
+    """The telling line of why nbgrader could not grade part ``slug``: the last error of its traceback in ``log``."""
+    lines = log.splitlines()
+    start = next((i for i, line in enumerate(lines)
+                  if "There was an error" in line and line.rstrip().endswith(f"/submitted/{STUDENT}/{slug}")), None)
+    section = lines if start is None else lines[start + 1:]
+    end = next((i for i, line in enumerate(section) if line.startswith("[AutogradeApp |")), len(section))
+    return next((line.strip()[:200] for line in reversed(section[:end])
+                 if "Error" in line and "Traceback" not in line), "see the log")
+
+
+def grade_parts(course: Path, notebooks: dict[str, Path], env: dict[str, str]) -> dict[str, bool]:
+    """Autograde the notebooks (part -> file) in one nbgrader process, write their feedback pages in a second,
+    and print each lesson's result; lesson code -> passed."""
+    for slug, notebook in notebooks.items():
+        submitted = course / "submitted" / STUDENT / slug
+        submitted.mkdir(parents=True)
+        shutil.copy(notebook, submitted / f"{slug}.ipynb")
+    run = nbgrader(course, *[["autograde", slug, "--student", STUDENT, "--force"] for slug in notebooks], env=env)
+    log = course / "autograde.log"
+    log.write_text(run.stdout + run.stderr)
+    graded = {slug: course / "autograded" / STUDENT / slug / f"{slug}.ipynb" for slug in notebooks}
+    if any(path.is_file() for path in graded.values()):
+        nbgrader(course, *[["generate_feedback", slug, "--student", STUDENT, "--force"]
+                           for slug, path in graded.items() if path.is_file()], env=env)
     results = {}
-    print(f"\nPart {slug}")
-    for code, passed, message in verdicts(graded):
-        lesson = find_lesson(code)
-        head = f"  {'✓' if passed else '✗'} {code} · {lesson.title}: {lesson.points if passed else 0}/{lesson.points}"
-        print(head if passed else head + "\n      " + message.replace("\n", "\n      "))
-        results[code] = passed
-    page = course / "feedback" / STUDENT / slug / f"{slug}.html"
-    if page.is_file():
-        print(f"  feedback page: {page.relative_to(ROOT) if page.is_relative_to(ROOT) else page}")
+    for slug, path in graded.items():
+        if not path.is_file():
+            print(f"\nPart {slug}: could not be graded ({failure_reason(run.stdout + run.stderr, slug)}); log: {log}")
+            continue
+        print(f"\nPart {slug}")
+        for code, passed, message in verdicts(path):
+            lesson = find_lesson(code)
+            head = f"  {'✓' if passed else '✗'} {code} · {lesson.title}: {lesson.points if passed else 0}/{lesson.points}"
+            print(head if passed else head + "\n      " + message.replace("\n", "\n      "))
+            results[code] = passed
+        page = course / "feedback" / STUDENT / slug / f"{slug}.html"
+        if page.is_file():
+            print(f"  feedback page: {page.relative_to(ROOT) if page.is_relative_to(ROOT) else page}")
     return results
 
 
@@ -125,18 +143,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"NOTE: grading WITHOUT a sandbox ({unsandboxed}): fine for your own notebooks")
     course = args.course.resolve()
     prepare(course, parts)
-    for slug in parts:
-        made = nbgrader(course, "generate_assignment", slug, "--force", env=env)
-        if made.returncode != 0:
-            print(made.stderr[-2000:], file=sys.stderr)
-            return 1
-    results: dict[str, bool] = {}
+    made = nbgrader(course, *[["generate_assignment", slug, "--force"] for slug in parts], env=env)
+    if made.returncode != 0:
+        print(made.stderr[-2000:], file=sys.stderr)
+        return 1
+    notebooks = {}
     for slug in parts:
         notebook = args.notebooks / f"{slug}.ipynb"
-        if not notebook.is_file():
+        if notebook.is_file():
+            notebooks[slug] = notebook
+        else:
             print(f"\nPart {slug}: no notebook at {notebook}")
-            continue
-        results.update(grade_part(course, slug, notebook, env))
+    results = grade_parts(course, notebooks, env) if notebooks else {}
     record_graded(results)
     earned = sum(find_lesson(code).points for code, ok in results.items() if ok)
     possible = sum(lesson.points for slug in parts for lesson in lessons_of(slug))

@@ -11,10 +11,12 @@ and an ``nbgrader_config.py`` that loads the course's own configuration).
 Every landed part (a folder in ``autograde/parts/`` with a built source notebook) is
 released and graded.
 
-Grading runs one ``nbgrader autograde PART`` per batch of students (many
-students per nbgrader process), up to ``--jobs`` batches at a time.  Students
-are added to the gradebook first, so the parallel runs only update their own
-rows (SQLite serialises those writes).  Every notebook runs in a sandboxed
+Grading runs one nbgrader process per batch of about thirty notebooks (a group
+of students times a group of parts: many students and, in a small class, several
+parts per process, since each process spends seconds starting), up to ``--jobs``
+batches at a time, the largest first (:func:`plan`).  Students are added to the
+gradebook first, so the parallel runs only update their own rows (SQLite
+serialises those writes).  Every notebook runs in a sandboxed
 kernel (``grading/sandbox.py``) and every point is decided by the judge in
 nbgrader's process (``grading/judge.py``).  A broken submission (invalid
 notebook, a kernel killed by its limits) fails alone; the tool carries on and
@@ -33,6 +35,7 @@ import argparse
 import atexit
 import csv
 import json
+import math
 import os
 import re
 import shutil
@@ -47,7 +50,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from grading import nbgrader_cli
-from grading.harness import MIME
+
+nbgrader_cli.skip_iri_grammars()  # before anything imports nbformat (grading/nbgrader_cli.py)
+
+from grading.harness import MIME  # noqa: E402
 from grading.judge import landed_parts as judge_landed_parts
 from grading.cgroups import describe as describe_limits, probe as probe_limits
 from grading.feedback_math import MATHML_TAGS, mathml_attribute_allowed
@@ -116,16 +122,25 @@ def nbgrader_env(course: Path) -> dict[str, str]:
     env["JUPYTER_CONFIG_DIR"] = str(private_config_dir())  # no ~/.jupyter/nbgrader_config.py
     env["JUPYTER_DATA_DIR"] = str(private_config_dir() / "data")
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    # The judge's NumPy works on one core, as the sandboxed kernels do: with --jobs runs side by side, a
+    # second BLAS thread per process would only wait for a core (OpenBLAS's threads spin while they wait).
+    env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     return env
 
 
 def run_nbgrader(course: Path, *args: str, log: Path | None = None) -> subprocess.CompletedProcess:
     """One nbgrader command, run in the course directory; its output goes to ``log`` if given."""
-    run = subprocess.run(nbgrader_cli.command(*args), cwd=course, env=nbgrader_env(course),
+    return run_nbgrader_commands(course, [list(args)], log=log)
+
+
+def run_nbgrader_commands(course: Path, each: list[list[str]], log: Path | None = None) -> subprocess.CompletedProcess:
+    """Several nbgrader commands, one after the other in one process (:mod:`grading.nbgrader_cli`)."""
+    run = subprocess.run(nbgrader_cli.commands(*each), cwd=course, env=nbgrader_env(course),
                          capture_output=True, text=True)
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(f"$ nbgrader {' '.join(args)}\n(exit {run.returncode})\n{run.stdout}\n{run.stderr}")
+        shown = "\n".join(f"$ nbgrader {' '.join(args)}" for args in each)
+        log.write_text(f"{shown}\n(exit {run.returncode})\n{run.stdout}\n{run.stderr}")
     return run
 
 
@@ -189,16 +204,79 @@ def _check_release(course: Path, slug: str, run: subprocess.CompletedProcess) ->
 # autograde
 # --------------------------------------------------------------------------
 
+# Notebooks one nbgrader process grades: about a minute and a half of work, so that its start (about
+# two and a half seconds, and half a second more for each part it draws cases for) costs a few per cent,
+# while a class still splits into enough batches to keep every job busy to the end.
+NOTEBOOKS_PER_RUN = 30
+
+
 @dataclass
 class Task:
-    """One nbgrader autograde run: a part, for a batch of students."""
-    slug: str
+    """One nbgrader process: the parts ``slugs``, one after the other, each for the students of ``students``
+    who handed it in (``notebooks``: the (student, part) pairs it grades)."""
+    slugs: list[str]
     students: list[str]
+    notebooks: list[tuple[str, str]]
     returncode: int | None = None
     seconds: float = 0.0
     log: Path | None = None
-    problems: dict[str, str] = field(default_factory=dict)  # student -> why autograding failed
-    flags: dict[str, list[str]] = field(default_factory=dict)  # student -> why a human should look
+    problems: dict[tuple[str, str], str] = field(default_factory=dict)  # (student, part) -> why grading failed
+    flags: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (student, part) -> why a human should look
+
+
+def split(items: list[str], weights: list[int], count: int) -> list[list[str]]:
+    """``items`` in order, cut into at most ``count`` runs of near-equal total weight (none empty)."""
+    total, groups, current, done = sum(weights), [], [], 0
+    for item, weight in zip(items, weights):
+        current.append(item)
+        done += weight
+        if done * count >= total * (len(groups) + 1) and len(groups) < count - 1:
+            groups.append(current)
+            current = []
+    return groups + ([current] if current else [])
+
+
+def plan(handed_in: dict[str, list[str]], jobs: int) -> list[Task]:
+    """The nbgrader runs that grade ``handed_in`` (part -> its students), ``jobs`` at a time: largest first.
+
+    Each run is a group of parts times a group of students, about ``NOTEBOOKS_PER_RUN`` notebooks.  The
+    parts are cut first (in a large class each run draws one part's cases; a small class keeps several
+    parts in one run), then each group's students, into at least ``jobs`` runs, so that the jobs grade the
+    same parts for about as many students.  Runs start largest first, each on the first free job
+    (longest-processing-time first: the last run to finish is a small one)."""
+    slugs = [slug for slug, students in handed_in.items() if students]
+    notebooks = sum(len(handed_in[slug]) for slug in slugs)
+    if not notebooks:
+        return []
+    part_groups = split(slugs, [len(handed_in[slug]) for slug in slugs],
+                        min(len(slugs), math.ceil(notebooks / NOTEBOOKS_PER_RUN)))
+    tasks = []
+    for group in part_groups:
+        students = sorted({student for slug in group for student in handed_in[slug]})
+        weights = [sum(student in handed_in[slug] for slug in group) for student in students]
+        runs = max(jobs, math.ceil(sum(weights) / NOTEBOOKS_PER_RUN))
+        for batch in split(students, weights, runs):
+            pairs = [(student, slug) for slug in group for student in batch if student in handed_in[slug]]
+            tasks.append(Task([slug for slug in group if any(part == slug for _, part in pairs)], batch, pairs))
+    return sorted(tasks, key=lambda task: -len(task.notebooks))
+
+
+def run_task(course: Path, command: str, task: Task, everyone: list[str], log: Path) -> subprocess.CompletedProcess:
+    """nbgrader ``command`` (autograde, generate_feedback) of ``task``'s parts, each for its students, in one process."""
+    each = []
+    for slug in task.slugs:
+        graded = [student for student, part in task.notebooks if part == slug]
+        others = [s for s in everyone if s not in graded]
+        selection = ["--student", graded[0]] if len(graded) == 1 else \
+            ([f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else [])
+        each.append([command, slug, *selection, "--force"])
+    return run_nbgrader_commands(course, each, log=log)
+
+
+def task_log_name(command: str, task: Task) -> str:
+    parts = task.slugs[0] if len(task.slugs) == 1 else f"{task.slugs[0][:2]}-{task.slugs[-1][:2]}"
+    students = task.students[0] if len(task.students) == 1 else f"{task.students[0]}-and-{len(task.students) - 1}"
+    return f"{command}-{parts}-{students}.log"
 
 
 def _problem(text: str, student: str | None = None, slug: str | None = None) -> str:
@@ -240,12 +318,6 @@ def _flags(graded: Path) -> list[str]:
     return flags
 
 
-def batches(students: list[str], jobs: int) -> list[list[str]]:
-    """Split students into at most ``jobs`` batches of near-equal size (one nbgrader run each)."""
-    count = max(1, min(jobs, len(students)))
-    return [students[i::count] for i in range(count) if students[i::count]]
-
-
 def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: int) -> int:
     if sandbox_wanted() and bwrap_path() is None:
         print(missing_sandbox_message(), file=sys.stderr)
@@ -265,7 +337,7 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
         return 1
     students = students_of(course, wanted)
     everyone = students_of(course, None)
-    tasks, refused = [], []
+    handed_in, refused = {}, []
     for slug in parts:
         present = [s for s in students if (course / "submitted" / s / slug).is_dir()]
         for student in list(present):
@@ -276,10 +348,11 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
             if links:
                 present.remove(student)
                 shutil.rmtree(course / "autograded" / student / slug, ignore_errors=True)
-                refused.append(Task(slug, [student], problems={
-                    student: f"not graded: the submission holds links or special files "
-                             f"({', '.join(p.name for p in links[:3])})"}))
-        tasks += [Task(slug, batch) for batch in batches(present, jobs)]
+                refused.append(Task([slug], [student], [(student, slug)], problems={
+                    (student, slug): f"not graded: the submission holds links or special files "
+                                     f"({', '.join(p.name for p in links[:3])})"}))
+        handed_in[slug] = present
+    tasks = plan(handed_in, jobs)
     if not tasks and not refused:
         print(f"nothing to grade in {course / 'submitted'}")
         return 0
@@ -291,34 +364,28 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
 
     def grade(task: Task) -> Task:
         started = time.perf_counter()
-        for student in task.students:  # so that a failed run cannot leave an old result behind
-            shutil.rmtree(course / "autograded" / student / task.slug, ignore_errors=True)
-        if len(task.students) == 1:
-            selection = ["--student", task.students[0]]
-            task.log = logs / f"autograde-{task.slug}-{task.students[0]}.log"
-        else:
-            others = [s for s in everyone if s not in task.students]
-            selection = [f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else []
-            task.log = logs / f"autograde-{task.slug}-batch-{task.students[0]}.log"
-        run = run_nbgrader(course, "autograde", task.slug, *selection, "--force", log=task.log)
+        for student, slug in task.notebooks:  # so that a failed run cannot leave an old result behind
+            shutil.rmtree(course / "autograded" / student / slug, ignore_errors=True)
+        task.log = logs / task_log_name("autograde", task)
+        run = run_task(course, "autograde", task, everyone, task.log)
         task.returncode, task.seconds = run.returncode, time.perf_counter() - started
-        for student in task.students:
-            graded = course / "autograded" / student / task.slug / f"{task.slug}.ipynb"
+        for student, slug in task.notebooks:
+            graded = course / "autograded" / student / slug / f"{slug}.ipynb"
             if not graded.is_file():
-                task.problems[student] = _problem(run.stdout + "\n" + run.stderr, student, task.slug)
+                task.problems[(student, slug)] = _problem(run.stdout + "\n" + run.stderr, student, slug)
             else:
-                task.flags[student] = _flags(graded)
-            status = "FAILED" if student in task.problems else "graded"
-            print(f"  {status:6s} {student} {task.slug}"
-                  + (f": {task.problems[student]}" if student in task.problems else ""), flush=True)
+                task.flags[(student, slug)] = _flags(graded)
+            problem = task.problems.get((student, slug))
+            print(f"  {'FAILED' if problem else 'graded':6s} {student} {slug}" + (f": {problem}" if problem else ""),
+                  flush=True)
         return task
 
     started = time.perf_counter()
-    print(f"autograding {sum(len(t.students) for t in tasks)} submission(s) of {len(students)} student(s) "
+    print(f"autograding {sum(len(t.notebooks) for t in tasks)} submission(s) of {len(students)} student(s) "
           f"in {len(tasks)} nbgrader run(s), {jobs} at a time")
     for task in refused:
-        for student, problem in task.problems.items():
-            print(f"  FAILED {student} {task.slug}: {problem}", flush=True)
+        for (student, slug), problem in task.problems.items():
+            print(f"  FAILED {student} {slug}: {problem}", flush=True)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         done = refused + list(pool.map(grade, tasks))
     print(f"done in {time.perf_counter() - started:.1f} s")
@@ -343,9 +410,9 @@ def print_manual_grading(course: Path, parts: list[str], students: list[str], ta
     lines = []
     failed = set()
     for task in tasks:
-        for student, problem in task.problems.items():
-            failed.add((student, task.slug))
-            lines.append(f"  {student} {task.slug}: autograding failed ({problem})"
+        for (student, slug), problem in task.problems.items():
+            failed.add((student, slug))
+            lines.append(f"  {student} {slug}: autograding failed ({problem})"
                          + (f"; log: {task.log}" if task.log else ""))
     needs = set()
     with gradebook(course) as gb:
@@ -360,11 +427,11 @@ def print_manual_grading(course: Path, parts: list[str], students: list[str], ta
     for student, slug in sorted(needs - failed):
         lines.append(f"  {student} {slug}: nbgrader marked grades for manual review")
     for task in tasks:
-        for student, flags in task.flags.items():
+        for (student, slug), flags in task.flags.items():
             for flag in flags[:3]:
-                lines.append(f"  {student} {task.slug}: {flag}")
+                lines.append(f"  {student} {slug}: {flag}")
             if len(flags) > 3:
-                lines.append(f"  {student} {task.slug}: … and {len(flags) - 3} more")
+                lines.append(f"  {student} {slug}: … and {len(flags) - 3} more")
     print("\nneeds manual grading:" if lines else "\nneeds manual grading: nothing")
     if lines:
         print("\n".join(lines))
@@ -380,25 +447,16 @@ def feedback(course: Path, parts: list[str], wanted: list[str] | None, jobs: int
     students = students_of(course, wanted)
     everyone = sorted(set(students_of(course, None))
                       | ({p.name for p in autograded.iterdir() if p.is_dir()} if autograded.is_dir() else set()))
-    tasks = []
-    for slug in parts:
-        ready = [s for s in students if (autograded / s / slug / f"{slug}.ipynb").is_file()]
-        tasks += [(slug, batch) for batch in batches(ready, jobs)]
+    handed_in = {slug: [s for s in students if (autograded / s / slug / f"{slug}.ipynb").is_file()] for slug in parts}
     logs = log_dir(course)
 
-    def generate(task):
-        slug, batch = task
-        others = [s for s in everyone if s not in batch]
-        selection = ["--student", batch[0]] if len(batch) == 1 else \
-            ([f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else [])
-        run = run_nbgrader(course, "generate_feedback", slug, *selection, "--force",
-                           log=logs / f"feedback-{slug}-{batch[0]}{'-batch' if len(batch) > 1 else ''}.log")
-        return slug, batch, run
+    def generate(task: Task) -> tuple[Task, subprocess.CompletedProcess]:
+        return task, run_task(course, "generate_feedback", task, everyone, logs / task_log_name("feedback", task))
 
     status = 0
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for slug, batch, run in pool.map(generate, tasks):
-            for student in batch:
+        for task, run in pool.map(generate, plan(handed_in, jobs)):
+            for student, slug in task.notebooks:
                 folder = course / "feedback" / student / slug
                 problems = feedback_problems(folder, slug)
                 if problems:
