@@ -14,7 +14,7 @@
 #   make feedback      HTML feedback per student (no hidden tests, no reference)
 #   make grades        COURSE_DIR/grades.csv: points per lesson, per part, total out of 200
 #   make mutation      how many small bugs in the reference solutions the hidden tests catch
-#   make bench-grading seconds per notebook: the course's grading beside plain nbgrader (N=6 students)
+#   make bench-grading a class of N=6 graded the course's way beside plain nbgrader; 200 students projected
 
 PYTHON ?= python3
 VENV   := .venv

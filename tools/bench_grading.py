@@ -1,18 +1,24 @@
-"""``make bench-grading``: seconds per notebook, the course's grading beside plain nbgrader.
+"""``make bench-grading``: a class graded the course's way beside plain nbgrader, and what 200 students would take.
 
     python tools/bench_grading.py [--students 6] [--parts 01_mlp_core ...]
 
 N students each hand in the solved notebook of every landed part.  The same
-submissions are graded four ways, one after the other on this machine:
+submissions are graded, one way after the other, on this machine:
 
-- the course's grading (``tools/instructor.py autograde``: sandboxed kernels,
-  the judge) with JOBS=1 and JOBS=2;
 - plain nbgrader (its default preprocessors and the ordinary ``python3``
   kernel, one ``nbgrader autograde PART`` per part for all students, or two
-  processes with half of the students each for JOBS=2).
+  processes with half of the students each for JOBS=2), then its feedback;
+- the course's grading (``tools/instructor.py autograde``: sandboxed kernels,
+  the judge) with JOBS=1 and JOBS=2, then its feedback (``feedback``).
 
-It prints a table of seconds per notebook and the machine's load average, and
-stops if any submission could not be graded.
+It prints a table of seconds per notebook with how busy the machine's CPUs were
+while each step ran (all processes, from /proc/stat: another program running
+beside the benchmark shows there) and the load average, the speed-up of JOBS=2,
+and the time 200 students would take at JOBS=2, autograde and feedback.  That
+projection multiplies the seconds per notebook measured here, which include
+each run's fixed costs (starting nbgrader, checking the sandbox): a larger class
+spreads them thinner, so it is an upper bound.  It stops if any submission could
+not be graded.
 """
 
 from __future__ import annotations
@@ -64,37 +70,76 @@ def course_grading(base: Path, parts: list[str], students: list[str], jobs: int)
     return seconds
 
 
-def plain_nbgrader(base: Path, parts: list[str], students: list[str], jobs: int) -> float:
+def course_feedback(base: Path, parts: list[str], students: list[str], jobs: int) -> float:
+    """The feedback pages of the course graded with ``jobs`` jobs (course_grading first)."""
+    course = base / f"course-jobs{jobs}"
+    started = time.perf_counter()
+    run = subprocess.run([*INSTRUCTOR, "--course-dir", str(course), "--parts", ",".join(parts), "feedback",
+                          "--jobs", str(jobs)], env=environment(course), capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    pages = list((course / "feedback").glob("*/*/*.html"))
+    if run.returncode != 0 or len(pages) != len(parts) * len(students):
+        raise SystemExit(f"course feedback failed ({len(pages)} pages):\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
+    return seconds
+
+
+def plain_course(base: Path, parts: list[str], students: list[str], jobs: int) -> tuple[Path, dict[str, str]]:
     course = base / f"plain-jobs{jobs}"
-    for slug in parts:
-        (course / "source" / slug).mkdir(parents=True)
-        shutil.copy(ROOT / "autograde" / "source" / slug / f"{slug}.ipynb", course / "source" / slug)
-    (course / "nbgrader_config.py").write_text(f"c = get_config()\nc.CourseDirectory.root = {str(course)!r}\n")
-    submit_all(course, parts, students)
-    env = environment(course)
+    if not (course / "nbgrader_config.py").is_file():
+        for slug in parts:
+            (course / "source" / slug).mkdir(parents=True)
+            shutil.copy(ROOT / "autograde" / "source" / slug / f"{slug}.ipynb", course / "source" / slug)
+        (course / "nbgrader_config.py").write_text(f"c = get_config()\nc.CourseDirectory.root = {str(course)!r}\n")
+        submit_all(course, parts, students)
+    return course, environment(course)
+
+
+def plain_runs(course: Path, env: dict[str, str], command: str, parts: list[str], students: list[str],
+               jobs: int) -> float:
+    """Seconds of ``nbgrader COMMAND PART`` for every part, half of the students per process for JOBS=2."""
     nbgrader = str(BIN / "nbgrader")
-    for slug in parts:
-        subprocess.run([nbgrader, "generate_assignment", slug, "--force"], cwd=course, env=env,
-                       check=True, capture_output=True)
-    subprocess.run([nbgrader, "db", "student", "import", "/dev/null"], cwd=course, env=env, capture_output=True)
     groups = [students[i::jobs] for i in range(jobs) if students[i::jobs]]
 
     def run(task: tuple[str, list[str]]) -> None:
         slug, group = task
         others = [s for s in students if s not in group]
         selection = [f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else []
-        subprocess.run([nbgrader, "autograde", slug, *selection, "--force"], cwd=course, env=env,
-                       capture_output=True)
+        subprocess.run([nbgrader, command, slug, *selection, "--force"], cwd=course, env=env, capture_output=True)
 
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(run, [(slug, group) for slug in parts for group in groups]))
+    return time.perf_counter() - started
+
+
+def plain_nbgrader(base: Path, parts: list[str], students: list[str], jobs: int) -> float:
+    course, env = plain_course(base, parts, students, jobs)
+    nbgrader = str(BIN / "nbgrader")
+    for slug in parts:
+        subprocess.run([nbgrader, "generate_assignment", slug, "--force"], cwd=course, env=env,
+                       check=True, capture_output=True)
     # students first, so that parallel runs only write their own rows
     from nbgrader.api import Gradebook
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for student in students:
             gb.update_or_create_student(student)
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(run, [(slug, group) for slug in parts for group in groups]))
-    return time.perf_counter() - started
+    return plain_runs(course, env, "autograde", parts, students, jobs)
+
+
+def plain_feedback(base: Path, parts: list[str], students: list[str], jobs: int) -> float:
+    course, env = plain_course(base, parts, students, jobs)
+    return plain_runs(course, env, "generate_feedback", parts, students, jobs)
+
+
+def cpu_times() -> tuple[int, int]:
+    """(busy, all) jiffies of every CPU since boot, from /proc/stat (idle and waiting for I/O are not busy)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields) - fields[3] - fields[4], sum(fields)
+
+
+STEPS = (("plain nbgrader", "autograde", plain_nbgrader, (1, 2)), ("plain nbgrader", "feedback", plain_feedback, (2,)),
+         ("course grading", "autograde", course_grading, (1, 2)), ("course grading", "feedback", course_feedback, (1, 2)))
+CLASS = 200  # students of the projected class
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,22 +153,31 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="mct-bench-") as folder:
         base = Path(folder)
-        for name, function in (("plain nbgrader", plain_nbgrader), ("course grading", course_grading)):
-            for jobs in (1, 2):
-                load_before = os.getloadavg()[0]
+        for name, step, function, jobs_tried in STEPS:
+            for jobs in jobs_tried:
+                load_before, cpu_before = os.getloadavg()[0], cpu_times()
                 seconds = function(base, parts, students, jobs)
-                rows.append((name, jobs, seconds, load_before, os.getloadavg()[0]))
-                print(f"  {name}, JOBS={jobs}: {seconds:.1f} s", flush=True)
+                cpu_after = cpu_times()
+                busy = (cpu_after[0] - cpu_before[0]) / max(1, cpu_after[1] - cpu_before[1])
+                rows.append((name, step, jobs, seconds, busy, load_before, os.getloadavg()[0]))
+                print(f"  {name}, {step}, JOBS={jobs}: {seconds:.1f} s", flush=True)
     print(f"\n{notebooks} notebooks ({len(students)} students x {len(parts)} parts), {os.cpu_count()} CPUs\n")
-    print("| grading | JOBS | seconds | s / notebook | load avg before -> after |")
-    print("| --- | --- | --- | --- | --- |")
-    for name, jobs, seconds, before, after in rows:
-        print(f"| {name} | {jobs} | {seconds:.1f} | {seconds / notebooks:.2f} | {before:.2f} -> {after:.2f} |")
-    per = {(name, jobs): seconds / notebooks for name, jobs, seconds, _, _ in rows}
+    print("| grading | step | JOBS | seconds | s / notebook | CPUs busy | load avg before -> after |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, step, jobs, seconds, busy, before, after in rows:
+        print(f"| {name} | {step} | {jobs} | {seconds:.1f} | {seconds / notebooks:.2f} | {busy:.0%} | "
+              f"{before:.2f} -> {after:.2f} |")
+    per = {(name, step, jobs): seconds / notebooks for name, step, jobs, seconds, *_ in rows}
+    print()
     for jobs in (1, 2):
-        print(f"course / plain at JOBS={jobs}: {per[('course grading', jobs)] / per[('plain nbgrader', jobs)]:.2f}x")
+        print(f"autograde, course / plain at JOBS={jobs}: "
+              f"{per[('course grading', 'autograde', jobs)] / per[('plain nbgrader', 'autograde', jobs)]:.2f}x the time")
+    for name, step in (("plain nbgrader", "autograde"), ("course grading", "autograde"), ("course grading", "feedback")):
+        print(f"{name}, {step}: JOBS=2 is {per[(name, step, 1)] / per[(name, step, 2)]:.2f}x faster than JOBS=1")
+    print(f"\nprojected for {CLASS} students x {len(parts)} parts at JOBS=2 (an upper bound, see above):")
     for name in ("plain nbgrader", "course grading"):
-        print(f"{name}: JOBS=2 is {per[(name, 1)] / per[(name, 2)]:.2f}x faster than JOBS=1")
+        grading, feedback = (per[(name, step, 2)] * CLASS * len(parts) / 60 for step in ("autograde", "feedback"))
+        print(f"  {name}: autograde {grading:.0f} min + feedback {feedback:.0f} min = {grading + feedback:.0f} min")
     return 0
 
 
