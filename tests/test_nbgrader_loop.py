@@ -182,9 +182,8 @@ def suite(tmp_path_factory):
     ctx = adversarial.Context(course, token)
     seconds: dict[str, float] = {}
     started = time.perf_counter()
-    # the demonstrations run in the first and the last part (the build checks every part's statically)
-    everyone = [a for i, slug in enumerate(PARTS)
-                for a in adversarial.adversaries(slug, ctx, first_part=i == 0, demos=i in (0, len(PARTS) - 1))]
+    # every part's reference once more with its demonstrations run (the build checks them statically too)
+    everyone = [a for i, slug in enumerate(PARTS) for a in adversarial.adversaries(slug, ctx, first_part=i == 0)]
     seconds["building the submissions"] = time.perf_counter() - started
     main = [a for a in everyone if not a.neighbour and not a.demos]
     # the fork bomb and its neighbours, and the solved notebooks with their demonstrations run: a second run
@@ -358,6 +357,16 @@ def test_in_process_grading_agrees_with_the_grading_loop(suite):
                 differ.append(f"{adversary.slug} {adversary.student} {code}: in-process {verdict.points} "
                               f"({verdict.message[:200]}), nbgrader {actual}")
     assert not differ, "\n".join(differ)
+
+
+def test_the_demonstrations_change_no_verdict(suite):
+    """Grading skips the course's demonstration cells: every part's solved notebook graded with them run
+    gets, lesson by lesson, the verdict it gets without them (the same run seed, the same cases)."""
+    for slug in PARTS:
+        without, with_demos = suite.verdicts[("reference", slug)], suite.verdicts[("with-demos", slug)]
+        assert without and with_demos == without, slug
+        assert all(suite.scores[(student, slug)][lesson.code] == lesson.points
+                   for lesson in lessons_of(slug) for student in ("reference", "with-demos")), slug
 
 
 def test_each_verdict_says_why_and_the_feedback_shows_it(suite):
