@@ -8,7 +8,7 @@
 #   make grade         grade your own notebooks with the real hidden tests (PART=02 for one part)
 #   make torch         install the optional extra: PyTorch (CPU), for its cross-checks and train-distributed
 #   make train-distributed  data parallel, ZeRO and the full loop on real processes (WORKERS=4), beside the simulation
-# For instructors (COURSE_DIR=dir for another course directory, JOBS=n, STUDENTS="alice bob"):
+# For instructors (COURSE_DIR=dir for another course directory, JOBS=n, STUDENTS="alice bob", PART=05, SEED=n):
 #   make release       nbgrader generate_assignment of every landed part
 #   make autograde     grade every submission in parallel; lists what needs manual grading
 #   make feedback      HTML feedback per student (no hidden tests, no reference)
@@ -156,10 +156,10 @@ release: $(STAMP)
 	$(INSTRUCTOR) release
 
 autograde: $(STAMP)
-	$(INSTRUCTOR) autograde --jobs $(JOBS) $(if $(STUDENTS),--students $(STUDENTS))
+	$(INSTRUCTOR) $(if $(PART),--parts $(PART)) autograde --jobs $(JOBS) $(if $(STUDENTS),--students $(STUDENTS)) $(if $(SEED),--seed $(SEED))
 
 feedback: $(STAMP)
-	$(INSTRUCTOR) feedback --jobs $(JOBS) $(if $(STUDENTS),--students $(STUDENTS))
+	$(INSTRUCTOR) $(if $(PART),--parts $(PART)) feedback --jobs $(JOBS) $(if $(STUDENTS),--students $(STUDENTS))
 
 grades: $(STAMP)
 	$(INSTRUCTOR) grades

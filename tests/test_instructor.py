@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -120,7 +121,7 @@ def workflow(tmp_path_factory):
     runs["grades"] = make("grades")
     stamp = {s: (course / "autograded" / s / PARTS[0] / f"{PARTS[0]}.ipynb").stat().st_mtime_ns
              for s in ("perfect", "empty", "mistakes")}
-    runs["selected"] = make("autograde", "STUDENTS=empty")
+    runs["selected"] = make("autograde", "STUDENTS=empty", f"PART={int(SUBMITTED[0][:2])}", "SEED=4242")
     restamp = {s: (course / "autograded" / s / PARTS[0] / f"{PARTS[0]}.ipynb").stat().st_mtime_ns
                for s in ("perfect", "empty", "mistakes")}
     with (course / "grades.csv").open() as handle:
@@ -165,6 +166,16 @@ def test_autograde_lists_what_needs_manual_grading(workflow):
 def test_autograde_can_grade_selected_students(workflow):
     assert workflow["regraded"] == {"empty"}
     assert "perfect" not in workflow["runs"]["selected"].split("scores:")[0]
+
+
+def test_each_notebook_s_run_seed_is_recorded_and_seed_grades_with_a_chosen_one(workflow):
+    first = re.search(r"run seed (\d+) \(SEED=", workflow["runs"]["autograde"])
+    assert first, workflow["runs"]["autograde"][:2000]
+    assert "run seed 4242 (SEED=4242" in workflow["runs"]["selected"]  # PART=1 SEED=4242, one student
+    with (workflow["course"] / "grading-seeds.csv").open() as handle:
+        seeds = {(row["student"], row["part"]): row["seed"] for row in csv.DictReader(handle)}
+    slug = SUBMITTED[0]
+    assert seeds == {("perfect", slug): first.group(1), ("mistakes", slug): first.group(1), ("empty", slug): "4242"}
 
 
 def test_feedback_for_every_student_without_hidden_tests_or_reference(workflow):

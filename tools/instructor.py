@@ -38,6 +38,7 @@ import json
 import math
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -133,10 +134,14 @@ def run_nbgrader(course: Path, *args: str, log: Path | None = None) -> subproces
     return run_nbgrader_commands(course, [list(args)], log=log)
 
 
-def run_nbgrader_commands(course: Path, each: list[list[str]], log: Path | None = None) -> subprocess.CompletedProcess:
-    """Several nbgrader commands, one after the other in one process (:mod:`grading.nbgrader_cli`)."""
-    run = subprocess.run(nbgrader_cli.commands(*each), cwd=course, env=nbgrader_env(course),
-                         capture_output=True, text=True)
+def run_nbgrader_commands(course: Path, each: list[list[str]], log: Path | None = None,
+                          seed: int | None = None) -> subprocess.CompletedProcess:
+    """Several nbgrader commands, one after the other in one process (:mod:`grading.nbgrader_cli`); with
+    ``seed``, the judge draws its hidden cases from that run seed."""
+    env = nbgrader_env(course)
+    if seed is not None:
+        env["MCT_RUN_SEED"] = str(seed)
+    run = subprocess.run(nbgrader_cli.commands(*each), cwd=course, env=env, capture_output=True, text=True)
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
         shown = "\n".join(f"$ nbgrader {' '.join(args)}" for args in each)
@@ -261,7 +266,8 @@ def plan(handed_in: dict[str, list[str]], jobs: int) -> list[Task]:
     return sorted(tasks, key=lambda task: -len(task.notebooks))
 
 
-def run_task(course: Path, command: str, task: Task, everyone: list[str], log: Path) -> subprocess.CompletedProcess:
+def run_task(course: Path, command: str, task: Task, everyone: list[str], log: Path,
+             seed: int | None = None) -> subprocess.CompletedProcess:
     """nbgrader ``command`` (autograde, generate_feedback) of ``task``'s parts, each for its students, in one process."""
     each = []
     for slug in task.slugs:
@@ -270,7 +276,7 @@ def run_task(course: Path, command: str, task: Task, everyone: list[str], log: P
         selection = ["--student", graded[0]] if len(graded) == 1 else \
             ([f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else [])
         each.append([command, slug, *selection, "--force"])
-    return run_nbgrader_commands(course, each, log=log)
+    return run_nbgrader_commands(course, each, log=log, seed=seed)
 
 
 def task_log_name(command: str, task: Task) -> str:
@@ -318,7 +324,38 @@ def _flags(graded: Path) -> list[str]:
     return flags
 
 
-def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: int) -> int:
+SEEDS_FILE = "grading-seeds.csv"  # beside grades.csv: the run seed of each notebook's last grading
+
+
+def draw_seed() -> int:
+    """The run seed of one ``autograde``: MCT_RUN_SEED if set, else a fresh one (48 bits, as the judge draws)."""
+    return int(os.environ.get("MCT_RUN_SEED") or secrets.randbits(48))
+
+
+def record_seeds(course: Path, graded: list[tuple[str, str]], seed: int) -> Path:
+    """Write ``seed`` as the run seed of every (student, part) in ``graded`` to COURSE/grading-seeds.csv,
+    keeping the rows of the notebooks graded in earlier runs."""
+    path = course / SEEDS_FILE
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    if path.is_file():
+        with path.open(newline="") as handle:
+            rows = {(row["student"], row["part"]): row for row in csv.DictReader(handle)}
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    for student, slug in graded:
+        rows[(student, slug)] = {"student": student, "part": slug, "seed": str(seed), "graded_at": stamp}
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["student", "part", "seed", "graded_at"])
+        writer.writeheader()
+        writer.writerows(rows[key] for key in sorted(rows))
+    return path
+
+
+def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: int, seed: int | None = None) -> int:
+    """Grade every submission of ``parts`` (or of the ``wanted`` students), ``jobs`` nbgrader runs at a time.
+
+    Every run of this call draws the hidden cases from one run seed (``seed``, else :func:`draw_seed`),
+    recorded per notebook in COURSE/grading-seeds.csv: ``--seed`` (``SEED=`` in make) grades again with it."""
+    seed = draw_seed() if seed is None else seed
     if sandbox_wanted() and bwrap_path() is None:
         print(missing_sandbox_message(), file=sys.stderr)
         return 2
@@ -367,7 +404,7 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
         for student, slug in task.notebooks:  # so that a failed run cannot leave an old result behind
             shutil.rmtree(course / "autograded" / student / slug, ignore_errors=True)
         task.log = logs / task_log_name("autograde", task)
-        run = run_task(course, "autograde", task, everyone, task.log)
+        run = run_task(course, "autograde", task, everyone, task.log, seed=seed)
         task.returncode, task.seconds = run.returncode, time.perf_counter() - started
         for student, slug in task.notebooks:
             graded = course / "autograded" / student / slug / f"{slug}.ipynb"
@@ -382,13 +419,17 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
 
     started = time.perf_counter()
     print(f"autograding {sum(len(t.notebooks) for t in tasks)} submission(s) of {len(students)} student(s) "
-          f"in {len(tasks)} nbgrader run(s), {jobs} at a time")
+          f"in {len(tasks)} nbgrader run(s), {jobs} at a time, run seed {seed} (SEED={seed} grades the same cases)")
     for task in refused:
         for (student, slug), problem in task.problems.items():
             print(f"  FAILED {student} {slug}: {problem}", flush=True)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         done = refused + list(pool.map(grade, tasks))
     print(f"done in {time.perf_counter() - started:.1f} s")
+    graded = [pair for task in done if task.returncode is not None for pair in task.notebooks
+              if pair not in task.problems]
+    if graded:
+        print(f"run seed {seed} recorded for {len(graded)} notebook(s) in {record_seeds(course, graded, seed)}")
     print_scores(course, parts, students)
     print_manual_grading(course, parts, students, done)
     if not sandbox_wanted():
@@ -625,11 +666,16 @@ def grades(course: Path, parts: list[str], output: Path | None) -> int:
 
 # --------------------------------------------------------------------------
 
+def part_slugs(name: str) -> list[str]:
+    """The landed part(s) ``name`` means: a slug, or a part's number ("5", "05")."""
+    return [slug for slug in landed_parts() if name == slug or (name.isdigit() and slug[:2] == name.zfill(2))]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--course-dir", type=Path, default=None,
                         help="the nbgrader course directory (default: autograde/)")
-    parser.add_argument("--parts", default="", help="part slugs, comma-separated (default: every landed part)")
+    parser.add_argument("--parts", default="", help="parts, by slug or number, comma-separated (default: every landed part)")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("release", help="nbgrader generate_assignment of every part")
     for name, text in (("autograde", "grade every submission (or --students)"),
@@ -638,20 +684,24 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--students", nargs="*", help="student ids (default: every submission)")
         command.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                              help="submissions processed at once (default: the number of CPUs)")
+        if name == "autograde":
+            command.add_argument("--seed", type=int, default=None,
+                                 help="the run seed of the hidden cases (default: a fresh one; each is recorded)")
     command = commands.add_parser("grades", help="a CSV of points per lesson, part and total")
     command.add_argument("--output", type=Path, default=None, help="CSV file (default: COURSE/grades.csv)")
     args = parser.parse_args(argv)
 
     course = (args.course_dir or Path(os.environ.get("COURSE_DIR") or DEFAULT_COURSE)).resolve()
-    parts = [p for p in args.parts.replace(",", " ").split() if p] or landed_parts()
-    unknown = [p for p in parts if p not in landed_parts()]
+    wanted_parts = [p for p in args.parts.replace(",", " ").split() if p]
+    unknown = [p for p in wanted_parts if not part_slugs(p)]
     if unknown:
         parser.error(f"unknown or unbuilt part(s): {unknown}; landed: {landed_parts()}")
+    parts = [slug for slug in landed_parts() if any(slug in part_slugs(p) for p in wanted_parts)] or landed_parts()
     students = [s for item in (getattr(args, "students", None) or []) for s in item.split()] or None
     if args.command == "release":
         return release(course, parts)
     if args.command == "autograde":
-        return autograde(course, parts, students, args.jobs)
+        return autograde(course, parts, students, args.jobs, args.seed)
     if args.command == "feedback":
         return feedback(course, parts, students, args.jobs)
     return grades(course, parts, args.output)
