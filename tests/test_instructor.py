@@ -118,6 +118,9 @@ def workflow(tmp_path_factory):
         submit(course, "mistakes", slug, mistakes_submission(slug))
     runs["autograde"] = make("autograde")
     runs["feedback"] = make("feedback")
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:  # as `nbgrader db student import` would
+        gb.update_or_create_student("perfect", first_name="Ada", last_name="Lovelace", email="ada@example.org")
     runs["grades"] = make("grades")
     stamp = {s: (course / "autograded" / s / PARTS[0] / f"{PARTS[0]}.ipynb").stat().st_mtime_ns
              for s in ("perfect", "empty", "mistakes")}
@@ -141,7 +144,10 @@ def test_grades_csv_has_the_right_totals(workflow):
     rows = workflow["rows"]
     assert set(rows) == {"perfect", "empty", "mistakes"}
     lessons = [lesson for slug in SUBMITTED for lesson in lessons_of(slug)]
-    assert list(rows["perfect"])[:len(lessons) + 1] == ["student"] + [f"lesson_{l.code}" for l in lessons]
+    assert list(rows["perfect"])[:len(lessons) + 4] == \
+        ["student", "first_name", "last_name", "email"] + [f"lesson_{l.code}" for l in lessons]
+    assert (rows["perfect"]["first_name"], rows["perfect"]["email"]) == ("Ada", "ada@example.org")
+    assert rows["empty"]["first_name"] == rows["empty"]["email"] == ""
     full = 5.0 * len(lessons)
     assert float(rows["perfect"]["total"]) == full
     assert float(rows["empty"]["total"]) == 0
@@ -153,6 +159,9 @@ def test_grades_csv_has_the_right_totals(workflow):
     for slug in SUBMITTED:
         assert float(rows["perfect"][f"part_{slug}"]) == 5 * len(lessons_of(slug))
     assert {row["out_of"] for row in rows.values()} == {"200"}
+    for slug in PARTS[len(SUBMITTED):]:  # not handed in: blank, not 0 (an LMS tells the two apart)
+        assert rows["empty"][f"part_{slug}"] == rows["perfect"][f"part_{slug}"] == "", slug
+        assert all(rows["perfect"][f"lesson_{lesson.code}"] == "" for lesson in lessons_of(slug)), slug
 
 
 def test_nothing_in_the_home_folder_took_part(workflow):

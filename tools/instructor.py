@@ -443,7 +443,7 @@ def print_scores(course: Path, parts: list[str], students: list[str]) -> None:
     table = score_table(course, parts, students)
     print("\nscores:")
     for student, row in table.items():
-        print(f"  {student:24s} " + "  ".join(f"{slug}: {row[f'part_{slug}']:g}" for slug in parts)
+        print(f"  {student:24s} " + "  ".join(f"{slug}: {shown(row[f'part_{slug}']) or '-'}" for slug in parts)
               + f"  total {row['total']:g}/{TOTAL_POINTS}")
 
 
@@ -619,26 +619,54 @@ def active_html(page: str) -> list[str]:
 # grades
 # --------------------------------------------------------------------------
 
-def score_table(course: Path, parts: list[str], students: list[str]) -> dict[str, dict[str, float]]:
-    """{student: {"lesson_001": points, ..., "part_01_mlp_core": points, ..., "total": points}}."""
+def score_table(course: Path, parts: list[str], students: list[str]) -> dict[str, dict[str, float | None]]:
+    """{student: {"lesson_001": points, ..., "part_01_mlp_core": points, ..., "total": points}}.
+
+    A part the student did not hand in is None (left blank in grades.csv, so that an LMS tells it from a
+    0); a lesson of a handed-in part without a grade (a notebook that could not be graded) is 0."""
     from nbgrader.api import MissingEntry
-    table: dict[str, dict[str, float]] = {}
+    table: dict[str, dict[str, float | None]] = {}
     with gradebook(course) as gb:
         for student in students:
-            row: dict[str, float] = {}
+            row: dict[str, float | None] = {}
             for slug in parts:
+                try:
+                    gb.find_submission(slug, student)
+                    handed_in = True
+                except MissingEntry:
+                    handed_in = False
                 part_points = 0.0
                 for lesson in lessons_of(slug):
                     try:
                         score = gb.find_grade(lesson.grade_id, slug, slug, student).score
                     except MissingEntry:
                         score = None
-                    row[f"lesson_{lesson.code}"] = float(score or 0)
+                    row[f"lesson_{lesson.code}"] = float(score or 0) if handed_in else None
                     part_points += float(score or 0)
-                row[f"part_{slug}"] = part_points
-            row["total"] = sum(row[f"part_{slug}"] for slug in parts)
+                row[f"part_{slug}"] = part_points if handed_in else None
+            row["total"] = sum(row[f"part_{slug}"] or 0.0 for slug in parts)
             table[student] = row
     return table
+
+
+def shown(points: float | None) -> str:
+    """Points as grades.csv and the listing show them: blank for a part not handed in."""
+    return "" if points is None else f"{points:g}"
+
+
+def contact_details(course: Path, students: list[str]) -> dict[str, dict[str, str]]:
+    """{student: {"first_name", "last_name", "email"}} as the gradebook has them (empty when it has none)."""
+    from nbgrader.api import MissingEntry
+    found = {}
+    with gradebook(course) as gb:
+        for student in students:
+            try:
+                record = gb.find_student(student)
+            except MissingEntry:
+                continue
+            found[student] = {"first_name": record.first_name or "", "last_name": record.last_name or "",
+                              "email": record.email or ""}
+    return found
 
 
 def grades(course: Path, parts: list[str], output: Path | None) -> int:
@@ -651,14 +679,18 @@ def grades(course: Path, parts: list[str], output: Path | None) -> int:
     students = sorted(in_db | set(students_of(course, None)))
     table = score_table(course, parts, students)
     lesson_columns = [f"lesson_{lesson.code}" for slug in parts for lesson in lessons_of(slug)]
-    columns = ["student", *lesson_columns, *(f"part_{slug}" for slug in parts), "total", "out_of"]
+    details = contact_details(course, students)
+    # Names and e-mails only when the gradebook holds some (`nbgrader db student import`): an LMS matches on them.
+    contact = ["first_name", "last_name", "email"] if any(v for d in details.values() for v in d.values()) else []
+    columns = ["student", *contact, *lesson_columns, *(f"part_{slug}" for slug in parts), "total", "out_of"]
     output = output or course / "grades.csv"
     output.parent.mkdir(parents=True, exist_ok=True)
     with output.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(columns)
         for student, row in table.items():
-            writer.writerow([student, *(f"{row[c]:g}" for c in columns[1:-1]), TOTAL_POINTS])
+            writer.writerow([student, *(details.get(student, {}).get(c, "") for c in contact),
+                             *(shown(row[c]) for c in columns[1 + len(contact):-1]), TOTAL_POINTS])
     print(f"wrote {output}: {len(table)} student(s), {len(lesson_columns)} lesson(s), "
           f"total out of {TOTAL_POINTS}")
     return 0
