@@ -112,13 +112,20 @@ def workflow(tmp_path_factory):
         return run.stdout
 
     runs = {"release": make("release")}
+    # The instructor's own settings, below the course's block: a late submission scores 0 (nbgrader's plugin).
+    with (course / "nbgrader_config.py").open("a") as config:
+        config.write(f"{OWN_SETTING}\n")
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        gb.update_or_create_assignment(SUBMITTED[0], duedate="2026-01-01 00:00:00 UTC")
     for slug in SUBMITTED:
+        submit(course, "late", slug, make_submission(slug, default="reference"))
+        (course / "submitted" / "late" / slug / "timestamp.txt").write_text("2026-01-02 00:00:00 UTC")
         submit(course, "perfect", slug, make_submission(slug, default="reference"))
         submit(course, "empty", slug, make_submission(slug, default="stub"))
         submit(course, "mistakes", slug, mistakes_submission(slug))
     runs["autograde"] = make("autograde")
     runs["feedback"] = make("feedback")
-    from nbgrader.api import Gradebook
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:  # as `nbgrader db student import` would
         gb.update_or_create_student("perfect", first_name="Ada", last_name="Lovelace", email="ada@example.org")
     runs["grades"] = make("grades")
@@ -130,7 +137,20 @@ def workflow(tmp_path_factory):
     with (course / "grades.csv").open() as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     return {"course": course, "runs": runs, "rows": rows, "marker": marker, "elsewhere": elsewhere,
+            "config": (course / "nbgrader_config.py").read_text(),
             "regraded": {s for s in stamp if stamp[s] != restamp[s]}}
+
+
+OWN_SETTING = 'c.LateSubmissionPlugin.penalty_method = "zero"  # the instructor\'s own'
+
+
+def test_the_instructor_s_own_settings_are_kept_and_a_late_submission_is_penalised(workflow):
+    config = workflow["config"]
+    assert OWN_SETTING in config and config.index(instructor.END_SETTINGS) < config.index(OWN_SETTING)
+    assert config.count(instructor.BEGIN_SETTINGS) == 1  # five make runs rewrote the block, not the file
+    late = workflow["rows"]["late"]
+    assert float(late[f"part_{SUBMITTED[0]}"]) == 0 and float(late["total"]) == 0  # nbgrader's "zero" penalty
+    assert float(workflow["rows"]["perfect"][f"part_{SUBMITTED[0]}"]) == 5 * len(lessons_of(SUBMITTED[0]))
 
 
 def test_release_puts_every_landed_part_in_the_course_directory(workflow):
@@ -142,7 +162,7 @@ def test_release_puts_every_landed_part_in_the_course_directory(workflow):
 
 def test_grades_csv_has_the_right_totals(workflow):
     rows = workflow["rows"]
-    assert set(rows) == {"perfect", "empty", "mistakes"}
+    assert set(rows) == {"perfect", "empty", "mistakes", "late"}
     lessons = [lesson for slug in SUBMITTED for lesson in lessons_of(slug)]
     assert list(rows["perfect"])[:len(lessons) + 4] == \
         ["student", "first_name", "last_name", "email"] + [f"lesson_{l.code}" for l in lessons]
@@ -184,7 +204,8 @@ def test_each_notebook_s_run_seed_is_recorded_and_seed_grades_with_a_chosen_one(
     with (workflow["course"] / "grading-seeds.csv").open() as handle:
         seeds = {(row["student"], row["part"]): row["seed"] for row in csv.DictReader(handle)}
     slug = SUBMITTED[0]
-    assert seeds == {("perfect", slug): first.group(1), ("mistakes", slug): first.group(1), ("empty", slug): "4242"}
+    assert seeds == {("perfect", slug): first.group(1), ("mistakes", slug): first.group(1),
+                     ("late", slug): first.group(1), ("empty", slug): "4242"}
 
 
 def test_feedback_for_every_student_without_hidden_tests_or_reference(workflow):

@@ -90,13 +90,33 @@ def prepare_course(course: Path, parts: list[str]) -> None:
         if not target.is_file() or target.read_bytes() != source.read_bytes():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(source, target)
-    config = (f"c = get_config()  # noqa: F821\n"
-              f"# Written by tools/instructor.py: this course is graded with the course's configuration.\n"
-              f"load_subconfig({str(ROOT / 'autograde' / 'nbgrader_config.py')!r})  # noqa: F821\n"
-              f"c.CourseDirectory.root = {str(course.resolve())!r}\n")
     path = course / "nbgrader_config.py"
-    if not path.is_file() or path.read_text() != config:
+    text = path.read_text() if path.is_file() else ""
+    config = with_course_settings(text, course)
+    if config != text:
         path.write_text(config)
+
+
+BEGIN_SETTINGS = "# BEGIN the course's settings (written by tools/instructor.py: keep your own below END)"
+END_SETTINGS = "# END the course's settings"
+
+
+def with_course_settings(text: str, course: Path) -> str:
+    """``text`` (a course directory's nbgrader_config.py, or "") with the block that loads the course's
+    configuration at its top, written anew; everything else in it is the instructor's and is kept.
+    Settings below the block (a late penalty, an exchange folder) override the course's."""
+    block = (f"{BEGIN_SETTINGS}\n"
+             f"c = get_config()  # noqa: F821\n"
+             f"load_subconfig({str(ROOT / 'autograde' / 'nbgrader_config.py')!r})  # noqa: F821\n"
+             f"c.CourseDirectory.root = {str(course.resolve())!r}\n"
+             f"{END_SETTINGS}\n")
+    if BEGIN_SETTINGS in text and END_SETTINGS in text:
+        before, rest = text.split(BEGIN_SETTINGS, 1)
+        text = before + rest.split(END_SETTINGS, 1)[1].lstrip("\n")
+    elif text.startswith("c = get_config()  # noqa: F821\n# Written by tools/instructor.py"):
+        text = ""  # the file an earlier version wrote: all of it the course's
+    own = text.strip("\n")
+    return block + (f"\n{own}\n" if own else "")
 
 
 _private: list[Path] = []
@@ -537,7 +557,11 @@ def feedback_problems(folder: Path, slug: str) -> list[str]:
     would be one), hidden-test lines or answer messages in the page, or active HTML."""
     if not folder.is_dir():
         return ["no feedback folder"]
-    problems = [f"unexpected file {p.name}" for p in folder.iterdir() if p.name != f"{slug}.html"]
+    # nbgrader copies the submission's timestamp.txt (written by `nbgrader submit`/`collect`) beside the page:
+    # the learner's own, a date, nothing of the course's.
+    problems = [f"unexpected file {p.name}" for p in folder.iterdir()
+                if p.name != f"{slug}.html" and not (p.name == "timestamp.txt" and p.is_file()
+                                                     and not p.is_symlink() and p.stat().st_size <= 100)]
     page = folder / f"{slug}.html"
     if not page.is_file():
         return problems + ["no feedback page"]
@@ -622,7 +646,7 @@ def active_html(page: str) -> list[str]:
 def score_table(course: Path, parts: list[str], students: list[str]) -> dict[str, dict[str, float | None]]:
     """{student: {"lesson_001": points, ..., "part_01_mlp_core": points, ..., "total": points}}.
 
-    A part the student did not hand in is None (left blank in grades.csv, so that an LMS tells it from a
+    A part's points are its lessons' less the late penalty nbgrader assigned to the submission.  A part the student did not hand in is None (left blank in grades.csv, so that an LMS tells it from a
     0); a lesson of a handed-in part without a grade (a notebook that could not be graded) is 0."""
     from nbgrader.api import MissingEntry
     table: dict[str, dict[str, float | None]] = {}
@@ -643,6 +667,9 @@ def score_table(course: Path, parts: list[str], students: list[str]) -> dict[str
                         score = None
                     row[f"lesson_{lesson.code}"] = float(score or 0) if handed_in else None
                     part_points += float(score or 0)
+                if handed_in:  # less nbgrader's late penalty (the course directory's LateSubmissionPlugin)
+                    penalty = gb.find_submission(slug, student).late_submission_penalty or 0.0
+                    part_points = max(0.0, part_points - float(penalty))
                 row[f"part_{slug}"] = part_points if handed_in else None
             row["total"] = sum(row[f"part_{slug}"] or 0.0 for slug in parts)
             table[student] = row
