@@ -409,6 +409,32 @@ def test_broken_submissions_are_listed_and_all_others_graded(suite):
     assert not problems, "\n".join(problems)
 
 
+def test_every_flag_is_kept_in_the_gradebook_and_beside_the_grades(suite):
+    """What the listing names is also in nbgrader's gradebook (formgrader's "needs manual grade") and in
+    needs-manual-grading.csv, across both grading runs; an honest notebook is in neither."""
+    with (suite.course / instructor.FLAGS_FILE).open() as handle:
+        reasons: dict[tuple[str, str], list[str]] = {}
+        for row in csv.DictReader(handle):
+            reasons.setdefault((row["student"], row["part"]), []).append(row["reason"])
+    problems = []
+    with Gradebook(f"sqlite:///{suite.course / 'gradebook.db'}") as gradebook:
+        for adversary in suite.adversaries:
+            key = (adversary.student, adversary.slug)
+            try:
+                marked = any(g.needs_manual_grade for nb in gradebook.find_submission(adversary.slug, adversary.student)
+                             .notebooks for g in nb.grades)
+            except MissingEntry:
+                marked = None  # not graded at all
+            if adversary.flagged:
+                if not any(words in " ".join(reasons.get(key, [])) for words in adversary.flagged):
+                    problems.append(f"{key}: {adversary.flagged} not in {instructor.FLAGS_FILE}: {reasons.get(key)}")
+                if marked is False:
+                    problems.append(f"{key}: flagged, but no grade needs manual grading in the gradebook")
+            if adversary.kind in ("reference", "with-demos") and (key in reasons or marked):
+                problems.append(f"{key}: an honest notebook flagged: {reasons.get(key)}")
+    assert not problems, "\n".join(problems)
+
+
 def test_forged_answers_sent_twice_score_nothing_and_are_flagged(suite):
     forgers = [a for a in suite.adversaries if any("forged_twice" in e.note for e in a.expected.values())]
     assert forgers

@@ -59,7 +59,7 @@ from grading.judge import landed_parts as judge_landed_parts
 from grading.cgroups import describe as describe_limits, probe as probe_limits
 from grading.feedback_math import MATHML_TAGS, mathml_attribute_allowed
 from grading.sandbox import bwrap_path, missing_sandbox_message, preflight, sandbox_wanted
-from shared.lessons import TOTAL_POINTS, lessons_of
+from shared.lessons import TOTAL_POINTS, lesson_of_grade_id, lessons_of
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_COURSE = ROOT / "autograde"
@@ -370,6 +370,58 @@ def record_seeds(course: Path, graded: list[tuple[str, str]], seed: int) -> Path
     return path
 
 
+FLAGS_FILE = "needs-manual-grading.csv"  # beside grades.csv: why each listed notebook needs a human look
+
+
+def flag_rows(tasks: list[Task]) -> list[dict[str, str]]:
+    """One row per reason a notebook of ``tasks`` needs a human look: student, part, lesson (its grade id,
+    or "" for the whole notebook) and the reason."""
+    rows = []
+    for task in tasks:
+        for (student, slug), problem in task.problems.items():
+            rows.append({"student": student, "part": slug, "lesson": "", "reason": f"autograding failed: {problem}"})
+        for (student, slug), flags in task.flags.items():
+            for flag in flags:
+                where, _, reason = flag.partition(": ")
+                rows.append({"student": student, "part": slug, "reason": reason or flag,
+                             "lesson": where if lesson_of_grade_id(where) else ""})
+    return rows
+
+
+def record_flags(course: Path, tasks: list[Task]) -> Path:
+    """Keep every reason for a human look where the instructor's tools show it.
+
+    In nbgrader's gradebook (formgrader's "needs manual grade"): the flagged lesson's grade, or every grade
+    of a notebook flagged as a whole, needs manual grading, and the lesson's solution cell gets the reason
+    as its automatic comment.  In COURSE/needs-manual-grading.csv: every reason, the rows of the notebooks
+    graded earlier kept."""
+    from nbgrader.api import MissingEntry
+    rows = flag_rows(tasks)
+    regraded = {pair for task in tasks for pair in task.notebooks}
+    with gradebook(course) as gb:
+        for row in rows:
+            student, slug = row["student"], row["part"]
+            lessons = [lesson_of_grade_id(row["lesson"])] if row["lesson"] else lessons_of(slug)
+            for lesson in lessons:
+                try:
+                    gb.find_grade(lesson.grade_id, slug, slug, student).needs_manual_grade = True
+                    comment = gb.find_comment(lesson.solution_grade_id, slug, slug, student)
+                except MissingEntry:  # a notebook that could not be graded has no grades
+                    continue
+                comment.auto_comment = "\n".join(filter(None, [comment.auto_comment, f"Needs a human look: {row['reason']}"]))
+        gb.db.commit()
+    path = course / FLAGS_FILE
+    kept = []
+    if path.is_file():
+        with path.open(newline="") as handle:
+            kept = [row for row in csv.DictReader(handle) if (row["student"], row["part"]) not in regraded]
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["student", "part", "lesson", "reason"])
+        writer.writeheader()
+        writer.writerows(sorted(kept + rows, key=lambda row: (row["student"], row["part"], row["lesson"])))
+    return path
+
+
 def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: int, seed: int | None = None) -> int:
     """Grade every submission of ``parts`` (or of the ``wanted`` students), ``jobs`` nbgrader runs at a time.
 
@@ -452,6 +504,7 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
         print(f"run seed {seed} recorded for {len(graded)} notebook(s) in {record_seeds(course, graded, seed)}")
     print_scores(course, parts, students)
     print_manual_grading(course, parts, students, done)
+    print(f"reasons kept in nbgrader's gradebook (formgrader: needs manual grade) and {record_flags(course, done)}")
     if not sandbox_wanted():
         print(f"\nNOTE: {NO_SANDBOX_NOTE}")
     elif limits.startswith("NOTE"):
