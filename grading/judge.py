@@ -23,6 +23,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import importlib.util
+import os
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,14 @@ from .spec import Case, LessonSpec, Raises, draw_cases
 ROOT = Path(__file__).resolve().parent.parent
 PARTS_DIR = ROOT / "autograde" / "parts"
 SOLUTIONS_DIR = ROOT / "solutions"
+
+
+RUN_SEED_ENV = "MCT_RUN_SEED"  # set by tools/instructor.py (one seed for a whole autograde) and the tests
+
+
+def run_seed() -> int:
+    """The seed the hidden cases are drawn from: MCT_RUN_SEED if set, else a fresh one of 48 bits."""
+    return int(os.environ.get(RUN_SEED_ENV) or secrets.randbits(48))
 
 
 def landed_parts() -> list[str]:

@@ -45,7 +45,7 @@ from .harness import MIME
 CASES_FILE_HOST_ENV = "MCT_CASES_FILE_HOST"  # read by grading.sandbox when it starts a kernel
 KERNEL_TREE_ENV = "MCT_KERNEL_TREE_HOST"      # the modules the kernel may import (grading.kernel_tree)
 REVEAL_DIR_ENV = "MCT_REVEAL_DIR_HOST"       # where a composite lesson's building blocks appear for its cell
-RUN_SEED = int(os.environ.get("MCT_RUN_SEED") or secrets.randbits(48))  # one per nbgrader process
+RUN_SEED = judge.run_seed()  # one per nbgrader process (tools/instructor.py gives all of a run the same)
 # For the sandbox's own tests only: cells that break the rules run all the same (they still cost their
 # lessons or withhold the grade), so that what the sandbox must stop reaches it.
 RUN_BROKEN_CELLS = os.environ.get("MCT_RUN_BROKEN_CELLS") == "1"

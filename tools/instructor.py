@@ -38,7 +38,6 @@ import json
 import math
 import os
 import re
-import secrets
 import shutil
 import subprocess
 import sys
@@ -55,6 +54,7 @@ from grading import nbgrader_cli
 nbgrader_cli.skip_iri_grammars()  # before anything imports nbformat (grading/nbgrader_cli.py)
 
 from grading.harness import MIME  # noqa: E402
+from grading.judge import RUN_SEED_ENV, run_seed
 from grading.judge import landed_parts as judge_landed_parts
 from grading.cgroups import describe as describe_limits, probe as probe_limits
 from grading.feedback_math import MATHML_TAGS, mathml_attribute_allowed
@@ -160,7 +160,7 @@ def run_nbgrader_commands(course: Path, each: list[list[str]], log: Path | None 
     ``seed``, the judge draws its hidden cases from that run seed."""
     env = nbgrader_env(course)
     if seed is not None:
-        env["MCT_RUN_SEED"] = str(seed)
+        env[RUN_SEED_ENV] = str(seed)
     run = subprocess.run(nbgrader_cli.commands(*each), cwd=course, env=env, capture_output=True, text=True)
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -347,27 +347,26 @@ def _flags(graded: Path) -> list[str]:
 SEEDS_FILE = "grading-seeds.csv"  # beside grades.csv: the run seed of each notebook's last grading
 
 
-def draw_seed() -> int:
-    """The run seed of one ``autograde``: MCT_RUN_SEED if set, else a fresh one (48 bits, as the judge draws)."""
-    return int(os.environ.get("MCT_RUN_SEED") or secrets.randbits(48))
+def update_rows(path: Path, fields: list[str], rows: list[dict[str, str]], regraded: set[tuple[str, str]]) -> Path:
+    """Write ``rows`` to the CSV file ``path`` (beside grades.csv), keeping its rows of the (student, part)
+    pairs not in ``regraded``: a file about each notebook's last grading."""
+    kept = []
+    if path.is_file():
+        with path.open(newline="") as handle:
+            kept = [row for row in csv.DictReader(handle) if (row["student"], row["part"]) not in regraded]
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(sorted(kept + rows, key=lambda row: tuple(row[field] for field in fields[:3])))
+    return path
 
 
 def record_seeds(course: Path, graded: list[tuple[str, str]], seed: int) -> Path:
     """Write ``seed`` as the run seed of every (student, part) in ``graded`` to COURSE/grading-seeds.csv,
     keeping the rows of the notebooks graded in earlier runs."""
-    path = course / SEEDS_FILE
-    rows: dict[tuple[str, str], dict[str, str]] = {}
-    if path.is_file():
-        with path.open(newline="") as handle:
-            rows = {(row["student"], row["part"]): row for row in csv.DictReader(handle)}
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    for student, slug in graded:
-        rows[(student, slug)] = {"student": student, "part": slug, "seed": str(seed), "graded_at": stamp}
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["student", "part", "seed", "graded_at"])
-        writer.writeheader()
-        writer.writerows(rows[key] for key in sorted(rows))
-    return path
+    rows = [{"student": student, "part": slug, "seed": str(seed), "graded_at": stamp} for student, slug in graded]
+    return update_rows(course / SEEDS_FILE, ["student", "part", "seed", "graded_at"], rows, set(graded))
 
 
 FLAGS_FILE = "needs-manual-grading.csv"  # beside grades.csv: why each listed notebook needs a human look
@@ -410,24 +409,15 @@ def record_flags(course: Path, tasks: list[Task]) -> Path:
                     continue
                 comment.auto_comment = "\n".join(filter(None, [comment.auto_comment, f"Needs a human look: {row['reason']}"]))
         gb.db.commit()
-    path = course / FLAGS_FILE
-    kept = []
-    if path.is_file():
-        with path.open(newline="") as handle:
-            kept = [row for row in csv.DictReader(handle) if (row["student"], row["part"]) not in regraded]
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["student", "part", "lesson", "reason"])
-        writer.writeheader()
-        writer.writerows(sorted(kept + rows, key=lambda row: (row["student"], row["part"], row["lesson"])))
-    return path
+    return update_rows(course / FLAGS_FILE, ["student", "part", "lesson", "reason"], rows, regraded)
 
 
 def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: int, seed: int | None = None) -> int:
     """Grade every submission of ``parts`` (or of the ``wanted`` students), ``jobs`` nbgrader runs at a time.
 
-    Every run of this call draws the hidden cases from one run seed (``seed``, else :func:`draw_seed`),
+    Every run of this call draws the hidden cases from one run seed (``seed``, else the judge's ``run_seed``),
     recorded per notebook in COURSE/grading-seeds.csv: ``--seed`` (``SEED=`` in make) grades again with it."""
-    seed = draw_seed() if seed is None else seed
+    seed = run_seed() if seed is None else seed
     if sandbox_wanted() and bwrap_path() is None:
         print(missing_sandbox_message(), file=sys.stderr)
         return 2
