@@ -2,7 +2,8 @@
 #   make lab           open the course in JupyterLab (creates .venv on first use)
 #   make test          run every test of the project (but the mutation score: make test-mutation)
 #   make test-mutation the hidden tests' strength: mutation score, wrong answers on eight seeds (CI runs it)
-#   make test-browser  every notebook run in JupyterLab in headless Chromium (math, figures)
+#   make test-browser  every notebook run in JupyterLab in headless Chromium (math, figures); make test
+#                      opens the feedback page, the class report and the formgrader in it
 #   make build         regenerate every generated file from the masters
 #   make progress      your lessons passed, XP out of 200 and the estimated time left
 #   make grade         grade your own notebooks with the real hidden tests (PART=02 for one part)
@@ -13,6 +14,8 @@
 #   make autograde     grade every submission in parallel; lists what needs manual grading
 #   make feedback      HTML feedback per student (no hidden tests, no reference)
 #   make grades        COURSE_DIR/grades.csv: points per lesson, per part, total out of 200
+#   make report        COURSE_DIR/report/index.html: scores, pass rates, common mistakes, flagged notebooks
+#   make formgrader    JupyterLab on the course directory with nbgrader's formgrader (Nbgrader menu)
 #   make mutation      how many small bugs in the reference solutions the hidden tests catch
 #   make bench-grading a class of N=6 graded the course's way beside plain nbgrader; 200 students projected
 
@@ -37,7 +40,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # nbgrader's instructor panels and its menu, hidden from the learner's JupyterLab.
 NBGRADER_PANELS := create-assignment formgrader course-list assignment-list menu
 
-.PHONY: help bubblewrap lab test test-mutation test-browser build progress grade venv clean release autograde feedback grades mutation catalogue bench-grading torch train-distributed
+.PHONY: help bubblewrap chromium lab formgrader report test test-mutation test-browser build progress grade venv clean release autograde feedback grades mutation catalogue bench-grading torch train-distributed
 
 help:
 	@sed -n '2,/^$$/p' Makefile
@@ -98,7 +101,20 @@ bubblewrap:
 	      { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; }; \
 	  else echo "make test needs bubblewrap (the grading sandbox): sudo apt-get install bubblewrap"; exit 1; fi; }
 
-test: $(STAMP) bubblewrap
+# Debian's chromium, for the browser checks (without it they are skipped, saying why).
+chromium:
+	@command -v chromium >/dev/null || [ -x /usr/bin/chromium ] || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "== installing chromium (the browser tests' browser)"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || \
+	      { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; } || \
+	      echo "could not install chromium: the browser checks will be skipped"; \
+	  else echo "note: no chromium (sudo apt-get install chromium): the browser checks will be skipped"; fi; }
+
+# Every test but the slow strength checks (test-mutation) and the notebooks run in JupyterLab
+# (test-browser): tests/, the solved notebooks (nbval), and the browser checks of the feedback page,
+# the class report and the formgrader (pyproject.toml: testpaths).
+test: $(STAMP) bubblewrap chromium
 	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile -m "not mutation" $(PYTEST_ARGS)
 
 # The hidden tests' strength: the mutation score, part by part (about 2,000 mutants graded), and every
@@ -109,8 +125,9 @@ test-mutation: $(STAMP)
 
 # Every notebook opened and run in JupyterLab in Debian's chromium (/usr/bin/chromium,
 # driven by Playwright); without that chromium the test is skipped, saying why.
-test-browser: $(STAMP)
-	$(PY) -m pytest tests_browser $(PYTEST_ARGS)
+test-browser: $(STAMP) chromium
+	$(PY) -m pytest tests_browser --ignore=tests_browser/test_feedback_page.py \
+	  --ignore=tests_browser/test_instructor_pages.py $(PYTEST_ARGS)
 
 build: $(STAMP)
 	$(PY) tools/build.py
@@ -163,6 +180,17 @@ feedback: $(STAMP)
 
 grades: $(STAMP)
 	$(INSTRUCTOR) grades
+
+report: $(STAMP)
+	$(PY) tools/report.py --course-dir '$(abspath $(COURSE_DIR))' $(if $(PART),--parts $(PART))
+
+# nbgrader's formgrader in the instructor's JupyterLab (the learner's `make lab` has none of nbgrader's
+# instructor panels): a new random login token each time, printed with the address, never on a command
+# line (LAB_TOKEN=... sets one, as for make lab); FORMGRADER_ARGS="--no-browser --port 8890" for a server.
+FORMGRADER_ARGS ?=
+formgrader: export JUPYTER_TOKEN = $(LAB_TOKEN)
+formgrader: $(STAMP)
+	$(INSTRUCTOR) formgrader $(FORMGRADER_ARGS)
 
 mutation: $(STAMP)
 	$(PY) tools/mutation.py

@@ -4,6 +4,7 @@
     python tools/instructor.py autograde [--course-dir DIR] [--students S ...] [--jobs N]
     python tools/instructor.py feedback  [--course-dir DIR] [--students S ...] [--jobs N]
     python tools/instructor.py grades    [--course-dir DIR] [--output FILE]
+    python tools/instructor.py formgrader [--course-dir DIR] [--port N] [--no-browser]
 
 The course directory is ``autograde/`` unless ``--course-dir`` (``COURSE_DIR=``
 in make) names another; the tool sets it up there (the parts' source notebooks
@@ -340,8 +341,21 @@ def _flags(graded: Path) -> list[str]:
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error" and "human look" in output.get("evalue", ""):
                 where = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"
-                flags.append(f"{where}: {output['evalue'].splitlines()[0][:160]}")
+                flags.append(f"{where}: {short_reason(output['evalue'])}")
     return flags
+
+
+REASON_CHARS = 240  # a flag's reason, as the listing, the CSV file and the formgrader's comment show it
+
+
+def short_reason(text: str) -> str:
+    """The first line of ``text``, cut after its last whole sentence within REASON_CHARS (or with "…")."""
+    line = (text.strip().splitlines() or [""])[0].strip()
+    if len(line) <= REASON_CHARS:
+        return line
+    cut = line[:REASON_CHARS]
+    end = cut.rfind(". ")
+    return cut[:end + 1] if end >= 40 else cut.rstrip() + "…"  # a sentence of a few words says too little
 
 
 SEEDS_FILE = "grading-seeds.csv"  # beside grades.csv: the run seed of each notebook's last grading
@@ -380,24 +394,37 @@ def flag_rows(tasks: list[Task]) -> list[dict[str, str]]:
         for (student, slug), problem in task.problems.items():
             rows.append({"student": student, "part": slug, "lesson": "", "reason": f"autograding failed: {problem}"})
         for (student, slug), flags in task.flags.items():
+            by_lesson: dict[str, str] = {}
             for flag in flags:
                 where, _, reason = flag.partition(": ")
-                rows.append({"student": student, "part": slug, "reason": reason or flag,
-                             "lesson": where if lesson_of_grade_id(where) else ""})
+                lesson = lesson_of_grade_id(where)
+                if lesson is None:  # a cell outside every lesson: each reason is a row
+                    rows.append({"student": student, "part": slug, "lesson": "", "reason": reason or flag})
+                elif where == lesson.grade_id or lesson.grade_id not in by_lesson:
+                    # One row per lesson: its test cell's verdict says why, rather than its solution cell's note.
+                    by_lesson[lesson.grade_id] = reason or flag
+            rows += [{"student": student, "part": slug, "lesson": grade_id, "reason": reason}
+                     for grade_id, reason in by_lesson.items()]
     return rows
 
 
 def record_flags(course: Path, tasks: list[Task]) -> Path:
     """Keep every reason for a human look where the instructor's tools show it.
 
-    In nbgrader's gradebook (formgrader's "needs manual grade"): the flagged lesson's grade, or every grade
-    of a notebook flagged as a whole, needs manual grading, and the lesson's solution cell gets the reason
-    as its automatic comment.  In COURSE/needs-manual-grading.csv: every reason, the rows of the notebooks
+    In nbgrader's gradebook (formgrader's "Needs manual grade?" and "Flagged?"): the notebook is flagged, the
+    flagged lesson's grade, or every grade of a notebook flagged as a whole, needs manual grading, and the
+    lesson's solution cell gets the reason as its automatic comment (formgrader shows it in the comment box).  In COURSE/needs-manual-grading.csv: every reason, the rows of the notebooks
     graded earlier kept."""
     from nbgrader.api import MissingEntry
     rows = flag_rows(tasks)
     regraded = {pair for task in tasks for pair in task.notebooks}
+    flagged = {(row["student"], row["part"]) for row in rows}
     with gradebook(course) as gb:
+        for student, slug in regraded:  # formgrader's "Flagged?": set by this grading, or cleared by it
+            try:
+                gb.find_submission_notebook(slug, slug, student).flagged = (student, slug) in flagged
+            except MissingEntry:  # a notebook that could not be graded
+                pass
         for row in rows:
             student, slug = row["student"], row["part"]
             lessons = [lesson_of_grade_id(row["lesson"])] if row["lesson"] else lessons_of(slug)
@@ -767,6 +794,63 @@ def grades(course: Path, parts: list[str], output: Path | None) -> int:
 
 
 # --------------------------------------------------------------------------
+# formgrader
+# --------------------------------------------------------------------------
+
+# The nbgrader parts of JupyterLab the instructor gets; the learner's `make lab` has none of them (the
+# Makefile disables them in .venv, and nbgrader's formgrader server extension too).
+FORMGRADER_LAB_EXTENSIONS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:menu")
+FORMGRADER_SERVER_EXTENSION = "nbgrader.server_extensions.formgrader"
+
+
+def formgrader_env(course: Path) -> dict[str, str]:
+    """nbgrader's environment (:func:`nbgrader_env`) with a private Jupyter configuration in which the
+    formgrader and its menu are on.  That folder is read before .venv's (``JUPYTER_PREFER_ENV_PATH=0``):
+    JupyterLab takes the first folder's word for an extension, and .venv's says "disabled"."""
+    env = nbgrader_env(course)
+    labconfig = Path(env["JUPYTER_CONFIG_DIR"]) / "labconfig"
+    labconfig.mkdir(parents=True, exist_ok=True)
+    (labconfig / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {name: False for name in FORMGRADER_LAB_EXTENSIONS}}))
+    env["JUPYTER_PREFER_ENV_PATH"] = "0"
+    return env
+
+
+def formgrader_command(course: Path, port: int | None, open_browser: bool) -> list[str]:
+    """``jupyter lab`` on the course directory, on this machine only, with the formgrader's server extension.
+
+    No token on the command line (another user can read it in /proc): JupyterLab draws a random one, or
+    takes ``JUPYTER_TOKEN`` from the environment, and prints the address with it."""
+    command = [str(BIN / "jupyter"), "lab", f"--ServerApp.root_dir={course}", "--ServerApp.ip=127.0.0.1",
+               "--ServerApp.jpserver_extensions", f"{FORMGRADER_SERVER_EXTENSION}=True",
+               "--ServerApp.jpserver_extensions", "jupytext=False",
+               "--ServerApp.jpserver_extensions", "jupyterlab_jupytext=False",
+               "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    if os.getuid() == 0:
+        command.append("--allow-root")
+    if port is not None:
+        command.append(f"--ServerApp.port={port}")
+    if not open_browser:
+        command.append("--no-browser")
+    return command
+
+
+def formgrader(course: Path, parts: list[str], port: int | None, open_browser: bool) -> int:
+    """JupyterLab for the instructor on ``course``: nbgrader's formgrader (gradebook, manual grading, the
+    flags of :func:`record_flags`) under its Nbgrader menu.  Its buttons grade through the course's
+    configuration, as ``make autograde`` does (sandboxed kernels, the judge).  Runs until Ctrl-C."""
+    prepare_course(course, parts)
+    if not (course / "gradebook.db").is_file():
+        print(f"note: {course} has no gradebook yet; `make release` and `make autograde` fill it")
+    print(f"formgrader on {course}: open the Nbgrader menu > Formgrader (or /formgrader/ at the address below)")
+    try:
+        return subprocess.run(formgrader_command(course, port, open_browser), cwd=course,
+                              env=formgrader_env(course)).returncode
+    except KeyboardInterrupt:
+        return 0
+
+
+# --------------------------------------------------------------------------
 
 def part_slugs(name: str) -> list[str]:
     """The landed part(s) ``name`` means: a slug, or a part's number ("5", "05")."""
@@ -789,6 +873,9 @@ def main(argv: list[str] | None = None) -> int:
         if name == "autograde":
             command.add_argument("--seed", type=int, default=None,
                                  help="the run seed of the hidden cases (default: a fresh one; each is recorded)")
+    command = commands.add_parser("formgrader", help="JupyterLab with nbgrader's formgrader on the course")
+    command.add_argument("--port", type=int, default=None, help="the server's port (default: 8888 or the next free)")
+    command.add_argument("--no-browser", action="store_true", help="print the address instead of opening a browser")
     command = commands.add_parser("grades", help="a CSV of points per lesson, part and total")
     command.add_argument("--output", type=Path, default=None, help="CSV file (default: COURSE/grades.csv)")
     args = parser.parse_args(argv)
@@ -806,6 +893,8 @@ def main(argv: list[str] | None = None) -> int:
         return autograde(course, parts, students, args.jobs, args.seed)
     if args.command == "feedback":
         return feedback(course, parts, students, args.jobs)
+    if args.command == "formgrader":
+        return formgrader(course, parts, args.port, not args.no_browser)
     return grades(course, parts, args.output)
 
 
