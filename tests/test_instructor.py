@@ -22,6 +22,7 @@ import sys
 
 import pytest
 
+from classroom import MISTAKES, mistaken_lessons, mistakes_submission
 from course import ROOT, built_parts, make_submission, submit, tool
 from shared.lessons import lessons_of
 
@@ -70,27 +71,6 @@ def sabotaging_home(home):
     matplotlib.mkdir(parents=True)
     (matplotlib / "matplotlibrc").write_text("backend: no_such_backend\n")
     return marker
-
-
-# Catalogued mistakes as a learner writes them (graded code keeps the rules: no import of the catalogue),
-# with the name the judge gives each.
-MISTAKES = {
-    "relu_forward": ("def relu_forward(z):\n    return np.minimum(z, 0)\n", "kept the negative part (np.minimum)"),
-    "mse_loss_and_grad": ("def mse_loss_and_grad(Y_hat, Y):\n    diff = Y_hat - Y\n"
-                          "    return float(np.mean(diff ** 2)), -2.0 * diff / diff.size\n", "gradient sign flipped"),
-    "relu_backward": ("def relu_backward(dA, Z):\n    return dA * (dA > 0)\n",
-                      "ReLU mask taken from the wrong array (dA instead of Z)"),
-}
-
-
-def mistaken_lessons(slug):
-    """The lessons in which the 'mistakes' student makes a catalogued mistake."""
-    return [lesson for lesson in lessons_of(slug) if lesson.function in MISTAKES]
-
-
-def mistakes_submission(slug):
-    answers = {lesson.function: MISTAKES[lesson.function][0] for lesson in mistaken_lessons(slug)}
-    return make_submission(slug, answers, default="reference")
 
 
 @pytest.fixture(scope="module")
@@ -223,6 +203,27 @@ def test_split_cuts_runs_of_near_equal_weight_in_order():
     assert instructor.split(["a", "b", "c"], [4, 1, 1], 2) == [["a"], ["b", "c"]]
     assert instructor.split(["a"], [1], 4) == [["a"]]
     assert instructor.split([], [], 2) == []
+
+
+def test_a_flag_s_reason_is_its_first_line_cut_after_a_whole_sentence():
+    rules = "cell 20 breaks the rules: eval (runs code from a string). " + "Graded code may import numpy, " * 12
+    assert instructor.short_reason(rules) == "cell 20 breaks the rules: eval (runs code from a string)."
+    assert instructor.short_reason("the kernel died at cell 3\ntraceback ...") == "the kernel died at cell 3"
+    long_word = "x" * 500
+    assert instructor.short_reason(long_word) == "x" * instructor.REASON_CHARS + "…"
+
+
+def test_a_lesson_flagged_in_its_solution_and_its_test_cell_is_one_row_with_the_verdict_s_reason():
+    task = instructor.Task(["01_mlp_core"], ["linus"], [("linus", "01_mlp_core")])
+    task.flags[("linus", "01_mlp_core")] = [
+        "solution_004_relu_forward: [not run: cell 20 breaks the rules] (this notebook needs a human look)",
+        "lesson_004_relu_forward: cell 20 breaks the rules; lesson 004 gets no points (listed for a human look)",
+        "cell 31: [not run: the kernel died at cell 31]"]
+    task.problems[("margaret", "01_mlp_core")] = "NotJSONError: Notebook does not appear to be JSON"
+    rows = instructor.flag_rows([task])
+    assert sorted((row["student"], row["lesson"], row["reason"][:20]) for row in rows) == [
+        ("linus", "", "[not run: the kernel"), ("linus", "lesson_004_relu_forward", "cell 20 breaks the r"),
+        ("margaret", "", "autograding failed: ")]
 
 
 def _shape(tasks):

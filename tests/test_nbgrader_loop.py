@@ -421,16 +421,18 @@ def test_every_flag_is_kept_in_the_gradebook_and_beside_the_grades(suite):
         for adversary in suite.adversaries:
             key = (adversary.student, adversary.slug)
             try:
-                marked = any(g.needs_manual_grade for nb in gradebook.find_submission(adversary.slug, adversary.student)
-                             .notebooks for g in nb.grades)
+                notebooks = gradebook.find_submission(adversary.slug, adversary.student).notebooks
+                marked = any(g.needs_manual_grade for nb in notebooks for g in nb.grades)
+                flag_shown = any(nb.flagged for nb in notebooks)  # formgrader's "Flagged?"
             except MissingEntry:
-                marked = None  # not graded at all
+                marked = flag_shown = None  # not graded at all
             if adversary.flagged:
                 if not any(words in " ".join(reasons.get(key, [])) for words in adversary.flagged):
                     problems.append(f"{key}: {adversary.flagged} not in {instructor.FLAGS_FILE}: {reasons.get(key)}")
-                if marked is False:
-                    problems.append(f"{key}: flagged, but no grade needs manual grading in the gradebook")
-            if adversary.kind in ("reference", "with-demos") and (key in reasons or marked):
+                if marked is False or flag_shown is False:
+                    problems.append(f"{key}: listed, but in the gradebook needs manual grade={marked}, "
+                                    f"flagged={flag_shown}")
+            if adversary.kind in ("reference", "with-demos") and (key in reasons or marked or flag_shown):
                 problems.append(f"{key}: an honest notebook flagged: {reasons.get(key)}")
     assert not problems, "\n".join(problems)
 
