@@ -47,7 +47,8 @@ def pytest_runtest_setup(item):
 # The files that take longest, started first.  `make test` runs two processes, each taking a
 # whole file at a time (`--dist loadfile`) in the order collected: a long file collected last
 # would run alone at the end while the other process idles.
-LONGEST_FIRST = ("tests/test_nbgrader_loop.py", "tests/test_mutation.py", "tests/test_contract.py",
+LONGEST_FIRST = ("tests/test_nbgrader_loop.py", "tests_browser/test_instructor_pages.py", "tests/test_mutation.py",
+                 "tests/test_contract.py",
                  "tests/test_mistakes.py", "tests/test_instructor.py", "tests/test_grade.py", "tests/test_locations.py",
                  "tests/test_technique.py",
                  "tests/test_student_notebooks.py", "tests/test_torch_distributed.py", "tests/test_delegation.py",

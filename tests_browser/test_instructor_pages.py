@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from lab_driver import ROOT, free_port, screenshot
+from lab_driver import ROOT, SCREENSHOTS, free_port, screenshot
 
 sys.path.insert(0, str(ROOT / "tests"))
 from classroom import MISTAKES, MIXED_CLASS, full_marks_expected, mixed_class  # noqa: E402
@@ -119,6 +120,10 @@ def test_the_class_report_draws_its_figures_and_counts_what_the_class_did(graded
     assert not wide, "the report is wider than the window"
     page.set_viewport_size({"width": 1280, "height": 2000})
     print(f"screenshot: {screenshot(page, 'instructor-report')}")
+    # The report itself, kept where the screenshots are, to look at after the test.
+    kept = SCREENSHOTS.parent / "class-report"
+    shutil.copytree(graded_class / "report", kept, dirs_exist_ok=True)
+    print(f"report: {kept / 'index.html'}")
 
 
 # ----------------------------------------------------------------------------------------- the formgrader
