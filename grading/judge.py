@@ -219,13 +219,6 @@ def _case_label(index: int, total: int, case: Case | Raises) -> str:
     return f"(hidden case {index + 1} of {total}{about}; called with {describe_args(list(case.args), list(case.args.values()))})"
 
 
-def judge_case(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: dict[str, Any],
-               mistakes: Sequence[Mistake]) -> str | None:
-    """Why the learner's answer to one case is wrong, or None when it is right."""
-    problem = case_problem(lesson, spec, case, answer, mistakes)
-    return None if problem is None else problem[1]
-
-
 def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: dict[str, Any],
                  mistakes: Sequence[Mistake]) -> tuple[str, str] | None:
     """``(reason, message)`` when the learner's answer to one case is wrong (see REASONS), else None."""

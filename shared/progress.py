@@ -33,7 +33,8 @@ def progress_file() -> Path:
 
 
 def grading() -> bool:
-    """True while nbgrader is grading (set by autograde/nbgrader_config.py)."""
+    """True while nbgrader is grading: the sandbox sets ``MCT_GRADING=1`` for the kernel it starts
+    (grading/sandbox.py)."""
     return os.environ.get("MCT_GRADING") == "1"
 
 

@@ -21,5 +21,3 @@ def mistakes_of(function: str) -> tuple[Mistake, ...]:
     return _CATALOGUE.get(function, ())
 
 
-def lessons_with_mistakes() -> list[str]:
-    return sorted(_CATALOGUE)
