@@ -35,6 +35,7 @@ import json
 import shutil
 import sys
 import tempfile
+import textwrap
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,7 @@ from shared.progress import record_graded
 #: How the judge's verdict on a lesson whose function still raises NotImplementedError begins
 #: (grading.judge.judge_lesson): such a lesson is "not answered yet", not a wrong answer.
 NOT_STARTED = "not started:"
+BUTTON_COLUMNS = 100  # characters of a line in the Validate button's dialog
 MAKE_GRADE = "`make grade PART={number}` grades it the same way, prints why, and writes the feedback page"
 
 
@@ -172,8 +174,13 @@ def _grade_in(course: Path, validation: Validation) -> None:
 # --------------------------------------------------------------------------
 
 def _failed(source: str, text: str) -> dict[str, str]:
-    """One entry of nbgrader's ``failed`` list; the button shows ``error`` as HTML, so the text is escaped."""
-    return {"source": source, "error": html.escape(text), "raw_error": text}
+    """One entry of nbgrader's ``failed`` list.
+
+    The button shows ``error`` as HTML in a box that does not wrap lines: the text is escaped (a
+    message may quote the learner's output) and wrapped to the box's width."""
+    wrapped = "\n".join(textwrap.fill(line, BUTTON_COLUMNS, subsequent_indent="    ", break_long_words=False,
+                                       replace_whitespace=False) for line in text.splitlines())
+    return {"source": source, "error": html.escape(wrapped), "raw_error": text}
 
 
 def nbgrader_results(validation: Validation) -> dict[str, list[dict[str, str]]]:
