@@ -160,6 +160,31 @@ def test_a_failure_is_html_escaped_for_the_button():
     assert "<img" not in failed["error"] and "&lt;img" in failed["error"]
 
 
+def test_without_the_sandbox_the_verdicts_say_so():
+    """Graded in an ordinary kernel (bubblewrap missing): the failures and the printed report say what was checked."""
+    from grading.validate import LessonResult, Validation, nbgrader_results, report
+
+    validation = Validation(Path("x.ipynb"), SLUG, [LessonResult("003", False, "wrong")],
+                            unsandboxed="bubblewrap is not installed")
+    shown = nbgrader_results(validation)["failed"][-1]["raw_error"]
+    assert "WITHOUT the grading sandbox: bubblewrap is not installed" in shown
+    assert "NOTE: graded WITHOUT the grading sandbox (bubblewrap is not installed)" in report(validation)
+
+
+def test_the_courses_nbgrader_config_points_nbgrader_at_the_course_validator(monkeypatch):
+    """The root nbgrader_config.py, as nbgrader reads it: `nbgrader validate` and nbgrader's own validate handler
+    (a JupyterLab started without `make lab`) both use the course's validator."""
+    from nbgrader.apps import validateapp
+    from nbgrader.server_extensions.validate_assignment import handlers
+    from traitlets.config import Config
+
+    from grading.validate import CourseValidator
+    for module in (validateapp, handlers):
+        monkeypatch.setattr(module, "Validator", module.Validator)  # put back after the test
+    exec(compile((ROOT / "nbgrader_config.py").read_text(), "nbgrader_config.py", "exec"), {"get_config": Config})
+    assert validateapp.Validator is CourseValidator and handlers.Validator is CourseValidator
+
+
 # ---------------------------------------------------------------- the Validate button, through `make lab`
 
 def _free_port() -> int:
