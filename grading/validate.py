@@ -161,7 +161,8 @@ def _grade_in(course: Path, validation: Validation) -> None:
     run = nbgrader(course, release(slug), autograde(slug), env=grading_env(course, validation.unsandboxed))
     graded = graded_notebook(course, slug)
     if not graded.is_file():
-        validation.problem = f"the grader could not grade this notebook ({failure_reason(run.stdout + run.stderr, slug)})"
+        why = failure_reason(run.stdout + run.stderr, slug)
+        validation.problem = f"the grader could not grade this notebook ({why})"
         return
     validation.lessons = [LessonResult(code, passed, message) for code, passed, message in verdicts(graded)]
     missing = {lesson.code for lesson in lessons_of(slug)} - {r.code for r in validation.lessons}
@@ -189,7 +190,7 @@ def nbgrader_results(validation: Validation) -> dict[str, list[dict[str, str]]]:
         return {}
     failed = []
     if validation.problem:
-        failed.append(_failed("The notebook was not graded", f"{validation.problem}.\n{validation.make_grade}."))
+        failed.append(_failed("The notebook was not graded", f"{validation.problem}."))
     for result in validation.wrong:
         failed.append(_failed(f"Lesson {result.heading}: 0/{find_lesson(result.code).points}, graded with the "
                               f"hidden tests", result.message))
@@ -207,7 +208,8 @@ def nbgrader_results(validation: Validation) -> dict[str, list[dict[str, str]]]:
 def _how_checked(validation: Validation) -> str:
     """What was checked, said where the learner reads the failures."""
     text = (f"\n\n(Checked by the grader, as `make grade` checks: the hidden tests on fresh random cases, judged "
-            f"against the reference solutions. {validation.make_grade}.)") if validation.slug else ""
+            f"against the reference solutions. {validation.make_grade}.)") if validation.slug \
+        else f"\n{validation.make_grade}."
     if validation.unsandboxed:
         text += f"\n(Graded WITHOUT the grading sandbox: {validation.unsandboxed}.)"
     return text
