@@ -84,11 +84,15 @@ LAB_TOKEN ?=
 LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # jupytext's server extension stays off whatever a config file elsewhere says.
 NO_JUPYTEXT := --ServerApp.jpserver_extensions jupytext=False --ServerApp.jpserver_extensions jupyterlab_jupytext=False
+# The Validate button asks the course's grader (grading/validate.py: make grade's verdicts, in a worker thread)
+# in place of nbgrader's validate_assignment, which runs only the visible tests and blocks the server meanwhile.
+COURSE_VALIDATE := --ServerApp.jpserver_extensions nbgrader.server_extensions.validate_assignment=False \
+  --ServerApp.jpserver_extensions grading.validate=True
 
 lab: export JUPYTER_TOKEN = $(LAB_TOKEN)
 lab: $(STAMP)
 	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --ServerApp.ip=127.0.0.1 \
-	  $(LAB_ROOT_FLAG) $(NO_JUPYTEXT) \
+	  $(LAB_ROOT_FLAG) $(NO_JUPYTEXT) $(COURSE_VALIDATE) \
 	  --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
 	  notebooks/01_mlp_core.ipynb $(LAB_ARGS)
 

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,75 +26,25 @@ from grading import nbgrader_cli
 
 nbgrader_cli.skip_iri_grammars()  # before nbformat is imported (grading/nbgrader_cli.py)
 
-import nbformat  # noqa: E402
-from grading.judge import landed_parts
-from grading.sandbox import bwrap_path, preflight, sandbox_wanted
-from shared.lessons import lesson as find_lesson, lesson_of_grade_id, lessons_of
-from shared.progress import record_graded
+# The grading itself is grading.private_course's (the course's validator grades the same way); this is the command.
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
-STUDENT = "me"
-
-
-def nbgrader(course: Path, *each: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    """The nbgrader commands ``each`` (an argv each), one after the other in one process (it takes seconds to start)."""
-    return subprocess.run(nbgrader_cli.commands(*each), cwd=course, env=env, capture_output=True, text=True)
-
-
-def prepare(course: Path, parts: list[str]) -> None:
-    if course.exists():
-        shutil.rmtree(course)
-    for slug in parts:
-        target = course / "source" / slug
-        target.mkdir(parents=True)
-        shutil.copy(ROOT / "autograde" / "source" / slug / f"{slug}.ipynb", target)
-    (course / "nbgrader_config.py").write_text(
-        "c = get_config()  # noqa: F821\n"
-        f"load_subconfig({str(ROOT / 'autograde' / 'nbgrader_config.py')!r})  # noqa: F821\n"
-        f"c.CourseDirectory.root = {str(course)!r}\n")
-
-
-def verdicts(graded: Path) -> list[tuple[str, bool, str]]:
-    """(lesson code, passed, message) of every test cell of an autograded notebook."""
-    results = []
-    for cell in nbformat.read(graded, as_version=4).cells:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
-        lesson = lesson_of_grade_id(grade_id)
-        if lesson is None or grade_id != lesson.grade_id:
-            continue
-        outputs = cell.get("outputs", [])
-        error = next((o for o in outputs if o.get("output_type") == "error"), None)
-        if error is None:
-            text = "".join(o.get("text", "") for o in outputs).strip()
-            results.append((lesson.code, True, text))
-        else:
-            results.append((lesson.code, False, error.get("evalue", "")))
-    return results
-
-
-def failure_reason(log: str, slug: str) -> str:
-    """The telling line of why nbgrader could not grade part ``slug``: the last error of its traceback in ``log``."""
-    lines = log.splitlines()
-    start = next((i for i, line in enumerate(lines)
-                  if "There was an error" in line and line.rstrip().endswith(f"/submitted/{STUDENT}/{slug}")), None)
-    section = lines if start is None else lines[start + 1:]
-    end = next((i for i, line in enumerate(section) if line.startswith("[AutogradeApp |")), len(section))
-    return next((line.strip()[:200] for line in reversed(section[:end])
-                 if "Error" in line and "Traceback" not in line), "see the log")
+from grading.judge import landed_parts  # noqa: E402
+from grading.private_course import (ROOT, STUDENT, autograde, failure_reason, grading_env,  # noqa: E402
+                                    graded_notebook, nbgrader, prepare, release, submit, unsandboxed_reason,
+                                    verdicts)
+from shared.lessons import lesson as find_lesson, lessons_of  # noqa: E402
+from shared.progress import record_graded  # noqa: E402
 
 
 def grade_parts(course: Path, notebooks: dict[str, Path], env: dict[str, str]) -> dict[str, bool]:
     """Autograde the notebooks (part -> file) in one nbgrader process, write their feedback pages in a second,
     and print each lesson's result; lesson code -> passed."""
     for slug, notebook in notebooks.items():
-        submitted = course / "submitted" / STUDENT / slug
-        submitted.mkdir(parents=True)
-        shutil.copy(notebook, submitted / f"{slug}.ipynb")
-    run = nbgrader(course, *[["autograde", slug, "--student", STUDENT, "--force"] for slug in notebooks], env=env)
+        submit(course, slug, notebook)
+    run = nbgrader(course, *[autograde(slug) for slug in notebooks], env=env)
     log = course / "autograde.log"
     log.write_text(run.stdout + run.stderr)
-    graded = {slug: course / "autograded" / STUDENT / slug / f"{slug}.ipynb" for slug in notebooks}
+    graded = {slug: graded_notebook(course, slug) for slug in notebooks}
     if any(path.is_file() for path in graded.values()):
         nbgrader(course, *[["generate_feedback", slug, "--student", STUDENT, "--force"]
                            for slug, path in graded.items() if path.is_file()], env=env)
@@ -128,22 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     parts = [s for s in landed_parts() if not wanted or any(s.startswith(w.zfill(2)) or s == w for w in wanted)]
     if not parts:
         parser.error(f"no landed part matches {args.part!r}; parts: {landed_parts()}")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON", "PYTHONPATH"))}
-    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", MCT_COURSE_DIR=str(args.course.resolve()))
-    unsandboxed = None
-    if not sandbox_wanted():
-        unsandboxed = "MCT_SANDBOX=off"
-    elif bwrap_path() is None:
-        unsandboxed = "bubblewrap is not installed"
-    else:
-        problem = preflight()
-        unsandboxed = f"the sandbox cannot run here: {problem}" if problem else None
-    if unsandboxed:
-        env["MCT_SANDBOX"] = "off"
-        print(f"NOTE: grading WITHOUT a sandbox ({unsandboxed}): fine for your own notebooks")
     course = args.course.resolve()
+    unsandboxed = unsandboxed_reason()
+    env = grading_env(course, unsandboxed)
+    if unsandboxed:
+        print(f"NOTE: grading WITHOUT a sandbox ({unsandboxed}): fine for your own notebooks")
     prepare(course, parts)
-    made = nbgrader(course, *[["generate_assignment", slug, "--force"] for slug in parts], env=env)
+    made = nbgrader(course, *[release(slug) for slug in parts], env=env)
     if made.returncode != 0:
         print(made.stderr[-2000:], file=sys.stderr)
         return 1

@@ -1,0 +1,125 @@
+"""A learner's own notebooks graded as the instructor grades them, in a private nbgrader course.
+
+``make grade`` (tools/grade.py) and the course's validator (:mod:`grading.validate`: ``nbgrader
+validate`` and JupyterLab's Validate button) both grade this way: the part's source notebook is
+released into a private course directory, the learner's notebook is *copied* in as the
+submission of a student called ``me`` (the notebook itself is never changed), and nbgrader
+autogrades it with the course's own configuration (``autograde/nbgrader_config.py``): the
+notebook runs in the sandboxed kernel, and the judge, in nbgrader's process, compares its
+answers with the reference solutions on freshly drawn hidden cases.  Each lesson's verdict is
+then read back from the autograded notebook, where the judge put it in the lesson's test cell.
+
+nbgrader runs in a child process (its applications are singletons and its configuration
+changes the process's environment), started by :mod:`grading.nbgrader_cli`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+from grading import nbgrader_cli
+from grading.sandbox import bwrap_path, preflight, sandbox_wanted
+from shared.lessons import lesson_of_grade_id
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+STUDENT = "me"
+
+
+def unsandboxed_reason() -> str | None:
+    """Why a learner's notebook would run WITHOUT the grading sandbox here, or None when it runs in it.
+
+    A learner's own grade goes on without it (their own notebook on their own machine), and says so."""
+    if not sandbox_wanted():
+        return "MCT_SANDBOX=off"
+    if bwrap_path() is None:
+        return "bubblewrap is not installed"
+    problem = preflight()
+    return f"the sandbox cannot run here: {problem}" if problem else None
+
+
+def grading_env(course: Path, unsandboxed: str | None) -> dict[str, str]:
+    """The environment of the nbgrader process that grades in ``course``.
+
+    Nothing of the caller's Jupyter or IPython set-up (a JupyterLab server's own variables, say) reaches it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON", "PYTHONPATH"))}
+    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", MCT_COURSE_DIR=str(course))
+    if unsandboxed:
+        env["MCT_SANDBOX"] = "off"
+    return env
+
+
+def nbgrader(course: Path, *each: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """The nbgrader commands ``each`` (an argv each), one after the other in one process (it takes seconds to start)."""
+    return subprocess.run(nbgrader_cli.commands(*each), cwd=course, env=env, capture_output=True, text=True)
+
+
+def prepare(course: Path, parts: list[str]) -> None:
+    """An empty private course at ``course`` holding the source notebooks of ``parts`` and the course's configuration."""
+    if course.exists():
+        shutil.rmtree(course)
+    for slug in parts:
+        target = course / "source" / slug
+        target.mkdir(parents=True)
+        shutil.copy(ROOT / "autograde" / "source" / slug / f"{slug}.ipynb", target)
+    (course / "nbgrader_config.py").write_text(
+        "c = get_config()  # noqa: F821\n"
+        f"load_subconfig({str(ROOT / 'autograde' / 'nbgrader_config.py')!r})  # noqa: F821\n"
+        f"c.CourseDirectory.root = {str(course)!r}\n")
+
+
+def submit(course: Path, slug: str, notebook: Path) -> None:
+    """A copy of ``notebook`` as the learner's submission of part ``slug``."""
+    submitted = course / "submitted" / STUDENT / slug
+    submitted.mkdir(parents=True)
+    shutil.copy(notebook, submitted / f"{slug}.ipynb")
+
+
+def release(slug: str) -> list[str]:
+    """The nbgrader command that releases part ``slug`` in the private course."""
+    return ["generate_assignment", slug, "--force"]
+
+
+def autograde(slug: str) -> list[str]:
+    """The nbgrader command that grades the learner's submission of part ``slug``."""
+    return ["autograde", slug, "--student", STUDENT, "--force"]
+
+
+def graded_notebook(course: Path, slug: str) -> Path:
+    """Where nbgrader writes the graded copy of part ``slug`` (absent when it could not grade it)."""
+    return course / "autograded" / STUDENT / slug / f"{slug}.ipynb"
+
+
+def verdicts(graded: Path) -> list[tuple[str, bool, str]]:
+    """(lesson code, passed, message) of every test cell of an autograded notebook."""
+    results = []
+    for cell in nbformat.read(graded, as_version=4).cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
+        lesson = lesson_of_grade_id(grade_id)
+        if lesson is None or grade_id != lesson.grade_id:
+            continue
+        outputs = cell.get("outputs", [])
+        error = next((o for o in outputs if o.get("output_type") == "error"), None)
+        if error is None:
+            text = "".join(o.get("text", "") for o in outputs).strip()
+            results.append((lesson.code, True, text))
+        else:
+            results.append((lesson.code, False, error.get("evalue", "")))
+    return results
+
+
+def failure_reason(log: str, slug: str) -> str:
+    """The telling line of why nbgrader could not grade part ``slug``: the last error of its traceback in ``log``."""
+    lines = log.splitlines()
+    start = next((i for i, line in enumerate(lines)
+                  if "There was an error" in line and line.rstrip().endswith(f"/submitted/{STUDENT}/{slug}")), None)
+    section = lines if start is None else lines[start + 1:]
+    end = next((i for i, line in enumerate(section) if line.startswith("[AutogradeApp |")), len(section))
+    return next((line.strip()[:200] for line in reversed(section[:end])
+                 if "Error" in line and "Traceback" not in line), "see the log")
