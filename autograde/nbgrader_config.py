@@ -59,6 +59,9 @@ c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbgrader.preprocessors.ClearHiddenTests",
     "grading.preprocessors.SanitizeFeedback",
+    # In the learner's words, with the gradebook's scores (an instructor's included) and the progress panel drawn
+    # from them; after SanitizeFeedback, which would drop the panel's HTML (the grader's own, not the notebook's).
+    "grading.preprocessors.LearnerFeedback",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 c.HTMLExporter.sanitize_html = True
