@@ -213,3 +213,46 @@ def test_a_changed_panel_cell_is_the_learner_s_and_is_left_alone():
     panel_cell.outputs = copy.deepcopy(mine)
     LearnerFeedback().preprocess(notebook, resources)
     assert panel_cell.outputs == mine
+
+
+# --------------------------------------------------------------------------
+# the page: lessons named, long lines wrapped
+# --------------------------------------------------------------------------
+
+def _page(notebook: NotebookNode, resources: dict) -> str:
+    """The feedback page as `nbgrader generate_feedback` writes it with the course's configuration."""
+    from pathlib import Path
+
+    import nbgrader
+    from traitlets.config import Config
+
+    from grading import feedback_math
+    from grading.feedback_page import FeedbackExporter
+    config = Config()
+    config.HTMLExporter.template_name = "feedback"
+    formgrader = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader"
+    config.HTMLExporter.extra_template_basedirs = [str(feedback_math.TEMPLATES), str(formgrader / "templates")]
+    # (as nbgrader's GenerateFeedback sets it: where the page's bootstrap.min.css is)
+    config.HTMLExporter.extra_template_paths = [str(formgrader / "static" / "node_modules" / "bootstrap" / "dist" / "css")]
+    config.HTMLExporter.filters = {"markdown2html": "grading.feedback_math.markdown2html"}
+    config.HTMLExporter.sanitize_html = True
+    config.FeedbackExporter.template_file = "course.html.j2"
+    resources["nbgrader"].update(score=27.0, max_score=50.0, late_penalty=0)
+    page, _ = FeedbackExporter(config=config).from_notebook_node(notebook, resources)
+    return page
+
+
+def test_the_page_names_every_test_cell_by_its_lesson_and_wraps_long_lines():
+    notebook, resources = _graded_release()
+    LearnerFeedback().preprocess(notebook, resources)
+    page = _page(notebook, resources)
+    summary = page[page.index('<div id="toc">'):page.index("</ol>")]
+    entries = re.findall(r"<li>(.*?)</li>", summary)
+    assert entries == [f'<a href="#{item.grade_id}">Lesson {item.code} · {item.title}</a> (Score: '
+                       f'{2 if item.code == "004" else SCORES[item.code][0]:g} / 5)' for item in lessons_of(SLUG)]
+    assert "Test cell" not in page and "Grade cell" not in page
+    assert page.count(": tests</span>") == len(lessons_of(SLUG))
+    assert "(Score: 27 / 50)" in page
+    head = page[:page.index("</head>")]
+    assert re.search(r"div\.output_area pre[^{]*\{[^}]*white-space: pre-wrap;[^}]*overflow-wrap: anywhere", head)
+    assert instructor.active_html(page) == []
