@@ -37,7 +37,8 @@ _PLAIN_WORDS: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(pattern), w
     # The first line of a lesson's failed verdict names the grader's exception class.
     (r"(?m)^GradedFailure: ", ""),
     # A cell that breaks the rules for graded code (CheckRules) is not run.
-    (r"(?s)\[not run: (.*?)\] \(this notebook needs a human look\)", rf"Not run: \1. {INSTRUCTOR_WILL_LOOK.capitalize()}."),
+    (r"(?s)\[not run: (.*?)\] \(this notebook needs a human look\)",
+     rf"Not run: \1. {INSTRUCTOR_WILL_LOOK.capitalize()}."),
     # Where the kernel died (SandboxedExecute): the machinery's causes in the words of what a learner did.
     (r"the grading kernel died here \(os\._exit, a crash, or one of the sandbox's limits on memory, "
      r"processes or time\)",
@@ -95,7 +96,7 @@ def _joined(text: str | list[str]) -> str:
 # lessons by name, scores as the gradebook has them
 # --------------------------------------------------------------------------
 
-def test_cell_lesson(cell: NotebookNode) -> Lesson | None:
+def lesson_of_test_cell(cell: NotebookNode) -> Lesson | None:
     """The lesson whose graded test cell ``cell`` is (None for any other cell)."""
     meta = cell.get("metadata", {}).get("nbgrader", {})
     lesson = lesson_of_grade_id(str(meta.get("grade_id", "")))
@@ -136,8 +137,9 @@ def set_by_instructor(cell: NotebookNode) -> bool:
 def verdict_outputs(cell: NotebookNode, lesson: Lesson) -> list[NotebookNode]:
     """The outputs of a lesson's test cell: its verdict in plain words, with the score the gradebook holds.
 
-    When the instructor set the lesson's score by hand, the verdict's first line states that score and
-    the judge's message follows, unchanged: what the automatic grade was and why."""
+    When the instructor set the lesson's score by hand, the verdict says so, with the automatic grade, and
+    keeps the judge's message: a failed lesson's first line states the instructor's score, and a note
+    follows it; a passed lesson's line (the judge's "graded 5/5") is followed by the note."""
     outputs = [plain_output(output) for output in cell.get("outputs", [])]
     if not set_by_instructor(cell):
         return outputs
@@ -146,8 +148,8 @@ def verdict_outputs(cell: NotebookNode, lesson: Lesson) -> list[NotebookNode]:
             f"(the automatic grade was {points(automatic_score(cell))} / {points(meta.points)}).")
     for output in outputs:
         if output.get("output_type") == "error" and output.get("traceback"):
-            output["traceback"] = [f"Lesson {lesson.code} · {lesson.title}: {points(meta.score)}/{points(meta.points)}",
-                                   note, *output["traceback"][1:]]
+            headline = f"Lesson {lesson.code} · {lesson.title}: {points(meta.score)}/{points(meta.points)}"
+            output["traceback"] = [headline, note, *output["traceback"][1:]]
             return outputs
     return outputs + [NotebookNode(output_type="stream", name="stdout", text=note + "\n")]
 
@@ -166,28 +168,37 @@ def progress_panel(slug: str, scores: dict[str, tuple[Any, Any]]) -> NotebookNod
     """The progress panel of part ``slug`` (shared/progress.py draws it in JupyterLab) from the page's grades.
 
     ``scores``: lesson code -> (score, out of), as the gradebook has them.  A lesson is ticked when it has all
-    its points; the time left counts the lessons that have not.  The HTML holds only tags and ``class``
-    attributes that nbconvert's sanitizer keeps; its look is the page's stylesheet (course.html.j2)."""
+    its points; the time left counts the lessons that have not."""
     part, lessons = find_part(slug), lessons_of(slug)
-    full = {code for code, (score, out_of) in scores.items() if score is not None and float(score) >= float(out_of)}
-    earned = sum(float(score) for score, _ in scores.values() if score is not None)
-    possible = sum(lesson.points for lesson in lessons)
-    head = (f"Part {part.number} · {part.title}: {points(earned)}/{possible} XP graded · "
-            f"{time_left(minutes_left(full, lessons))}")
     rows = [(lesson, *scores.get(lesson.code, (None, lesson.points))) for lesson in lessons]
+    full = {lesson.code for lesson, score, out_of in rows if _passed(score, out_of)}
+    earned = sum(float(score) for _, score, _ in rows if score is not None)
+    head = (f"Part {part.number} · {part.title}: {points(earned)}/{sum(lesson.points for lesson in lessons)} XP "
+            f"graded · {time_left(minutes_left(full, lessons))}")
+    data = {"text/html": _panel_html(head, rows), "text/plain": _panel_text(head, rows)}
+    return NotebookNode(output_type="display_data", metadata=NotebookNode(), data=NotebookNode(data))
+
+
+_Row = tuple[Lesson, Any, Any]  # a lesson, its score (None: none), out of
+
+
+def _panel_text(head: str, rows: list[_Row]) -> str:
+    """The panel as text (shared.progress.ProgressPanel's repr), for a reader without HTML."""
     marks = {True: "✓", False: "✗", None: " "}
-    text = "\n".join([head] + [f"  [{marks[_passed(score, out_of)]}] {lesson.code} {lesson.function}  "
+    return "\n".join([head] + [f"  [{marks[_passed(score, out_of)]}] {lesson.code} {lesson.function}  "
                                f"{points(score)}/{points(out_of)}" for lesson, score, out_of in rows])
-    # Rows of <div>s and <span>s laid out as a table by the page's stylesheet: nbconvert's sanitizer (bleach)
-    # keeps no <th>, and writes the <tbody> a browser would add to a <table> out as text.
-    rows_html = "".join(f"<div class=\"mct-row\">{_mark(_passed(score, out_of))}<span>{lesson.code}</span>"
-                        f"<span><code>{html.escape(lesson.function)}</code></span>"
-                        f"<span>{points(score)}/{points(out_of)}</span></div>" for lesson, score, out_of in rows)
-    page = (f"<div class=\"mct-progress\"><b>{html.escape(head)}</b><div class=\"mct-rows\">"
-            f"<div class=\"mct-row mct-head\"><span></span><span>lesson</span><span>function</span><span>XP</span>"
-            f"</div>{rows_html}</div></div>")
-    return NotebookNode(output_type="display_data", metadata=NotebookNode(),
-                        data=NotebookNode({"text/html": page, "text/plain": text}))
+
+
+def _panel_html(head: str, rows: list[_Row]) -> str:
+    """The panel as HTML: rows of ``<div>``s and ``<span>``s, laid out as a table by the page's stylesheet
+    (course.html.j2), with ``class`` attributes only.  nbconvert's sanitizer (bleach) keeps those; it keeps no
+    ``<th>``, and writes out as text the ``<tbody>`` it adds to a ``<table>``."""
+    body = "".join(f'<div class="mct-row">{_mark(_passed(score, out_of))}<span>{lesson.code}</span>'
+                   f"<span><code>{html.escape(lesson.function)}</code></span>"
+                   f"<span>{points(score)}/{points(out_of)}</span></div>" for lesson, score, out_of in rows)
+    return (f'<div class="mct-progress"><b>{html.escape(head)}</b><div class="mct-rows">'
+            f'<div class="mct-row mct-head"><span></span><span>lesson</span><span>function</span><span>XP</span>'
+            f"</div>{body}</div></div>")
 
 
 def _passed(score: Any, out_of: Any) -> bool | None:

@@ -516,7 +516,7 @@ class LearnerFeedback(NbGraderPreprocessor):
         where = self._cell_namer(nb, slug)
         scores = {}
         for cell in nb.cells:
-            lesson = feedback_text.test_cell_lesson(cell)
+            lesson = feedback_text.lesson_of_test_cell(cell)
             if lesson is not None:
                 cell.outputs = feedback_text.verdict_outputs(cell, lesson)
                 scores[lesson.code] = (cell.metadata.nbgrader.get("score"), cell.metadata.nbgrader.get("points"))

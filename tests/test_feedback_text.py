@@ -140,7 +140,8 @@ def test_a_verdict_states_the_score_the_instructor_set():
     passed = _test_cell("003", True, 3.5)
     outputs = feedback_text.verdict_outputs(passed, lesson("003"))
     assert [o.text for o in outputs] == ["✓ Lesson 003 · Linear forward: graded 5/5 (8 hidden cases right)\n",
-                                         "Your instructor set this lesson to 3.5 / 5 (the automatic grade was 5 / 5).\n"]
+                                         "Your instructor set this lesson to 3.5 / 5 "
+                                         "(the automatic grade was 5 / 5).\n"]
 
 
 def test_a_verdict_the_instructor_left_alone_says_only_the_judge_s_words():
@@ -182,7 +183,7 @@ def _graded_release() -> tuple[NotebookNode, dict]:
     """Part 1's reference answers with verdicts, as GetGrades leaves it for the page; 004 set to 2 by hand."""
     notebook = make_submission(SLUG, default="reference")
     for cell in notebook.cells:
-        item = feedback_text.test_cell_lesson(cell)
+        item = feedback_text.lesson_of_test_cell(cell)
         if item is not None:
             passed = SCORES[item.code][0] == 5.0
             score = 2.0 if item.code == "004" else SCORES[item.code][0]
@@ -200,14 +201,15 @@ def test_the_page_s_panel_is_drawn_from_the_grades_in_place_of_the_notebook_s():
     [panel] = panel_cell.outputs
     expected = sum(score for code, (score, _) in SCORES.items() if code != "004") + 2
     assert panel.data["text/plain"].startswith(f"Part 1 · MLP forward and backward core: {expected:g}/50 XP graded")
-    verdict = next(c for c in notebook.cells if feedback_text.test_cell_lesson(c) == lesson("004")).outputs[0]
+    verdict = next(c for c in notebook.cells if feedback_text.lesson_of_test_cell(c) == lesson("004")).outputs[0]
     assert verdict.traceback[:2] == ["Lesson 004 · ReLU forward: 2/5",
                                      "Your instructor set this lesson to 2 / 5 (the automatic grade was 0 / 5)."]
 
 
 def test_a_changed_panel_cell_is_the_learner_s_and_is_left_alone():
     notebook, resources = _graded_release()
-    panel_cell = next(c for c in notebook.cells if c.cell_type == "code" and re.search(r"^show_progress", c.source, re.M))
+    panel_cell = next(c for c in notebook.cells
+                      if c.cell_type == "code" and re.search(r"^show_progress", c.source, re.M))
     panel_cell.source += "\nprint('mine')"
     mine = [nbformat.v4.new_output("stream", name="stdout", text="mine\n")]
     panel_cell.outputs = copy.deepcopy(mine)
@@ -233,7 +235,8 @@ def _page(notebook: NotebookNode, resources: dict) -> str:
     formgrader = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader"
     config.HTMLExporter.extra_template_basedirs = [str(feedback_math.TEMPLATES), str(formgrader / "templates")]
     # (as nbgrader's GenerateFeedback sets it: where the page's bootstrap.min.css is)
-    config.HTMLExporter.extra_template_paths = [str(formgrader / "static" / "node_modules" / "bootstrap" / "dist" / "css")]
+    config.HTMLExporter.extra_template_paths = [str(formgrader / "static" / "node_modules" / "bootstrap" / "dist"
+                                                    / "css")]
     config.HTMLExporter.filters = {"markdown2html": "grading.feedback_math.markdown2html"}
     config.HTMLExporter.sanitize_html = True
     config.FeedbackExporter.template_file = "course.html.j2"
