@@ -59,6 +59,9 @@ c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbgrader.preprocessors.ClearHiddenTests",
     "grading.preprocessors.SanitizeFeedback",
+    # In the learner's words, with the gradebook's scores (an instructor's included) and the progress panel drawn
+    # from them; after SanitizeFeedback, which would drop the panel's HTML (the grader's own, not the notebook's).
+    "grading.preprocessors.LearnerFeedback",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 c.HTMLExporter.sanitize_html = True
@@ -75,6 +78,8 @@ c.HTMLExporter.extra_template_basedirs = [
 c.HTMLExporter.filters = {"markdown2html": "grading.feedback_math.markdown2html"}
 # The page is the template's output, without nbconvert's second pass over it (grading/feedback_page.py).
 c.GenerateFeedback.exporter_class = "grading.feedback_page.FeedbackExporter"
+# nbgrader's feedback template made for a learner: lessons named, long lines wrapped (feedback/course.html.j2).
+c.FeedbackExporter.template_file = "course.html.j2"
 
 # Private folders of this nbgrader process (nbgrader reads this file several times: once is
 # enough): the kernelspec that starts kernels in the sandbox, and the kernels' socket folder.

@@ -9,6 +9,10 @@ rendering it.  nbgrader's feedback template is the classic one, which has no ``j
 that pass only the ``alt`` text does anything; here it is added by a pattern that reads each
 ``<img>`` tag's attributes, and the page is otherwise the template's own output.
 
+The course's template (``grading/templates/feedback/course.html.j2``) names test cells by their lessons and
+writes scores as numbers are written: its filters ``lesson_label`` and ``points`` come from here
+(:mod:`grading.feedback_text`).
+
 One nbgrader process writes the pages of many students, and most of a page's code is the
 course's own (set-up, tests, demonstrations), the same for every student: the highlighted HTML
 of a cell is kept for the next page with the same source, language and cell metadata.
@@ -28,6 +32,8 @@ from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbformat import NotebookNode
+
+from .feedback_text import lesson_label, points
 
 MISSING_ALT = "No description has been provided for this image"  # nbconvert's own default text
 # One <img ...> tag: quoted attribute values may hold ">" or "alt=" without ending the tag or counting.
@@ -51,6 +57,12 @@ class FeedbackExporter(HTMLExporter):
     """``HTMLExporter`` whose page is the template's output, with alt text for images (see above)."""
 
     _highlighted: dict[tuple[str, ...], str]
+
+    def default_filters(self):
+        """nbconvert's filters, and the course template's: a lesson's name from a grade id, a score as a number."""
+        yield from super().default_filters()
+        yield ("lesson_label", lesson_label)
+        yield ("points", points)
 
     def highlight_once(self, highlight: Highlight2HTML, lexer: str | None):
         """``highlight`` (the ``highlight_code`` filter), remembering what it returned for this process."""

@@ -45,6 +45,7 @@ from nbgrader.api import Gradebook, MissingEntry
 import adversarial
 from adversarial import HOLES, MARKER, NEIGHBOURS, RUN_SEED, Adversary
 from course import ROOT, built_parts, read, student_path, submit, tool
+from grading.feedback_text import plain_words
 from shared.lessons import TOTAL_POINTS, lessons_of
 from shared.mistakes import mistakes_of
 
@@ -385,7 +386,7 @@ def test_each_verdict_says_why_and_the_feedback_shows_it(suite):
                     missing.append(f"{adversary.slug} {adversary.student} lesson {code}: no {words!r} in {text[:300]!r}")
             if expect.score == 0 and not text.startswith("GradedFailure: "):
                 missing.append(f"{adversary.slug} {adversary.student} lesson {code}: no verdict: {text[:200]!r}")
-            first = text.split("\n", 1)[0].removeprefix("GradedFailure: ")[:60]
+            first = plain_words(text.split("\n", 1)[0])[:60]  # as the page words it (grading/feedback_text.py)
             if page is not None and first and first not in page:
                 missing.append(f"{adversary.slug} {adversary.student} lesson {code}: feedback lacks {first!r}")
     assert not missing, "\n".join(missing)
