@@ -20,7 +20,6 @@ import csv
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from lab_driver import ROOT, SCREENSHOTS, free_port, screenshot
+from lab_driver import ROOT, SCREENSHOTS, LabServer, free_port, screenshot
 
 sys.path.insert(0, str(ROOT / "tests"))
 from classroom import MISTAKES, MIXED_CLASS, full_marks_expected, mixed_class  # noqa: E402
@@ -131,46 +130,27 @@ def test_the_class_report_draws_its_figures_and_counts_what_the_class_did(graded
 _ADDRESS = re.compile(r"http://127\.0\.0\.1:(\d+)/lab\?token=([0-9a-f]+)")
 
 
-class Formgrader:
-    """``make formgrader`` in its own process group, its address and token read from what it prints."""
-
-    def __init__(self, course: Path, log: Path):
-        self.log = log
-        port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "MCT_", "LAB_TOKEN"))}
-        with log.open("wb") as handle:
-            self.process = subprocess.Popen(
-                ["make", "-C", str(ROOT), "--no-print-directory", "-o", ".venv/.installed", "formgrader",
-                 f"COURSE_DIR={course}", f"FORMGRADER_ARGS=--no-browser --port {port}"],
-                env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
-        self.port, self.token = self._address(timeout=90)
-        self.base = f"http://127.0.0.1:{self.port}"
-
-    def _address(self, timeout: float) -> tuple[int, str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = _ADDRESS.search(self.log.read_text(errors="replace"))
-            if found:
-                return int(found.group(1)), found.group(2)
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.3)
-        self.stop()
-        raise AssertionError(f"make formgrader printed no address:\n{self.log.read_text(errors='replace')[-3000:]}")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
+def start_formgrader(course: Path, log: Path) -> LabServer:
+    """``make formgrader`` in its own process group; its token read from the address it prints."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "MCT_", "LAB_TOKEN"))}
+    server = LabServer(["make", "-C", str(ROOT), "--no-print-directory", "-o", ".venv/.installed", "formgrader",
+                        f"COURSE_DIR={course}", f"FORMGRADER_ARGS=--no-browser --port {port}"],
+                       env=env, cwd=ROOT, port=port, token="", log=log)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and server.process.poll() is None:
+        found = _ADDRESS.search(log.read_text(errors="replace"))
+        if found and int(found.group(1)) == port:
+            server.token = found.group(2)
+            return server
+        time.sleep(0.3)
+    server.stop()
+    raise AssertionError(f"make formgrader printed no address:\n{log.read_text(errors='replace')[-3000:]}")
 
 
 @pytest.fixture(scope="module")
 def formgrader(graded_class, tmp_path_factory):
-    server = Formgrader(graded_class, tmp_path_factory.mktemp("formgrader") / "formgrader.log")
+    server = start_formgrader(graded_class, tmp_path_factory.mktemp("formgrader") / "formgrader.log")
     yield server
     server.stop()
 
