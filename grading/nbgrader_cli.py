@@ -78,6 +78,35 @@ def run_nbgrader(argv: list[str]) -> int:
     return status
 
 
+# The errors that say most about why nbgrader could not grade a submission, the most telling first.
+TELLING_ERRORS = ("NotJSONError", "CellTimeoutError", "DeadKernelError", "Kernel died", "timed out",
+                  "UnresponsiveKernelError", "ValidationError", "RuntimeError", "Error")
+
+
+def failure_reason(log: str, student: str | None = None, slug: str | None = None) -> str:
+    """The most telling line of a failed nbgrader run's ``log``: why it could not grade a submission.
+
+    With ``student`` and ``slug`` (a run that graded several submissions), only the traceback nbgrader
+    printed for that student's submission of ``slug`` is read."""
+    lines = log.splitlines()
+    if student is not None:
+        marker = "There was an error processing assignment: "
+        starts = [i for i, line in enumerate(lines)
+                  if marker in line and line.rstrip().endswith(f"/submitted/{student}/{slug}")]
+        if starts:
+            section = []
+            for line in lines[starts[0] + 1:]:
+                if line.startswith("[AutogradeApp |") and section:
+                    break
+                section.append(line)
+            lines = section or lines
+    for needle in TELLING_ERRORS:
+        for line in reversed(lines):
+            if needle in line and "Traceback" not in line and "There was an error" not in line:
+                return line.strip()[:200]
+    return (log.strip().splitlines() or ["unknown error"])[-1][:200]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     skip_iri_grammars()

@@ -115,11 +115,5 @@ def verdicts(graded: Path) -> list[tuple[str, bool, str]]:
 
 
 def failure_reason(log: str, slug: str) -> str:
-    """The telling line of why nbgrader could not grade part ``slug``: the last error of its traceback in ``log``."""
-    lines = log.splitlines()
-    start = next((i for i, line in enumerate(lines)
-                  if "There was an error" in line and line.rstrip().endswith(f"/submitted/{STUDENT}/{slug}")), None)
-    section = lines if start is None else lines[start + 1:]
-    end = next((i for i, line in enumerate(section) if line.startswith("[AutogradeApp |")), len(section))
-    return next((line.strip()[:200] for line in reversed(section[:end])
-                 if "Error" in line and "Traceback" not in line), "see the log")
+    """The telling line of why nbgrader could not grade the learner's submission of part ``slug``."""
+    return nbgrader_cli.failure_reason(log, STUDENT, slug)

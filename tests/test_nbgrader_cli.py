@@ -35,3 +35,19 @@ def test_an_option_of_one_command_does_not_reach_the_next(tmp_path):
     assert looked_for == [f"'{tmp_path / 'submitted' / 'alice' / 'p1'}'", f"'{tmp_path / 'submitted' / '*' / 'p2'}'",
                           f"'{tmp_path / 'submitted' / '*' / 'p3'}'"], run.stdout + run.stderr
     assert run.returncode == 1
+
+
+def test_the_failure_reason_is_the_telling_line_of_that_student_s_traceback():
+    log = "\n".join([
+        "[AutogradeApp | ERROR] There was an error processing assignment: /c/submitted/ann/01_mlp_core",
+        "Traceback (most recent call last):",
+        "RuntimeError: something downstream",
+        "nbclient.exceptions.DeadKernelError: Kernel died",
+        "[AutogradeApp | ERROR] There was an error processing assignment: /c/submitted/bob/01_mlp_core",
+        "Traceback (most recent call last):",
+        "nbformat.reader.NotJSONError: Notebook does not appear to be JSON",
+        "[AutogradeApp | INFO] Autograding done",
+    ])
+    assert nbgrader_cli.failure_reason(log, "ann", "01_mlp_core") == "nbclient.exceptions.DeadKernelError: Kernel died"
+    assert nbgrader_cli.failure_reason(log, "bob", "01_mlp_core").startswith("nbformat.reader.NotJSONError")
+    assert nbgrader_cli.failure_reason("no error at all\nlast line") == "last line"

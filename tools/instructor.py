@@ -306,29 +306,6 @@ def task_log_name(command: str, task: Task) -> str:
     return f"{command}-{parts}-{students}.log"
 
 
-def _problem(text: str, student: str | None = None, slug: str | None = None) -> str:
-    """The most telling line of a failed nbgrader run (for ``student`` when the run graded several:
-    only the traceback nbgrader printed for that student's submission is read)."""
-    lines = text.splitlines()
-    if student is not None:
-        marker = f"There was an error processing assignment: "
-        starts = [i for i, line in enumerate(lines)
-                  if marker in line and line.rstrip().endswith(f"/submitted/{student}/{slug}")]
-        if starts:
-            section = []
-            for line in lines[starts[0] + 1:]:
-                if line.startswith("[AutogradeApp |") and section:
-                    break
-                section.append(line)
-            lines = section or lines
-    for needle in ("NotJSONError", "CellTimeoutError", "DeadKernelError", "Kernel died", "timed out",
-                   "UnresponsiveKernelError", "ValidationError", "RuntimeError", "Error"):
-        for line in reversed(lines):
-            if needle in line and "Traceback" not in line and "There was an error" not in line:
-                return line.strip()[:200]
-    return (text.strip().splitlines() or ["unknown error"])[-1][:200]
-
-
 def _flags(graded: Path) -> list[str]:
     """Why a human should look at a notebook: what the judge listed in it (every output that asks for a
     human look: a cell that breaks the rules for graded code, refused answers, a dead kernel, ...)."""
@@ -498,7 +475,7 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
         for student, slug in task.notebooks:
             graded = course / "autograded" / student / slug / f"{slug}.ipynb"
             if not graded.is_file():
-                task.problems[(student, slug)] = _problem(run.stdout + "\n" + run.stderr, student, slug)
+                task.problems[(student, slug)] = nbgrader_cli.failure_reason(run.stdout + "\n" + run.stderr, student, slug)
             else:
                 task.flags[(student, slug)] = _flags(graded)
             problem = task.problems.get((student, slug))
@@ -593,7 +570,7 @@ def feedback(course: Path, parts: list[str], wanted: list[str] | None, jobs: int
                 if problems:
                     status = 1
                     print(f"  feedback for {student} {slug} FAILED: {problems}"
-                          + (f" ({_problem(run.stderr, student, slug)})" if run.returncode else ""),
+                          + (f" ({nbgrader_cli.failure_reason(run.stderr, student, slug)})" if run.returncode else ""),
                           file=sys.stderr)
                     if folder.is_dir() and any("contains" in p or "unexpected" in p for p in problems):
                         shutil.rmtree(folder)  # never hand out a page that leaks
