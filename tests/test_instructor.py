@@ -216,9 +216,9 @@ def test_a_flag_s_reason_is_its_first_line_cut_after_a_whole_sentence():
 def test_a_lesson_flagged_in_its_solution_and_its_test_cell_is_one_row_with_the_verdict_s_reason():
     task = instructor.Task(["01_mlp_core"], ["linus"], [("linus", "01_mlp_core")])
     task.flags[("linus", "01_mlp_core")] = [
-        "solution_004_relu_forward: [not run: cell 20 breaks the rules] (this notebook needs a human look)",
-        "lesson_004_relu_forward: cell 20 breaks the rules; lesson 004 gets no points (listed for a human look)",
-        "cell 31: [not run: the kernel died at cell 31]"]
+        instructor.Flag("solution_004_relu_forward", "[not run: cell 20 breaks the rules] (this notebook needs a human look)"),
+        instructor.Flag("lesson_004_relu_forward", "cell 20 breaks the rules; lesson 004 gets no points (listed for a human look)"),
+        instructor.Flag("cell 31", "[not run: the kernel died at cell 31]")]
     task.problems[("margaret", "01_mlp_core")] = "NotJSONError: Notebook does not appear to be JSON"
     rows = instructor.flag_rows([task])
     assert sorted((row["student"], row["lesson"], row["reason"][:20]) for row in rows) == [

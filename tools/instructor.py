@@ -236,6 +236,22 @@ def _check_release(course: Path, slug: str, run: subprocess.CompletedProcess) ->
 NOTEBOOKS_PER_RUN = 30
 
 
+@dataclass(frozen=True)
+class Flag:
+    """One reason a human should look at a notebook: where the judge said it (a cell's grade id, or
+    "cell N" outside every lesson) and why."""
+    where: str
+    reason: str
+
+    @property
+    def lesson(self):
+        """The lesson whose test or answer cell it is in (None for a cell outside every lesson)."""
+        return lesson_of_grade_id(self.where)
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.reason}"
+
+
 @dataclass
 class Task:
     """One nbgrader process: the parts ``slugs``, one after the other, each for the students of ``students``
@@ -247,7 +263,7 @@ class Task:
     seconds: float = 0.0
     log: Path | None = None
     problems: dict[tuple[str, str], str] = field(default_factory=dict)  # (student, part) -> why grading failed
-    flags: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (student, part) -> why a human should look
+    flags: dict[tuple[str, str], list[Flag]] = field(default_factory=dict)  # (student, part) -> why a human should look
 
 
 def split(items: list[str], weights: list[int], count: int) -> list[list[str]]:
@@ -306,7 +322,7 @@ def task_log_name(command: str, task: Task) -> str:
     return f"{command}-{parts}-{students}.log"
 
 
-def _flags(graded: Path) -> list[str]:
+def _flags(graded: Path) -> list[Flag]:
     """Why a human should look at a notebook: what the judge listed in it (every output that asks for a
     human look: a cell that breaks the rules for graded code, refused answers, a dead kernel, ...)."""
     flags = []
@@ -318,7 +334,7 @@ def _flags(graded: Path) -> list[str]:
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error" and "human look" in output.get("evalue", ""):
                 where = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"
-                flags.append(f"{where}: {short_reason(output['evalue'])}")
+                flags.append(Flag(where, short_reason(output["evalue"])))
     return flags
 
 
@@ -373,13 +389,12 @@ def flag_rows(tasks: list[Task]) -> list[dict[str, str]]:
         for (student, slug), flags in task.flags.items():
             by_lesson: dict[str, str] = {}
             for flag in flags:
-                where, _, reason = flag.partition(": ")
-                lesson = lesson_of_grade_id(where)
+                lesson = flag.lesson
                 if lesson is None:  # a cell outside every lesson: each reason is a row
-                    rows.append({"student": student, "part": slug, "lesson": "", "reason": reason or flag})
-                elif where == lesson.grade_id or lesson.grade_id not in by_lesson:
+                    rows.append({"student": student, "part": slug, "lesson": "", "reason": flag.reason})
+                elif flag.where == lesson.grade_id or lesson.grade_id not in by_lesson:
                     # One row per lesson: its test cell's verdict says why, rather than its solution cell's note.
-                    by_lesson[lesson.grade_id] = reason or flag
+                    by_lesson[lesson.grade_id] = flag.reason
             rows += [{"student": student, "part": slug, "lesson": grade_id, "reason": reason}
                      for grade_id, reason in by_lesson.items()]
     return rows
