@@ -116,8 +116,8 @@ chromium:
 	  else echo "note: no chromium (sudo apt-get install chromium): the browser checks will be skipped"; fi; }
 
 # Every test but the slow strength checks (test-mutation) and the notebooks run in JupyterLab
-# (test-browser): tests/, the solved notebooks (nbval), and the browser checks of the feedback page,
-# the class report and the formgrader (pyproject.toml: testpaths).
+# (test-browser): tests/ (the class report and the formgrader opened in the browser among them), the
+# solved notebooks (nbval), and the feedback page in the browser (pyproject.toml: testpaths).
 test: $(STAMP) bubblewrap chromium
 	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile -m "not mutation" $(PYTEST_ARGS)
 
@@ -130,8 +130,7 @@ test-mutation: $(STAMP)
 # Every notebook opened and run in JupyterLab in Debian's chromium (/usr/bin/chromium,
 # driven by Playwright); without that chromium the test is skipped, saying why.
 test-browser: $(STAMP) chromium
-	$(PY) -m pytest tests_browser --ignore=tests_browser/test_feedback_page.py \
-	  --ignore=tests_browser/test_instructor_pages.py $(PYTEST_ARGS)
+	$(PY) -m pytest tests_browser --ignore=tests_browser/test_feedback_page.py $(PYTEST_ARGS)
 
 build: $(STAMP)
 	$(PY) tools/build.py

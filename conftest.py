@@ -9,7 +9,13 @@ for a kernel it starts.
 import atexit
 import os
 import shutil
+import sys
 import tempfile
+from pathlib import Path
+
+# Chromium and a page for the browser checks, in tests/ (the instructor's pages) and tests_browser/.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "tests_browser"))
+pytest_plugins = ["browser_fixtures"]
 
 _scratch = tempfile.mkdtemp(prefix="mct-test-")
 atexit.register(shutil.rmtree, _scratch, True)
@@ -47,12 +53,11 @@ def pytest_runtest_setup(item):
 # The files that take longest, started first.  `make test` runs two processes, each taking a
 # whole file at a time (`--dist loadfile`) in the order collected: a long file collected last
 # would run alone at the end while the other process idles.
-LONGEST_FIRST = ("tests/test_nbgrader_loop.py", "tests_browser/test_instructor_pages.py", "tests/test_mutation.py",
-                 "tests/test_contract.py",
-                 "tests/test_mistakes.py", "tests/test_instructor.py", "tests/test_validate.py", "tests/test_grade.py", "tests/test_locations.py",
-                 "tests/test_technique.py",
-                 "tests/test_student_notebooks.py", "tests/test_torch_distributed.py", "tests/test_delegation.py",
-                 "tests/test_part7_reference.py")
+LONGEST_FIRST = ("tests/test_nbgrader_loop.py", "tests/test_instructor.py", "tests/test_mutation.py",
+                 "tests/test_contract.py", "tests/test_mistakes.py", "tests/test_validate.py",
+                 "tests_browser/test_feedback_page.py", "tests/test_grade.py", "tests/test_locations.py",
+                 "tests/test_technique.py", "tests/test_student_notebooks.py", "tests/test_torch_distributed.py",
+                 "tests/test_delegation.py", "tests/test_part7_reference.py")
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -1,8 +1,7 @@
 """Synthetic students for the instructor's tests: catalogued mistakes written out, and a mixed class.
 
-The instructor's workflow (tests/test_instructor.py) grades three students per part; the browser test of
-the instructor's pages (tests_browser/test_instructor_pages.py) grades a class of thirteen in Part 1 with a
-mix of what a real class hands in: full marks, untouched releases, half-finished work, one to three
+The instructor's workflow (tests/test_instructor.py, with the class report and the formgrader in the
+browser) grades a class of thirteen in Part 1 with a mix of what a real class hands in: full marks, untouched releases, half-finished work, one to three
 catalogued mistakes, a lesson that breaks the rules for graded code (listed for a human look) and a file
 that is no notebook (autograding fails, listed too).
 """

@@ -1,14 +1,27 @@
-"""The instructor's workflow end to end: make release, autograde, feedback, grades.
+"""The instructor's workflow end to end: make release, autograde, feedback, grades, report, formgrader.
 
-A scratch course directory (COURSE_DIR) holds three synthetic students for every
-landed part: one perfect, one who handed in the release untouched, one with a
-catalogued mistake, written out, in three lessons.  The make targets run from another
-directory, with HOME pointing at a folder that would sabotage grading if anything
-read it: bogus ``python3`` and ``mct-grading`` kernels, an nbgrader and an nbconvert
-configuration (read by nbgrader itself, on the host), a user ``sitecustomize``, a
-matplotlib configuration, and an IPython start-up script that would make every lesson
-fail if the grading kernel (which gets a HOME of its own in the sandbox) ever ran it.
-The grades must come out exactly right anyway, and nothing from HOME may run.
+A scratch course directory (COURSE_DIR) holds a class of thirteen who handed in Part 1 with a mix
+of what a real class hands in (tests/classroom.py: solved, untouched, half done, one to three
+catalogued mistakes written out, a lesson that breaks the rules for graded code, a file that is no
+notebook), and a fourteenth whose solved notebook came in late.  What each should score, which
+mistakes the judge should name and which notebooks should be listed for a human come from what they
+handed in (``classroom.MIXED_CLASS``), not from the tools under test.
+
+The make targets run from another directory, with HOME pointing at a folder that would sabotage
+grading if anything read it: bogus ``python3`` and ``mct-grading`` kernels, an nbgrader and an
+nbconvert configuration (read by nbgrader itself, on the host), a user ``sitecustomize``, a
+matplotlib configuration, and an IPython start-up script that would make every lesson fail if the
+grading kernel (which gets a HOME of its own in the sandbox) ever ran it.  The grades must come out
+exactly right anyway, and nothing from HOME may run.
+
+The instructor's pages are then opened in the real browser (Debian's Chromium, skipped without it):
+- the class report (``make report``) from its file, every request off the machine refused: both
+  figures drawn, a row per lesson with the pass rate and the named mistakes counted as the class made
+  them, the listed notebooks with their reasons;
+- ``make formgrader``: a random token that no command line shows; the Nbgrader menu opens the
+  formgrader; the gradebook lists every graded student with the score of ``grades.csv``, the listed
+  one flagged and needing a manual grade, its reason in the comment box; a score typed into the page
+  lands in ``grades.csv``.
 """
 
 from __future__ import annotations
@@ -17,21 +30,29 @@ import csv
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from classroom import MISTAKES, mistaken_lessons, mistakes_submission
+from classroom import MISTAKES, MIXED_CLASS, full_marks_expected, mixed_class
 from course import ROOT, built_parts, make_submission, submit, tool
+from lab_driver import SCREENSHOTS, LabServer, free_port, screenshot
 from shared.lessons import lessons_of
 
 instructor = tool("instructor")
 
 pytestmark = pytest.mark.slow
 PARTS = built_parts()
-# Every landed part is released; one is graded here (tests/test_nbgrader_loop.py grades them all).
-SUBMITTED = PARTS[:1]
+SLUG = PARTS[0]  # every landed part is released; Part 1 is handed in (tests/test_nbgrader_loop.py grades them all)
+LESSONS = lessons_of(SLUG)
+SOLVED, UNTOUCHED, ALL_MISTAKES = "ada", "dennis", "ivan"  # three students of MIXED_CLASS
+FLAGGED, NO_NOTEBOOK = "linus", "margaret"  # a lesson that breaks the rules; a file that is no notebook
+STUDENTS = sorted([*MIXED_CLASS, "late"])
+OWN_SETTING = 'c.LateSubmissionPlugin.penalty_method = "zero"  # the instructor\'s own'
 
 
 def sabotaging_home(home):
@@ -80,7 +101,7 @@ def workflow(tmp_path_factory):
     home.mkdir()
     elsewhere.mkdir()
     marker = sabotaging_home(home)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MCT_", "JUPYTER", "IPYTHON", "MPL"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MCT_", "JUPYTER", "IPYTHON", "MPL", "LAB_TOKEN"))}
     env.update(HOME=str(home), MCT_CELL_TIMEOUT="20")
 
     def make(*args):
@@ -97,40 +118,52 @@ def workflow(tmp_path_factory):
         config.write(f"{OWN_SETTING}\n")
     from nbgrader.api import Gradebook
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        gb.update_or_create_assignment(SUBMITTED[0], duedate="2026-01-01 00:00:00 UTC")
-    for slug in SUBMITTED:
-        submit(course, "late", slug, make_submission(slug, default="reference"))
-        (course / "submitted" / "late" / slug / "timestamp.txt").write_text("2026-01-02 00:00:00 UTC")
-        submit(course, "perfect", slug, make_submission(slug, default="reference"))
-        submit(course, "empty", slug, make_submission(slug, default="stub"))
-        submit(course, "mistakes", slug, mistakes_submission(slug))
+        gb.update_or_create_assignment(SLUG, duedate="2026-01-01 00:00:00 UTC")
+    submit(course, "late", SLUG, make_submission(SLUG, default="reference"))
+    (course / "submitted" / "late" / SLUG / "timestamp.txt").write_text("2026-01-02 00:00:00 UTC")
+    for student, notebook in mixed_class(SLUG).items():
+        submit(course, student, SLUG, notebook)
     runs["autograde"] = make("autograde")
     runs["feedback"] = make("feedback")
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:  # as `nbgrader db student import` would
-        gb.update_or_create_student("perfect", first_name="Ada", last_name="Lovelace", email="ada@example.org")
+        gb.update_or_create_student(SOLVED, first_name="Ada", last_name="Lovelace", email="ada@example.org")
     runs["grades"] = make("grades")
-    stamp = {s: (course / "autograded" / s / PARTS[0] / f"{PARTS[0]}.ipynb").stat().st_mtime_ns
-             for s in ("perfect", "empty", "mistakes")}
-    runs["selected"] = make("autograde", "STUDENTS=empty", f"PART={int(SUBMITTED[0][:2])}", "SEED=4242")
-    restamp = {s: (course / "autograded" / s / PARTS[0] / f"{PARTS[0]}.ipynb").stat().st_mtime_ns
-               for s in ("perfect", "empty", "mistakes")}
+    runs["report"] = make("report")
+    graded = [s for s in STUDENTS if s != NO_NOTEBOOK]
+    stamp = {s: (course / "autograded" / s / SLUG / f"{SLUG}.ipynb").stat().st_mtime_ns for s in graded}
+    runs["selected"] = make("autograde", f"STUDENTS={UNTOUCHED}", f"PART={int(SLUG[:2])}", "SEED=4242")
+    restamp = {s: (course / "autograded" / s / SLUG / f"{SLUG}.ipynb").stat().st_mtime_ns for s in graded}
     with (course / "grades.csv").open() as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
-    return {"course": course, "runs": runs, "rows": rows, "marker": marker, "elsewhere": elsewhere,
+    return {"course": course, "runs": runs, "rows": rows, "marker": marker, "elsewhere": elsewhere, "env": env,
             "config": (course / "nbgrader_config.py").read_text(),
             "regraded": {s for s in stamp if stamp[s] != restamp[s]}}
 
 
-OWN_SETTING = 'c.LateSubmissionPlugin.penalty_method = "zero"  # the instructor\'s own'
+def read_grades(course: Path) -> dict[str, dict[str, str]]:
+    with (course / "grades.csv").open() as handle:
+        return {row["student"]: row for row in csv.DictReader(handle)}
+
+
+def expected_points(student: str, lesson) -> int:
+    """The lesson's points for what ``student`` handed in ("late" handed in the solved notebook: its lessons
+    keep their points, and the late penalty takes them off the part's)."""
+    kind, mistakes = MIXED_CLASS.get(student, ("solved", ()))
+    return lesson.points if full_marks_expected(kind, mistakes, lesson) else 0
+
+
+def shown_name(student: str) -> str:
+    """How the formgrader names a student: "last, first" when the gradebook has the names."""
+    return "Lovelace, Ada" if student == SOLVED else student
 
 
 def test_the_instructor_s_own_settings_are_kept_and_a_late_submission_is_penalised(workflow):
     config = workflow["config"]
     assert OWN_SETTING in config and config.index(instructor.END_SETTINGS) < config.index(OWN_SETTING)
-    assert config.count(instructor.BEGIN_SETTINGS) == 1  # five make runs rewrote the block, not the file
+    assert config.count(instructor.BEGIN_SETTINGS) == 1  # the make runs rewrote the block, not the file
     late = workflow["rows"]["late"]
-    assert float(late[f"part_{SUBMITTED[0]}"]) == 0 and float(late["total"]) == 0  # nbgrader's "zero" penalty
-    assert float(workflow["rows"]["perfect"][f"part_{SUBMITTED[0]}"]) == 5 * len(lessons_of(SUBMITTED[0]))
+    assert float(late[f"part_{SLUG}"]) == 0 and float(late["total"]) == 0  # nbgrader's "zero" penalty
+    assert float(workflow["rows"][SOLVED][f"part_{SLUG}"]) == 5 * len(LESSONS)
 
 
 def test_release_puts_every_landed_part_in_the_course_directory(workflow):
@@ -140,41 +173,40 @@ def test_release_puts_every_landed_part_in_the_course_directory(workflow):
     assert not list(workflow["elsewhere"].iterdir()), "nothing may land in the caller's directory"
 
 
-def test_grades_csv_has_the_right_totals(workflow):
+def test_grades_csv_has_every_student_s_points_lesson_by_lesson(workflow):
     rows = workflow["rows"]
-    assert set(rows) == {"perfect", "empty", "mistakes", "late"}
-    lessons = [lesson for slug in SUBMITTED for lesson in lessons_of(slug)]
-    assert list(rows["perfect"])[:len(lessons) + 4] == \
-        ["student", "first_name", "last_name", "email"] + [f"lesson_{l.code}" for l in lessons]
-    assert (rows["perfect"]["first_name"], rows["perfect"]["email"]) == ("Ada", "ada@example.org")
-    assert rows["empty"]["first_name"] == rows["empty"]["email"] == ""
-    full = 5.0 * len(lessons)
-    assert float(rows["perfect"]["total"]) == full
-    assert float(rows["empty"]["total"]) == 0
-    lost = {lesson.code for slug in SUBMITTED for lesson in mistaken_lessons(slug)}
-    assert lost, "the mistakes student must make some mistake"
-    for lesson in lessons:
-        assert float(rows["mistakes"][f"lesson_{lesson.code}"]) == (0 if lesson.code in lost else 5), lesson.code
-    assert float(rows["mistakes"]["total"]) == full - 5 * len(lost)
-    for slug in SUBMITTED:
-        assert float(rows["perfect"][f"part_{slug}"]) == 5 * len(lessons_of(slug))
+    assert sorted(rows) == STUDENTS
+    assert list(rows[SOLVED])[:len(LESSONS) + 4] == \
+        ["student", "first_name", "last_name", "email"] + [f"lesson_{l.code}" for l in LESSONS]
+    assert (rows[SOLVED]["first_name"], rows[SOLVED]["email"]) == ("Ada", "ada@example.org")
+    assert rows[UNTOUCHED]["first_name"] == rows[UNTOUCHED]["email"] == ""
+    for student in MIXED_CLASS:
+        points = {lesson.code: expected_points(student, lesson) for lesson in LESSONS}
+        assert {code: float(rows[student][f"lesson_{code}"]) for code in points} == points, student
+        assert float(rows[student][f"part_{SLUG}"]) == float(rows[student]["total"]) == sum(points.values())
     assert {row["out_of"] for row in rows.values()} == {"200"}
-    for slug in PARTS[len(SUBMITTED):]:  # not handed in: blank, not 0 (an LMS tells the two apart)
-        assert rows["empty"][f"part_{slug}"] == rows["perfect"][f"part_{slug}"] == "", slug
-        assert all(rows["perfect"][f"lesson_{lesson.code}"] == "" for lesson in lessons_of(slug)), slug
+    for slug in PARTS[1:]:  # not handed in: blank, not 0 (an LMS tells the two apart)
+        assert rows[UNTOUCHED][f"part_{slug}"] == rows[SOLVED][f"part_{slug}"] == "", slug
+        assert all(rows[SOLVED][f"lesson_{lesson.code}"] == "" for lesson in lessons_of(slug)), slug
 
 
 def test_nothing_in_the_home_folder_took_part(workflow):
     assert not workflow["marker"].exists(), "a kernel, startup script or configuration from HOME ran"
 
 
-def test_autograde_lists_what_needs_manual_grading(workflow):
-    assert "needs manual grading: nothing" in workflow["runs"]["autograde"]
+def test_autograde_lists_what_needs_manual_grading_and_keeps_it(workflow):
+    listing = workflow["runs"]["autograde"].split("needs manual grading:", 1)[1]
+    listed = {line.split()[0] for line in listing.splitlines() if line.startswith("  ")}
+    assert listed == {FLAGGED, NO_NOTEBOOK}, listing
+    with (workflow["course"] / instructor.FLAGS_FILE).open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert {(r["student"], r["lesson"]) for r in rows} == {(FLAGGED, LESSONS[3].grade_id), (NO_NOTEBOOK, "")}
+    assert any("eval" in r["reason"] for r in rows) and any("autograding failed" in r["reason"] for r in rows)
 
 
 def test_autograde_can_grade_selected_students(workflow):
-    assert workflow["regraded"] == {"empty"}
-    assert "perfect" not in workflow["runs"]["selected"].split("scores:")[0]
+    assert workflow["regraded"] == {UNTOUCHED}
+    assert SOLVED not in workflow["runs"]["selected"].split("scores:")[0]
 
 
 def test_each_notebook_s_run_seed_is_recorded_and_seed_grades_with_a_chosen_one(workflow):
@@ -183,20 +215,187 @@ def test_each_notebook_s_run_seed_is_recorded_and_seed_grades_with_a_chosen_one(
     assert "run seed 4242 (SEED=4242" in workflow["runs"]["selected"]  # PART=1 SEED=4242, one student
     with (workflow["course"] / "grading-seeds.csv").open() as handle:
         seeds = {(row["student"], row["part"]): row["seed"] for row in csv.DictReader(handle)}
-    slug = SUBMITTED[0]
-    assert seeds == {("perfect", slug): first.group(1), ("mistakes", slug): first.group(1),
-                     ("late", slug): first.group(1), ("empty", slug): "4242"}
+    assert seeds == {(student, SLUG): "4242" if student == UNTOUCHED else first.group(1)
+                     for student in STUDENTS if student != NO_NOTEBOOK}
 
 
 def test_feedback_for_every_student_without_hidden_tests_or_reference(workflow):
-    for student in ("perfect", "empty", "mistakes"):
-        for slug in SUBMITTED:
-            folder = workflow["course"] / "feedback" / student / slug
-            assert instructor.feedback_problems(folder, slug) == [], (student, slug)
-    page = (workflow["course"] / "feedback" / "mistakes" / SUBMITTED[0] / f"{SUBMITTED[0]}.html").read_text()
-    first = mistaken_lessons(SUBMITTED[0])[0]
-    assert "common mistake" in page and MISTAKES[first.function][1] in page
+    for student in STUDENTS:
+        if student != NO_NOTEBOOK:
+            folder = workflow["course"] / "feedback" / student / SLUG
+            assert instructor.feedback_problems(folder, SLUG) == [], student
+    page = (workflow["course"] / "feedback" / ALL_MISTAKES / SLUG / f"{SLUG}.html").read_text()
+    assert "common mistake" in page and all(words in page for _, words in MISTAKES.values())
 
+
+# --------------------------------------------------------------------------------------------- the report
+
+_ROWS = """(selector) => [...document.querySelectorAll(selector)].map(tr =>
+  [...tr.querySelectorAll('td')].map(td => td.innerText.trim()))"""
+
+
+def expected_mistakes(lesson) -> dict[str, int]:
+    count = sum(lesson.function in mistakes for _, mistakes in MIXED_CLASS.values())
+    return {MISTAKES[lesson.function][1]: count} if count else {}
+
+
+def test_the_class_report_draws_its_figures_and_counts_what_the_class_did(workflow, page):
+    asked = []
+
+    def offline(route):
+        asked.append(route.request.url)
+        route.continue_() if route.request.url.startswith("file:") else route.abort()
+
+    page.route("**/*", offline)
+    page.goto((workflow["course"] / "report" / "index.html").as_uri())
+    page.wait_for_load_state("load")
+
+    images = page.evaluate("() => [...document.images].map(i => ({src: i.src, width: i.naturalWidth}))")
+    assert len(images) == 2 and all(image["width"] > 200 for image in images), images
+    assert [url for url in asked if not url.startswith("file:")] == [], "the report asked the network"
+
+    lessons = {cells[0]: cells for cells in page.evaluate(_ROWS, "#lesson-table tr") if cells}
+    assert sorted(lessons) == [lesson.code for lesson in LESSONS]
+    for lesson in LESSONS:
+        _, _, handed_in, passed, rate, _, _, named = lessons[lesson.code]
+        full = sum(expected_points(student, lesson) > 0 for student in STUDENTS)
+        assert (int(handed_in), int(passed)) == (len(STUDENTS), full), lessons[lesson.code]
+        assert rate == f"{100 * full / len(STUDENTS):.0f} %"
+        shown = {name.strip(): int(n) for name, n in re.findall(r"(.+?) ×(\d+)", named)}
+        assert shown == expected_mistakes(lesson), named
+
+    flags = [row for row in page.evaluate(_ROWS, "#flag-table tr") if row]
+    assert {row[0] for row in flags} == {FLAGGED, NO_NOTEBOOK}, flags
+    assert any(row[0] == FLAGGED and "eval" in row[3] for row in flags)
+    assert any(row[0] == NO_NOTEBOOK and "autograding failed" in row[3] for row in flags)
+    assert not page.evaluate("() => document.documentElement.scrollWidth > window.innerWidth"), "wider than the window"
+    page.set_viewport_size({"width": 1280, "height": 2000})
+    print(f"screenshot: {screenshot(page, 'instructor-report')}")
+    kept = SCREENSHOTS.parent / "class-report"  # the report itself, to look at after the test
+    shutil.copytree(workflow["course"] / "report", kept, dirs_exist_ok=True)
+    print(f"report: {kept / 'index.html'}")
+
+
+# ----------------------------------------------------------------------------------------- the formgrader
+
+_ADDRESS = re.compile(r"http://127\.0\.0\.1:(\d+)/lab\?token=([0-9a-f]+)")
+
+
+def start_formgrader(course: Path, env: dict[str, str], log: Path) -> LabServer:
+    """``make formgrader`` in its own process group; its token read from the address it prints."""
+    port = free_port()
+    server = LabServer(["make", "-C", str(ROOT), "--no-print-directory", "-o", ".venv/.installed", "formgrader",
+                        f"COURSE_DIR={course}", f"FORMGRADER_ARGS=--no-browser --port {port}"],
+                       env=env, cwd=ROOT, port=port, token="", log=log)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and server.process.poll() is None:
+        found = _ADDRESS.search(log.read_text(errors="replace"))
+        if found and int(found.group(1)) == port:
+            server.token = found.group(2)
+            return server
+        time.sleep(0.3)
+    server.stop()
+    raise AssertionError(f"make formgrader printed no address:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def formgrader(workflow, browser, tmp_path_factory):
+    server = start_formgrader(workflow["course"], workflow["env"],
+                              tmp_path_factory.mktemp("formgrader") / "formgrader.log")
+    yield server
+    server.stop()
+
+
+def command_lines() -> list[str]:
+    lines = []
+    for entry in Path("/proc").iterdir():
+        try:
+            lines.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    return lines
+
+
+def log_in(page, formgrader) -> None:
+    """Open JupyterLab with the token, as the instructor does: the login cookie it sets lets the
+    formgrader's pages call its API (a formgrader page opened with the token does not set it)."""
+    page.goto(f"{formgrader.base}/lab?token={formgrader.token}")
+    page.wait_for_load_state("load")
+
+
+_SUBMISSIONS = """() => [...document.querySelectorAll('tbody tr')].map(tr => ({
+  student: tr.querySelector('a.name-shown') ? tr.querySelector('a.name-shown').textContent.trim() : '',
+  link: tr.querySelector('a.name-shown') ? tr.querySelector('a.name-shown').getAttribute('href') : '',
+  score: (tr.querySelector('.score') || {}).textContent,
+  manual: !!(tr.querySelector('.needs-manual-grade') || {children: []}).children.length,
+  flagged: !!(tr.querySelector('.flagged') || {children: []}).children.length}))"""
+
+
+def submissions(page, formgrader) -> list[dict]:
+    log_in(page, formgrader)
+    page.goto(f"{formgrader.base}/formgrader/gradebook/{SLUG}/{SLUG}")
+    page.wait_for_function("() => document.querySelectorAll('tbody tr a.name-shown').length > 0")
+    return page.evaluate(_SUBMISSIONS)
+
+
+def test_make_formgrader_draws_a_random_token_that_no_command_line_shows(formgrader):
+    assert len(formgrader.token) >= 32
+    assert not [line for line in command_lines() if formgrader.token in line]
+
+
+def test_the_nbgrader_menu_opens_the_formgrader_in_jupyterlab(formgrader, page):
+    log_in(page, formgrader)
+    page.get_by_text("Nbgrader", exact=True).first.click()
+    page.get_by_text("Formgrader", exact=True).first.click()
+    page.frame_locator("iframe").first.get_by_text("Manage Assignments").first.wait_for()
+    print(f"screenshot: {screenshot(page, 'instructor-formgrader-lab')}")
+
+
+def test_the_gradebook_lists_the_class_and_shows_the_flagged_notebook_with_its_reason(workflow, formgrader, page):
+    shown = {row["student"]: row for row in submissions(page, formgrader)}
+    graded = [student for student in STUDENTS if student != NO_NOTEBOOK]  # no notebook, nothing to show
+    assert sorted(shown) == sorted(shown_name(student) for student in graded), shown
+    rows = {student: shown[shown_name(student)] for student in graded}
+    for student in graded:
+        # (formgrader shows the points before nbgrader's late penalty; grades.csv the part's after it)
+        points = sum(expected_points(student, lesson) for lesson in LESSONS)
+        assert float(rows[student]["score"].split(" / ")[0]) == points, (student, rows[student])
+        assert (rows[student]["manual"], rows[student]["flagged"]) == ((student == FLAGGED),) * 2, rows[student]
+    print(f"screenshot: {screenshot(page, 'instructor-formgrader-gradebook')}")
+
+    page.goto(f"{formgrader.base}{rows[FLAGGED]['link']}")
+    comment = page.locator(f"#{LESSONS[3].solution_grade_id}-comment")
+    comment.wait_for()
+    assert "Needs a human look" in comment.get_attribute("placeholder")
+    assert "eval" in comment.get_attribute("placeholder")
+    assert "needs_manual_grade" in page.locator(f"#{LESSONS[3].grade_id}").get_attribute("class")
+    comment.scroll_into_view_if_needed()
+    print(f"screenshot: {screenshot(page, 'instructor-formgrader-flag')}")
+
+
+def test_a_score_set_in_the_formgrader_lands_in_grades_csv(workflow, formgrader, page):
+    student, lesson, points = "edsger", LESSONS[3], 3  # edsger made lesson 004's catalogued mistake: 0 of 5
+    course = workflow["course"]
+    before = read_grades(course)[student]
+    assert before[f"lesson_{lesson.code}"] == "0"
+    link = {row["student"]: row["link"] for row in submissions(page, formgrader)}[shown_name(student)]
+    page.goto(f"{formgrader.base}{link}")
+    score = page.locator(f"#{lesson.grade_id}")
+    score.wait_for()
+    with page.expect_response(lambda response: "/api/grade/" in response.url and response.request.method == "PUT"):
+        score.fill(str(points))
+        score.press("Tab")  # formgrader saves on "change"
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "instructor.py"), "--course-dir", str(course),
+                          "grades"], capture_output=True, text=True, env=workflow["env"])
+    assert run.returncode == 0, run.stderr
+    after = read_grades(course)[student]
+    assert after[f"lesson_{lesson.code}"] == str(points)
+    assert float(after[f"part_{SLUG}"]) == float(before[f"part_{SLUG}"]) + points
+    assert float(after["total"]) == float(before["total"]) + points
+    assert not workflow["marker"].exists(), "the formgrader ran something from the sabotaging HOME"
+
+
+# ----------------------------------------------------------------------------------------- the planner
 
 def test_split_cuts_runs_of_near_equal_weight_in_order():
     assert instructor.split(["a", "b", "c", "d", "e"], [1] * 5, 2) == [["a", "b", "c"], ["d", "e"]]

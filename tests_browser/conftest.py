@@ -1,28 +1,13 @@
-"""Fixtures of the browser test (`make test-browser`): Chromium, a JupyterLab on a scratch copy, a page.
+"""Fixtures of the browser test (`make test-browser`): a JupyterLab on a scratch copy of the course.
 
-Debian's Chromium (/usr/bin/chromium) is driven through Playwright's
-``executable_path``; Playwright's own browser download is never used. Without
-that Chromium every browser test is skipped, with the reason.
+Chromium and a page come from browser_fixtures.py (loaded for every test by the root conftest.py).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from lab_driver import CHROMIUM, CHROMIUM_ARGS, RESULTS, SCREENSHOTS, VIEWPORT, copy_course, start_test_lab
-
-
-@pytest.fixture(scope="session")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium) "
-                    "to run the browser test")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+from lab_driver import RESULTS, SCREENSHOTS, copy_course, start_test_lab
 
 
 @pytest.fixture(scope="session")
@@ -35,15 +20,6 @@ def course_lab(browser, tmp_path_factory):
     server.progress_file = scratch / "server" / "progress.json"
     yield server
     server.stop()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport=VIEWPORT)
-    tab = context.new_page()
-    tab.set_default_timeout(60_000)
-    yield tab
-    context.close()
 
 
 def pytest_terminal_summary(terminalreporter):
