@@ -22,10 +22,7 @@ import io
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -38,6 +35,7 @@ import pytest
 
 from course import (BIN, ROOT, grade_id_of, hard_coded_answer, make_submission, read, student_path,
                     visible_test_answers)
+from lab_driver import LabServer, free_port, isolated_env
 
 pytestmark = pytest.mark.slow
 SLUG = "01_mlp_core"
@@ -187,60 +185,26 @@ def test_the_courses_nbgrader_config_points_nbgrader_at_the_course_validator(mon
 
 # ---------------------------------------------------------------- the Validate button, through `make lab`
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Lab:
-    """`make lab` as the learner starts it (scratch Jupyter settings and progress), answering HTTP."""
+class Lab(LabServer):
+    """`make lab` as the learner starts it (scratch Jupyter settings and progress: lab_driver.isolated_env),
+    answering HTTP as the Validate button asks it."""
 
     TOKEN = "mct-validate-test"
 
     def __init__(self, scratch: Path):
-        self.port = _free_port()
-        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-        env.update(JUPYTER_CONFIG_DIR=str(scratch / "config"), JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
-                   JUPYTERLAB_SETTINGS_DIR=str(scratch / "settings"),
-                   JUPYTERLAB_WORKSPACES_DIR=str(scratch / "workspaces"),
-                   MCT_PROGRESS_FILE=str(scratch / "progress.json"))
-        self.log = (scratch / "lab.log").open("wb")
-        self.process = subprocess.Popen(
-            ["make", "--no-print-directory", "lab", f"LAB_ARGS=--no-browser --port={self.port}",
-             f"LAB_TOKEN={self.TOKEN}"], cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-            start_new_session=True)
+        port = free_port()
+        super().__init__(["make", "--no-print-directory", "lab", f"LAB_ARGS=--no-browser --port={port}",
+                          f"LAB_TOKEN={self.TOKEN}"], env=isolated_env(scratch), cwd=ROOT, port=port,
+                         token=self.TOKEN, log=scratch / "lab.log")
 
     def request(self, path: str, data: bytes | None = None, timeout: float = 300) -> tuple[int, str]:
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/{path}", data=data,
+        request = urllib.request.Request(f"{self.base}/{path}", data=data,
                                          headers={"Authorization": f"token {self.TOKEN}"})
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 return response.status, response.read().decode()
         except urllib.error.HTTPError as error:
             return error.code, ""
-
-    def wait_until_ready(self, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, "make lab exited"
-            try:
-                if self.request("api/status", timeout=5)[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.3)
-        raise AssertionError("make lab did not answer within {timeout} s")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
-        self.log.close()
 
 
 @pytest.fixture(scope="module")

@@ -758,14 +758,19 @@ def contact_details(course: Path, students: list[str]) -> dict[str, dict[str, st
     return found
 
 
+def class_list(course: Path) -> list[str]:
+    """Every student of the course: those in the gradebook and those with a submission folder."""
+    with gradebook(course) as gb:
+        in_db = {s.id for s in gb.students}
+    return sorted(in_db | set(students_of(course, None)))
+
+
 def grades(course: Path, parts: list[str], output: Path | None) -> int:
     prepare_course(course, parts)
     if not (course / "gradebook.db").is_file():
         print("no gradebook: run `make release` and `make autograde` first", file=sys.stderr)
         return 1
-    with gradebook(course) as gb:
-        in_db = {s.id for s in gb.students}
-    students = sorted(in_db | set(students_of(course, None)))
+    students = class_list(course)
     table = score_table(course, parts, students)
     lesson_columns = [f"lesson_{lesson.code}" for slug in parts for lesson in lessons_of(slug)]
     details = contact_details(course, students)

@@ -23,6 +23,7 @@ import csv
 import html
 import json
 import os
+import statistics
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -112,9 +113,7 @@ def read_flags(course: Path, parts: list[str]) -> list[dict[str, str]]:
 
 
 def class_report(course: Path, parts: list[str]) -> ClassReport:
-    with instructor.gradebook(course) as gb:
-        in_db = {s.id for s in gb.students}
-    students = sorted(in_db | set(instructor.students_of(course, None)))
+    students = instructor.class_list(course)
     table = instructor.score_table(course, parts, students)
     part_points = {slug: [] for slug in parts}
     lessons = {lesson.code: LessonTally(lesson) for slug in parts for lesson in lessons_of(slug)}
@@ -211,13 +210,11 @@ def percent(value: float | None) -> str:
 def parts_table(report: ClassReport) -> str:
     rows = []
     for slug in report.parts:
-        points = sorted(report.part_points[slug])
+        points = report.part_points[slug]
         possible = sum(lesson.points for lesson in lessons_of(slug))
         if points:
-            middle = len(points) // 2
-            median = points[middle] if len(points) % 2 else (points[middle - 1] + points[middle]) / 2
             full = sum(p == possible for p in points)
-            cells = (str(len(points)), f"{sum(points) / len(points):.1f}", f"{median:g}", str(full))
+            cells = (str(len(points)), f"{statistics.mean(points):.1f}", f"{statistics.median(points):g}", str(full))
         else:
             cells = ("0", "–", "–", "–")
         rows.append(row(html.escape(slug), str(possible), *cells, numbers=(1, 2, 3, 4, 5)))
