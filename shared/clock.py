@@ -16,12 +16,15 @@ for its first lesson, and the sections after its last lesson (the measurements, 
 summary) for its last.
 
 The constants are fitted to a recorded walkthrough (``docs/walkthrough.toml``): learners'
-minutes for Parts 1 to 3, Parts 4 to 7 and the four longest lessons.  ``python -m
-shared.clock --calibrate`` searches the grid of :func:`calibrate` for the constants whose
-*rounded* estimates come closest to it (least squares of the relative errors), and prints
-them; ``python -m shared.clock`` prints every lesson's features and minutes and the
-comparison with the recording.  ``tests/test_clock.py`` holds the estimates to the
-recording within its stated tolerances.
+minutes for Parts 1 to 3, Parts 4 to 7 and the four longest lessons, and the features of the
+text they walked through (its ``[walked]`` table).  The fit is made on those features, not on
+today's masters: a lesson rewritten since the recording keeps its recorded minutes, and its
+estimate follows its new text through the model.  ``python -m shared.clock --calibrate``
+searches the grid of :func:`calibrate` for the constants whose *rounded* estimates of the
+walked text come closest to the recording (least squares of the relative errors), and prints
+them; ``python -m shared.clock`` prints every lesson's features and minutes today, beside the
+walked text's, and the comparison with the recording.  ``tests/test_clock.py`` holds the
+model to the recording within its stated tolerances.
 
 The estimates are stored once, in ``shared/lesson_minutes.py``, which ``make build``
 writes from the masters with this model (``Lesson.minutes`` reads it; a rewritten lesson
@@ -184,14 +187,29 @@ class Recorded:
     minutes: float
 
 
-def walkthrough(path: Path = WALKTHROUGH) -> tuple[list[Recorded], dict]:
-    """The recorded figures and the tolerances of ``docs/walkthrough.toml``."""
+@dataclass(frozen=True)
+class Walkthrough:
+    """``docs/walkthrough.toml``: the recorded figures, the tolerances, and the walked text's features."""
+    recorded: list[Recorded]
+    tolerance: dict
+    walked: dict[str, Features]
+
+
+def walkthrough(path: Path = WALKTHROUGH) -> Walkthrough:
+    """The recording of ``docs/walkthrough.toml``."""
     import tomllib
     data = tomllib.loads(path.read_text())
     recorded = [Recorded(item["what"], tuple(f"{n:03d}" for n in range(int(item["first"]), int(item["last"]) + 1)),
                          float(item["minutes"]))
                 for item in data["recorded"]]
-    return recorded, data["tolerance"]
+    walked = {code: Features(int(item["words"]), int(item["solution_lines"])) for code, item in data["walked"].items()}
+    return Walkthrough(recorded, data["tolerance"], walked)
+
+
+def walked_table(features: dict[str, Features]) -> str:
+    """The ``[walked]`` table's rows for ``features`` (to record a new walkthrough's text)."""
+    return "".join(f'"{code}" = {{ words = {item.words}, solution_lines = {item.solution_lines} }}\n'
+                   for code, item in features.items())
 
 
 def compared(minutes: dict[str, int], recorded: list[Recorded]) -> list[tuple[Recorded, int]]:
@@ -224,23 +242,27 @@ def calibrate(features: dict[str, Features], recorded: list[Recorded], grid: dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m shared.clock [--calibrate]``: the estimates, and how they compare with the recording."""
+    """``python -m shared.clock [--calibrate | --walked]``: the estimates, and how the model fits the recording."""
     argv = sys.argv[1:] if argv is None else argv
     features = course_features()
-    minutes = estimates(features)
+    if "--walked" in argv:
+        print(walked_table(features), end="")
+        return 0
+    record = walkthrough()
+    minutes, walked = estimates(features), estimates(record.walked)
     print(f"model: {MODEL}")
-    print("lesson  words  solution lines  reading  writing  overhead  estimate")
+    print("lesson  words  solution lines  reading  writing  overhead  estimate  (walked text)")
     for code, item in features.items():
         print(f"  {code}  {item.words:5d}  {item.solution_lines:14d}  {MODEL.reading(item):7.1f}  "
-              f"{MODEL.writing(item):7.1f}  {MODEL.overhead:8.2f}  {minutes[code]:3d} min")
-    print(f"course: {format_minutes(sum(minutes.values()))} ({sum(minutes.values())} min)")
-    recorded, _ = walkthrough()
-    for item, estimate in compared(minutes, recorded):
-        print(f"recorded {item.what}: {item.minutes:g} min, estimated {estimate} min "
-              f"({(estimate - item.minutes) / item.minutes:+.0%})")
-    print(f"misfit (sum of squared relative errors): {misfit(minutes, recorded):.4f}")
+              f"{MODEL.writing(item):7.1f}  {MODEL.overhead:8.2f}  {minutes[code]:4d} min  ({walked[code]} min)")
+    print(f"course today: {format_minutes(sum(minutes.values()))} ({sum(minutes.values())} min); "
+          f"the walked text: {format_minutes(sum(walked.values()))}")
+    for item, estimate in compared(walked, record.recorded):
+        print(f"recorded {item.what}: {item.minutes:g} min, the model on the walked text {estimate} min "
+              f"({(estimate - item.minutes) / item.minutes:+.0%}); today {sum(minutes[c] for c in item.codes)} min")
+    print(f"misfit (sum of squared relative errors): {misfit(walked, record.recorded):.4f}")
     if "--calibrate" in argv:
-        model, score = calibrate(features, recorded)
+        model, score = calibrate(record.walked, record.recorded)
         print(f"best model on the grid: {model}, misfit {score:.4f}")
     return 0
 
