@@ -1,16 +1,18 @@
-"""The course's spine: 7 parts, 40 lessons, one graded function each.
+"""The course's spine: its parts and lessons, one graded function each.
 
 Everything that needs to know which lessons exist (progress, the build, the
-structural tests, grading exports) reads this table, so the names below are the
-single source of truth for lesson numbers, function names and grade ids.  Each
-lesson's estimated minutes come from ``shared/lesson_minutes.py``, which ``make
-build`` writes from the masters (the model is :mod:`shared.clock`).
+structural tests, grading exports) reads this table: the lesson numbers, function
+names and grade ids below.  The table itself is ``shared/course_table.py``, which
+``make build`` writes from the masters (``tools/course_table.py``: a lesson is its
+heading in its part's master), and each lesson's estimated minutes come from
+``shared/lesson_minutes.py``, written the same way (the model is :mod:`shared.clock`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .course_table import PARTS as _TABLE
 from .lesson_minutes import MINUTES as _MINUTES
 
 POINTS_PER_LESSON = 5
@@ -26,7 +28,7 @@ class Part:
 
 @dataclass(frozen=True)
 class Lesson:
-    number: int  # 1..40
+    number: int  # 1, 2, ... through the course
     function: str  # the graded function, e.g. "linear_forward"
     part: Part
 
@@ -67,34 +69,8 @@ class Lesson:
         return _MINUTES[self.code]
 
 
-PARTS = (
-    Part(1, "01_mlp_core", "MLP forward and backward core"),
-    Part(2, "02_gradient_accumulation", "Gradient accumulation"),
-    Part(3, "03_activation_checkpointing", "Activation checkpointing"),
-    Part(4, "04_mixed_precision", "Mixed precision"),
-    Part(5, "05_data_parallel", "Data parallel"),
-    Part(6, "06_zero_sharding", "ZeRO-style optimizer sharding"),
-    Part(7, "07_memory_accounting", "Memory accounting and the full loop"),
-)
-
-_FUNCTIONS_BY_PART = {
-    1: ["make_synthetic_regression_batch", "init_mlp_params", "linear_forward",
-        "relu_forward", "mlp_forward", "mse_loss_and_grad", "linear_backward",
-        "relu_backward", "first_linear_backward", "mlp_backward"],
-    2: ["split_into_micro_batches", "accumulate_gradients",
-        "scale_accumulated_gradients", "grad_accumulation_step"],
-    3: ["mlp_forward_checkpointed", "recompute_block_activations",
-        "mlp_backward_checkpointed", "estimate_checkpointing_memory_savings"],
-    4: ["cast_to_half_precision", "make_master_params", "scale_loss",
-        "unscale_gradients", "has_non_finite_gradients", "mixed_precision_step"],
-    5: ["shard_dataset_across_workers", "compute_local_gradients", "all_reduce_mean",
-        "ring_all_reduce_mean", "data_parallel_train_step", "bucket_gradients"],
-    6: ["init_adam_state", "partition_optimizer_state", "local_shard_adam_update",
-        "all_gather_param_shards", "zero_optimizer_step"],
-    7: ["compute_param_memory_bytes", "compute_optimizer_memory_bytes",
-        "compute_peak_activation_memory_bytes",
-        "compare_memory_with_and_without_optimizations", "full_distributed_training_loop"],
-}
+PARTS = tuple(Part(number, slug, title) for number, slug, title, _ in _TABLE)
+_FUNCTIONS_BY_PART = {number: list(functions) for number, _, _, functions in _TABLE}
 
 
 def _build_lessons() -> tuple[Lesson, ...]:
@@ -110,7 +86,7 @@ TOTAL_POINTS = POINTS_PER_LESSON * len(LESSONS)
 
 
 def part(key: int | str) -> Part:
-    """Look a part up by number (1..7) or slug ("01_mlp_core")."""
+    """Look a part up by number (1, 2, ...) or slug ("01_mlp_core")."""
     for p in PARTS:
         if key in (p.number, p.slug):
             return p

@@ -33,6 +33,13 @@ SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[^\n]*\n?", re.MU
 BIN = Path(sys.executable).parent
 
 
+def master_headings() -> dict[str, list[str]]:
+    """Each part's lesson codes as its master's text writes them (``# ## 003 · ...``), by slug: read here
+    as plain text, apart from the build's reading of the masters (tools/course_table.py)."""
+    return {master.parent.name: re.findall(r"^# ## (\d{3}) · ", master.read_text(), re.MULTILINE)
+            for master in sorted((ROOT / "autograde" / "parts").glob("[0-9][0-9]_*/master.py"))}
+
+
 def built_parts() -> list[str]:
     """Slugs of the parts that have a master (the parts that have landed)."""
     return landed_parts()

@@ -4,13 +4,14 @@ the answer lock (shared/answers.py) and the helper versions of lesson functions 
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from course import ROOT, tagged
+from course import ROOT, master_headings, tagged
 from grading.judge import lesson_spec, lesson_specs, reference_function
 from grading.spec import Case, Raises, draw_cases
 from shared import answers, lesson_blocks, lessons, memory, progress
@@ -25,13 +26,16 @@ def progress_file(tmp_path, monkeypatch):
     return path
 
 
-def test_catalogue_has_forty_lessons_worth_two_hundred_xp():
-    assert len(lessons.LESSONS) == 40 and lessons.TOTAL_POINTS == 200
-    assert [l.number for l in lessons.LESSONS] == list(range(1, 41))
+def test_the_table_holds_every_lesson_the_masters_write_at_five_xp_each():
+    headings = master_headings()
+    codes = [code for part_codes in headings.values() for code in part_codes]
+    assert len(lessons.LESSONS) == len(codes) and lessons.TOTAL_POINTS == 5 * len(codes)
+    assert [l.code for l in lessons.LESSONS] == codes == [f"{n:03d}" for n in range(1, len(codes) + 1)]
+    assert [p.slug for p in lessons.PARTS] == list(headings)
+    assert [len(lessons.lessons_of(p.number)) for p in lessons.PARTS] == [len(c) for c in headings.values()]
     assert lessons.lesson("003").heading == "## 003 · Linear forward"
     assert lessons.lesson(40).function == "full_distributed_training_loop"
     assert lessons.lesson("lesson_003_linear_forward").function == "linear_forward"
-    assert [len(lessons.lessons_of(p.number)) for p in lessons.PARTS] == [10, 4, 4, 6, 6, 5, 5]
 
 
 def test_lesson_passed_records_xp_and_says_so(progress_file, capsys):
@@ -74,9 +78,10 @@ def test_panel_and_report_show_ticks_and_xp(progress_file):
     html = panel._repr_html_()
     assert "✓" in html and not any(emoji in html for emoji in "✅⬜")  # no emoji font needed
     report = progress.report()
-    assert report.count("passed") == 1 and "XP from the visible tests: 5/200  (1/40 lessons)" in report
-    assert report.endswith("graded XP (make grade):    0/200  (not graded yet: run `make grade`)")
-    assert len([line for line in report.splitlines() if line.startswith("  0")]) == 40
+    total, count = lessons.TOTAL_POINTS, len(lessons.LESSONS)
+    assert report.count("passed") == 1 and f"XP from the visible tests: 5/{total}  (1/{count} lessons)" in report
+    assert report.endswith(f"graded XP (make grade):    0/{total}  (not graded yet: run `make grade`)")
+    assert len([line for line in report.splitlines() if re.match(r"  \d{3} ", line)]) == count
 
 
 def test_report_keeps_graded_xp_apart_from_the_visible_tests(progress_file):

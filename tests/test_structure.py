@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from course import built_parts, read, solved_path, source_path, student_path, tagged
+from course import built_parts, master_headings, read, solved_path, source_path, student_path, tagged
 from shared.lessons import TOTAL_POINTS, lessons_of
 
 SECTIONS = ["Intuition", "Concepts", "Math", "Implementation", "Tests", "Common mistakes", "Checkpoint"]
@@ -167,8 +167,8 @@ def test_markdown_math_delimiters_are_balanced(slug):
         assert text.count("$") % 2 == 0, f"unbalanced $ in:\n{cell.source[:300]}"
 
 
-def test_catalogue_total_is_two_hundred():
-    assert TOTAL_POINTS == 200
+def test_every_lesson_the_masters_write_is_worth_five_xp():
+    assert TOTAL_POINTS == 5 * sum(len(codes) for codes in master_headings().values())
 
 
 @pytest.mark.parametrize("slug, lesson", LESSONS)

@@ -12,6 +12,9 @@ From them this script writes, deterministically (a second build is byte-identica
 - ``shared/lesson_blocks.py``                 the solutions of the functions that composite lessons
                                              are graded with (see grading/spec.py ``isolate``)
 - ``shared/lesson_minutes.py``                each lesson's estimated minutes (the model: shared/clock.py)
+- ``shared/course_table.py``                  the parts and lessons the masters hold (tools/course_table.py);
+                                             written first: a lesson added to a master changes it, and the
+                                             build then starts again with the new table
 
 Cells in a master are marked with tags on their ``# %%`` line; the build turns
 them into nbgrader metadata, so the master stays readable:
@@ -55,6 +58,8 @@ from nbclient import NotebookClient
 from nbgrader.preprocessors import ClearHiddenTests
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import course_table  # noqa: E402  (tools/course_table.py: the lesson table, read from the masters)
 
 from grading import nbgrader_cli
 from grading.judge import lesson_specs
@@ -397,7 +402,8 @@ def lesson_blocks_module() -> str:
 
 
 def build_all(only: list[str] | None = None, execute: bool = True) -> dict[Path, str]:
-    outputs: dict[Path, str] = {Path("shared") / "lesson_blocks.py": lesson_blocks_module(),
+    outputs: dict[Path, str] = {Path("shared") / "course_table.py": course_table.module_text(course_table.course_rows(PARTS)),
+                                Path("shared") / "lesson_blocks.py": lesson_blocks_module(),
                                 Path("shared") / "lesson_minutes.py": clock.minutes_module(
                                     clock.estimates(clock.course_features(PARTS)))}
     slugs = [master.parent.name for master in sorted(PARTS.glob("[0-9][0-9]_*/master.py"))
@@ -559,6 +565,23 @@ def stale_files(outputs: dict[Path, str], sources_only: bool = False) -> list[st
     return problems
 
 
+def refresh_course_table(argv: list[str] | None) -> None:
+    """Write ``shared/course_table.py`` when the masters changed it, then build again from the start: every
+    module of this process read the old table when it was imported.  (``argv`` None: the command line, which
+    can start again; a caller's ``main(argv)`` is told to run the build again instead.)"""
+    try:
+        changed = course_table.refresh(parts_dir=PARTS)
+    except course_table.TableError as error:
+        raise BuildError(str(error)) from error
+    if not changed:
+        return
+    print("the masters changed the course's lesson table (shared/course_table.py): building again with it",
+          file=sys.stderr)
+    if argv is not None:
+        raise BuildError("the lesson table changed (written to shared/course_table.py): run the build again")
+    os.execv(sys.executable, [sys.executable, str(Path(__file__).resolve()), *sys.argv[1:]])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="report stale files, write nothing")
@@ -571,6 +594,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.sources_only and not args.check:
             raise BuildError("--sources-only goes with --check: a build always runs the solved notebooks")
+        if not args.check:
+            refresh_course_table(argv)
         outputs = build_all(args.parts or None, execute=not args.sources_only)
         if args.check:
             problems = stale_files(outputs, args.sources_only)

@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] part_title="MLP forward and backward core"
 # # Part 1 · The MLP core: forward and backward by hand
 #
 # Every technique in this course (accumulating gradients, recomputing

@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] part_title="Gradient accumulation"
 # # Part 2 · Gradient accumulation: a big batch in small pieces
 #
 # Activation memory grows with the batch: every example in flight keeps its

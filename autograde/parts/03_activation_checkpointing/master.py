@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] part_title="Activation checkpointing"
 # # Part 3 · Activation checkpointing: store less, recompute the rest
 #
 # Gradient accumulation shrinks activation memory by shrinking the batch. It

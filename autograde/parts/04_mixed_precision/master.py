@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] part_title="Mixed precision"
 # # Part 4 · Mixed precision: half the bytes per number
 #
 # Parts 2 and 3 kept fewer activations alive. This part makes every one of them

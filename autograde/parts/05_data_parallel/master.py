@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] part_title="Data parallel"
 # # Part 5 · Data parallel: many workers, one model, and the bill for talking
 #
 # Parts 2 and 3 made one worker's memory go further. **Data parallelism**

@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] part_title="ZeRO-style optimizer sharding"
 # # Part 6 · ZeRO: every worker keeps a slice of the optimizer
 #
 # In Part 5 every worker holds a full replica of everything: the parameters,

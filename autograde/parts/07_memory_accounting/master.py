@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] part_title="Memory accounting and the full loop"
 # # Part 7 · Memory accounting, and the whole loop
 #
 # Six parts have each saved memory one way: accumulation keeps one micro-batch's
