@@ -40,23 +40,22 @@ from traitlets import DottedObjectName, Integer
 from shared.lessons import lesson as find_lesson, lesson_of_grade_id, lessons_of
 
 from . import cgroups, feedback_text, judge, kernel_tree, redact, rules, sandbox
-from .harness import MIME
+from .protocol import (ANSWERS_MIME, CASES_FILE_HOST_ENV, CELL_OUTPUT_BYTES_ENV, CGROUP_NAME_ENV, INSIDE_IP,
+                       KERNEL_TREE_HOST_ENV, NOTEBOOK_OUTPUT_BYTES_ENV, PRIVATE_DIR_ENV, REVEAL_DIR_HOST_ENV,
+                       RUN_BROKEN_CELLS_ENV, RUN_DEMOS_ENV, Reason)
 
-CASES_FILE_HOST_ENV = "MCT_CASES_FILE_HOST"  # read by grading.sandbox when it starts a kernel
-KERNEL_TREE_ENV = "MCT_KERNEL_TREE_HOST"      # the modules the kernel may import (grading.kernel_tree)
-REVEAL_DIR_ENV = "MCT_REVEAL_DIR_HOST"       # where a composite lesson's building blocks appear for its cell
 RUN_SEED = judge.run_seed()  # one per nbgrader process (tools/instructor.py gives all of a run the same)
 # For the sandbox's own tests only: cells that break the rules run all the same (they still cost their
 # lessons or withhold the grade), so that what the sandbox must stop reaches it.
-RUN_BROKEN_CELLS = os.environ.get("MCT_RUN_BROKEN_CELLS") == "1"
+RUN_BROKEN_CELLS = os.environ.get(RUN_BROKEN_CELLS_ENV) == "1"
 # The course's demonstrations (cells tagged demo in the masters) grade nothing: they are not run while grading
 # unless MCT_RUN_DEMOS=1 (tests/test_nbgrader_loop.py grades the solved notebooks both ways).
-RUN_DEMOS = os.environ.get("MCT_RUN_DEMOS") == "1"
+RUN_DEMOS = os.environ.get(RUN_DEMOS_ENV) == "1"
 
 # Output a notebook may send, counted in this process as it arrives (what is past a budget is dropped at
 # once, never held): per cell, per notebook, and per message (ZeroMQ refuses a larger one unread).
-CELL_OUTPUT_BYTES = int(os.environ.get("MCT_CELL_OUTPUT_BYTES", 2 * 2**20))
-NOTEBOOK_OUTPUT_BYTES = int(os.environ.get("MCT_NOTEBOOK_OUTPUT_BYTES", 8 * 2**20))
+CELL_OUTPUT_BYTES = int(os.environ.get(CELL_OUTPUT_BYTES_ENV, 2 * 2**20))
+NOTEBOOK_OUTPUT_BYTES = int(os.environ.get(NOTEBOOK_OUTPUT_BYTES_ENV, 8 * 2**20))
 MAX_MESSAGE_BYTES = 32 * 2**20  # above any lesson's answers (the largest, lesson 040's, are about 12 MB)
 QUEUED_MESSAGES = 32  # output messages waiting to be read: past that a flood is dropped by ZeroMQ, unread
 OUTPUT_MESSAGES = ("stream", "display_data", "execute_result", "error", "update_display_data")
@@ -83,8 +82,8 @@ class PrepareCases(NbGraderPreprocessor):
         _drawn[slug] = drawn
         folder = _prepared(slug, drawn)
         os.environ[CASES_FILE_HOST_ENV] = str(folder / "cases.json")
-        os.environ[KERNEL_TREE_ENV] = str(folder / "tree")
-        os.environ[REVEAL_DIR_ENV] = str(folder / "reveal")
+        os.environ[KERNEL_TREE_HOST_ENV] = str(folder / "tree")
+        os.environ[REVEAL_DIR_HOST_ENV] = str(folder / "reveal")
         self.log.info("grading %s with run seed %d", slug, RUN_SEED)
         return nb, resources
 
@@ -167,9 +166,9 @@ class SandboxedExecute(Execute):
         """Every message of the running cell: answers are taken out here and never reach the notebook."""
         content = msg.get("content") or {}
         data = content.get("data")
-        if isinstance(data, dict) and MIME in data:
+        if isinstance(data, dict) and ANSWERS_MIME in data:
             self._take_answers(msg, cell, cell_index)
-            rest = {mime: value for mime, value in data.items() if mime != MIME}
+            rest = {mime: value for mime, value in data.items() if mime != ANSWERS_MIME}
             if not rest:
                 return None
             msg = {**msg, "content": {**content, "data": rest}}
@@ -202,7 +201,7 @@ class SandboxedExecute(Execute):
         lesson = lesson_of_grade_id(str(meta.get("grade_id", "")))
         own_cell = bool(meta.get("grade")) and lesson is not None and meta.get("grade_id") == lesson.grade_id
         content = msg.get("content") or {}
-        payload = json.loads(json.dumps(content["data"][MIME]))
+        payload = json.loads(json.dumps(content["data"][ANSWERS_MIME]))
         said = payload.get("lesson") if isinstance(payload, dict) else None
         transient = content.get("transient") or {}
         why = None
@@ -224,7 +223,7 @@ class SandboxedExecute(Execute):
     def _reveal_building_blocks(self, cell) -> Path | None:
         """Before a composite lesson's test cell: the helper's versions of the earlier lessons'
         functions it builds on, for this cell only (see grading.redact)."""
-        folder = os.environ.get(REVEAL_DIR_ENV)
+        folder = os.environ.get(REVEAL_DIR_HOST_ENV)
         lesson = lesson_of_grade_id(str(cell.metadata.get("nbgrader", {}).get("grade_id", "")))
         if not folder or lesson is None or cell.metadata["nbgrader"]["grade_id"] != lesson.grade_id:
             return None
@@ -297,24 +296,24 @@ class SandboxKernelManager(AsyncKernelManager):
     client_class = DottedObjectName("grading.preprocessors.SandboxKernelClient")
 
     async def _async_pre_start_kernel(self, **kwargs):
-        base = Path(os.environ["MCT_PRIVATE_DIR"]) / "runtime"
+        base = Path(os.environ[PRIVATE_DIR_ENV]) / "runtime"
         base.mkdir(parents=True, exist_ok=True)
         self._mct_folder = Path(tempfile.mkdtemp(prefix="kernel-", dir=base))
         self._mct_sandboxed = sandbox.sandbox_wanted()
         self._mct_cgroup = f"{cgroups.PREFIX}{secrets.token_hex(6)}"
         self.connection_file = str(self._mct_folder / "kernel.json")
-        self.ip = sandbox.INSIDE_IP if self._mct_sandboxed else str(self._mct_folder / "kernel")
+        self.ip = INSIDE_IP if self._mct_sandboxed else str(self._mct_folder / "kernel")
         return await super()._async_pre_start_kernel(**kwargs)
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
-        kw["env"] = {**(kw.get("env") or os.environ), cgroups.NAME_ENV: self._mct_cgroup}
+        kw["env"] = {**(kw.get("env") or os.environ), CGROUP_NAME_ENV: self._mct_cgroup}
         await super()._async_launch_kernel(kernel_cmd, **kw)
         if self._mct_sandboxed:
             pid = await asyncio.get_running_loop().run_in_executor(
                 None, sandbox.sandbox_pid, self.provisioner.process.pid)
             if pid is None:
                 raise RuntimeError(KERNEL_NOT_STARTED)
-            self.ip = f"/proc/{pid}/root{sandbox.INSIDE_IP}"  # the kernel's sockets, from this side
+            self.ip = f"/proc/{pid}/root{INSIDE_IP}"  # the kernel's sockets, from this side
 
     def cleanup_ipc_files(self) -> None:
         """A sandboxed kernel's sockets vanish with its /tmp: nothing to remove (and a path through /proc
@@ -337,8 +336,8 @@ def _answers_in(cell: NotebookNode) -> tuple[list[dict[str, Any]], list[Notebook
     found, others = [], []
     for output in cell.get("outputs", []):
         data = output.get("data", {}) if output.get("output_type") in ("display_data", "execute_result") else {}
-        if MIME in data:  # plain JSON again (nbformat hands out its own dict subclass)
-            found.append(json.loads(json.dumps(data[MIME])))
+        if ANSWERS_MIME in data:  # plain JSON again (nbformat hands out its own dict subclass)
+            found.append(json.loads(json.dumps(data[ANSWERS_MIME])))
         else:
             others.append(output)
     return found, others
@@ -423,11 +422,13 @@ def _apply_rules(verdict: judge.Verdict, findings: rules.Findings) -> judge.Verd
     if findings.outside:
         found = findings.outside[0]
         return judge.Verdict(verdict.code, False, f"grade withheld: {found.message()}; that cell, outside every "
-                                                  f"lesson, was not run (this notebook needs a human look)", "rules")
+                                                  f"lesson, was not run (this notebook needs a human look)",
+                             Reason.RULES)
     mine = findings.of_lesson(verdict.code)
     if mine:
         return judge.Verdict(verdict.code, False, f"{mine[0].message()}; that cell was not run, and lesson "
-                                                  f"{verdict.code} gets no points (listed for a human look)", "rules")
+                                                  f"{verdict.code} gets no points (listed for a human look)",
+                             Reason.RULES)
     return verdict
 
 

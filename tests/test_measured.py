@@ -27,8 +27,8 @@ from nbformat import NotebookNode
 
 from course import ROOT, built_parts, read, student_path
 from grading import kernel_tree, meter
-from grading.harness import MIME
 from grading.inputs import order_revealing_vectors
+from grading.protocol import ANSWERS_MIME as MIME
 from shared.answers import answers as _answers_decorator  # noqa: F401  (the marker the redaction reads)
 from shared.lessons import lessons_of
 
