@@ -16,10 +16,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from grading.protocol import CELL_TIMEOUT_ENV, COURSE_DIR_ENV, PRIVATE_DIR_ENV
+
 c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
 
 HERE = Path(__file__).resolve().parent
-COURSE_DIR = os.environ.get("MCT_COURSE_DIR", str(HERE))
+COURSE_DIR = os.environ.get(COURSE_DIR_ENV, str(HERE))  # MCT_COURSE_DIR
 c.CourseDirectory.root = COURSE_DIR
 c.CourseDirectory.course_id = "memory-constrained-trainer"
 
@@ -32,7 +34,7 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # Per-cell time limit, in seconds: an endless loop at the top level of a cell is interrupted
 # and the rest of the notebook still runs.  (Each lesson's hidden cases have their own limit,
 # and the whole notebook MCT_NOTEBOOK_SECONDS, enforced by the sandbox.)
-c.Execute.timeout = int(os.environ.get("MCT_CELL_TIMEOUT", "30"))
+c.Execute.timeout = int(os.environ.get(CELL_TIMEOUT_ENV, "30"))  # MCT_CELL_TIMEOUT
 c.Execute.interrupt_on_timeout = True
 # A graded kernel is killed once the notebook has run (its sandbox and its /tmp go with it): waiting for it to
 # shut down by itself would cost a second or more a notebook.
@@ -83,11 +85,11 @@ c.FeedbackExporter.template_file = "course.html.j2"
 
 # Private folders of this nbgrader process (nbgrader reads this file several times: once is
 # enough): the kernelspec that starts kernels in the sandbox, and the kernels' socket folder.
-if "MCT_PRIVATE_DIR" not in os.environ or not Path(os.environ["MCT_PRIVATE_DIR"]).is_dir():
+if PRIVATE_DIR_ENV not in os.environ or not Path(os.environ[PRIVATE_DIR_ENV]).is_dir():
     _private = Path(tempfile.mkdtemp(prefix="mct-grading-"))
     atexit.register(shutil.rmtree, _private, True)
-    os.environ["MCT_PRIVATE_DIR"] = str(_private)
-PRIVATE = Path(os.environ["MCT_PRIVATE_DIR"])
+    os.environ[PRIVATE_DIR_ENV] = str(_private)
+PRIVATE = Path(os.environ[PRIVATE_DIR_ENV])
 _spec_dir = PRIVATE / "share" / "jupyter" / "kernels" / "mct-grading"
 _spec_dir.mkdir(parents=True, exist_ok=True)
 (_spec_dir / "kernel.json").write_text(json.dumps({
@@ -100,7 +102,7 @@ _spec_dir.mkdir(parents=True, exist_ok=True)
 os.environ["JUPYTER_PATH"] = os.pathsep.join([str(PRIVATE / "share" / "jupyter"),
                                               str(Path(sys.prefix) / "share" / "jupyter")])
 os.environ["JUPYTER_RUNTIME_DIR"] = str(PRIVATE / "runtime")
-os.environ["MCT_COURSE_DIR"] = COURSE_DIR
+os.environ[COURSE_DIR_ENV] = COURSE_DIR
 c.Execute.kernel_name = "mct-grading"
 # Kernels talk over Unix sockets inside their own sandbox's /tmp (the grader reaches them through
 # /proc/<pid>/root; grading.preprocessors.SandboxKernelManager): no TCP port that two parallel grading

@@ -25,8 +25,7 @@ from pathlib import Path
 
 ROOT_V2 = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
 ROOT_V1 = Path("/sys/fs/cgroup")
-PREFIX = "mct-kernel-"
-NAME_ENV = "MCT_CGROUP_NAME"  # the group a kernel's launcher makes and enters (set by the kernel manager)
+PREFIX = "mct-kernel-"  # a kernel's group (its name reaches the launcher in grading.protocol.CGROUP_NAME_ENV)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from shared.lessons import Lesson, lesson_of_grade_id, lessons_of, minutes_left,
 INSTRUCTOR_WILL_LOOK = "your instructor will look at this notebook"
 
 # The grader's notes and what a learner reads instead, in order (a longer note before any note it contains).
-# Each pattern is one the grader writes (grading/preprocessors.py); tests/test_feedback_text.py holds them to it.
+# Each pattern is one the grader writes (grading/preprocessors/); tests/test_feedback_text.py holds them to it.
 _PLAIN_WORDS: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(pattern), words) for pattern, words in (
     # The first line of a lesson's failed verdict names the grader's exception class.
     (r"(?m)^GradedFailure: ", ""),

@@ -9,8 +9,8 @@ two lines written by the build::
 This module decides nothing.  It reads the lesson's inputs from the file the
 grader put into the sandbox (``$MCT_CASES_FILE``), calls the learner's function
 on each of them in a forked child process, and displays one message of MIME
-type :data:`MIME` with the results, the inputs as they were after each call,
-and which results share memory with an input.  The judge, in nbgrader's own
+type :data:`grading.protocol.ANSWERS_MIME` with the results, the inputs as they
+were after each call, and which results share memory with an input.  The judge, in nbgrader's own
 process, compares them with the reference and gives the points.
 
 What the course measures about *how* an answer was computed is measured here,
@@ -45,9 +45,8 @@ import numpy as np
 
 from . import wire
 from .meter import Meter
+from .protocol import ANSWERS_MIME, CASES_FILE_ENV, REVEAL_DIR_ENV
 
-MIME = "application/vnd.mct.answers+json"
-CASES_FILE_ENV = "MCT_CASES_FILE"
 OUTPUT_CAP = 4000            # characters of the learner's printed output kept per lesson
 CHILD_MEMORY = 3 * 2**30     # bytes of address space a lesson's child may add to the kernel's
 
@@ -176,7 +175,7 @@ def _use_helper_versions(code: str, namespace: MutableMapping[str, Any], names: 
     """
     if not names:
         return
-    revealed = Path(os.environ.get("MCT_REVEAL_DIR", "/nonexistent")) / f"{code}.py"
+    revealed = Path(os.environ.get(REVEAL_DIR_ENV, "/nonexistent")) / f"{code}.py"
     if revealed.is_file():
         blocks: dict[str, Any] = {"__name__": "mct_building_blocks"}
         exec(compile(revealed.read_text(), f"<building blocks of lesson {code}>", "exec"), blocks)
@@ -310,7 +309,7 @@ def answer_hidden_cases(code: str, namespace: MutableMapping[str, Any]) -> None:
         from IPython.display import display
     except ImportError:  # outside a kernel there is no judge to read it
         return
-    display({MIME: payload, "text/plain": f"[answers to lesson {code}'s hidden cases, sent for grading]"},
+    display({ANSWERS_MIME: payload, "text/plain": f"[answers to lesson {code}'s hidden cases, sent for grading]"},
             raw=True)
     if payload.get("status") != "no_cases":
         raise AnswersSent()

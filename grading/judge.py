@@ -39,6 +39,7 @@ from shared.lessons import Lesson, lesson as find_lesson, lessons_of
 from shared.mistakes import mistakes_of
 
 from . import wire
+from .protocol import CASES_FILE_ENV, RUN_SEED_ENV, Reason
 from .spec import Case, LessonSpec, Raises, draw_cases
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,11 +47,9 @@ PARTS_DIR = ROOT / "autograde" / "parts"
 SOLUTIONS_DIR = ROOT / "solutions"
 
 
-RUN_SEED_ENV = "MCT_RUN_SEED"  # set by tools/instructor.py (one seed for a whole autograde) and the tests
-
-
 def run_seed() -> int:
-    """The seed the hidden cases are drawn from: MCT_RUN_SEED if set, else a fresh one of 48 bits."""
+    """The seed the hidden cases are drawn from: MCT_RUN_SEED if set (by tools/instructor.py, one seed for
+    a whole autograde, and by the tests), else a fresh one of 48 bits."""
     return int(os.environ.get(RUN_SEED_ENV) or secrets.randbits(48))
 
 
@@ -190,20 +189,18 @@ def _reference_answer(lesson: Lesson, spec: LessonSpec, case: Case | Raises) -> 
 # Judging one lesson
 # --------------------------------------------------------------------------
 
-#: Why a lesson lost its points.  Only "value" means the answer had the right form (types,
-#: dtypes, shapes, keys), kept the contract (errors, no mutation, fresh arrays, memory) and
-#: differed in numbers alone; the contract tests allow no other reason to be hidden from
-#: the visible tests.
-REASONS = ("passed", "value", "form", "refusal", "crash", "mutation", "alias", "memory", "traffic",
-           "not started", "no answers", "rules", "grading")
-
-
 @dataclass(frozen=True)
 class Verdict:
+    """A lesson's verdict: passed or not, the message the learner reads, and why (:class:`Reason`;
+    a reason that is not one of its members fails here, at construction)."""
+
     code: str
     passed: bool
     message: str
-    reason: str = "grading"
+    reason: Reason = Reason.GRADING
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", Reason(self.reason))  # ValueError for an unknown reason
 
     @property
     def points(self) -> int:
@@ -220,8 +217,8 @@ def _case_label(index: int, total: int, case: Case | Raises) -> str:
 
 
 def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: dict[str, Any],
-                 mistakes: Sequence[Mistake]) -> tuple[str, str] | None:
-    """``(reason, message)`` when the learner's answer to one case is wrong (see REASONS), else None."""
+                 mistakes: Sequence[Mistake]) -> tuple[Reason, str] | None:
+    """``(reason, message)`` when the learner's answer to one case is wrong, else None."""
     name = lesson.function
     values = list(case.args.values())
     kind = answer.get("kind")
@@ -230,19 +227,19 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
         if kind == "raised" and answer.get("error") == wanted:
             return None
         if kind == "raised":
-            return "refusal", (f"{name} should raise {wanted} when {case.about}, but it raised "
-                               f"{answer.get('error')}: {answer.get('message')}")
-        return "refusal", f"{name} should raise {wanted} when {case.about}, but it returned normally"
+            return Reason.REFUSAL, (f"{name} should raise {wanted} when {case.about}, but it raised "
+                                    f"{answer.get('error')}: {answer.get('message')}")
+        return Reason.REFUSAL, f"{name} should raise {wanted} when {case.about}, but it returned normally"
     if kind == "unsendable":
-        return "form", f"{name} returned a value that cannot be graded: {answer.get('message')}"
+        return Reason.FORM, f"{name} returned a value that cannot be graded: {answer.get('message')}"
     if kind == "raised":
         error_name, text = answer.get("error"), answer.get("message", "")
         message = f"{name} raised {error_name}: {text}"
         crash = _crashing_mistake(error_name, text, mistakes, values)
         where = answer.get("traceback", "").strip()
-        return "crash", _with_mistake(message + (f"\n  where:\n{where}" if where else ""), crash)
+        return Reason.CRASH, _with_mistake(message + (f"\n  where:\n{where}" if where else ""), crash)
     if kind != "returned":
-        return "grading", f"the answer to this case is malformed ({kind!r})"
+        return Reason.GRADING, f"the answer to this case is malformed ({kind!r})"
     result = wire.from_plain(answer["result"])
     after = answer.get("args_after")
     if after is not None:
@@ -250,7 +247,7 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
         for arg_name, old, new in zip(case.args, values, after_values):
             if difference(new, old, arg_name, exact=True) is not None:
                 mistake = recognise_mutating_mistake(after_values, mistakes, tuple(copy.deepcopy(values)))
-                return "mutation", _with_mistake(mutation_message(name, arg_name, old), mistake)
+                return Reason.MUTATION, _with_mistake(mutation_message(name, arg_name, old), mistake)
     expected, sent = reference_answer(lesson, spec, case)
     tolerances = spec.tolerances(case)
     message = difference(result, expected, f"the result of {name}", **tolerances)
@@ -261,25 +258,25 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
     if sent is not None:
         problem = _traffic_problem(name, spec, answer, sent)
         if problem:
-            return "traffic", problem
+            return Reason.TRAFFIC, problem
     if isinstance(case, Case) and case.measure and spec.memory is not None:
         problem = _memory_problem(name, spec, case, answer)
         if problem:
-            return "memory", problem
+            return Reason.MEMORY, problem
     if spec.workers_apart and answer.get("workers_shared"):
         from shared.checking import WORKERS_APART_HINT
-        return "alias", _with_mistake(f"{answer['workers_shared'][0]}: {WORKERS_APART_HINT}",
-                                      _sharing_mistake(mistakes, values))
+        return Reason.ALIAS, _with_mistake(f"{answer['workers_shared'][0]}: {WORKERS_APART_HINT}",
+                                           _sharing_mistake(mistakes, values))
     problem = parts_shared_problem(answer.get("parts_shared") or [], expected)
     if problem:
-        return "alias", problem
+        return Reason.ALIAS, problem
     problem = _received_problem(name, answer, sent) if sent is not None else None
     if problem:
-        return "traffic", problem
+        return Reason.TRAFFIC, problem
     if spec.fresh_result and answer.get("aliases"):
         mistake = recognise_aliasing_mistake(mistakes, tuple(copy.deepcopy(values)), expected=expected, **tolerances)
-        return "alias", _with_mistake(f"{answer['aliases'][0]}: return new arrays (e.g. x + 0 or x.copy()), so "
-                                      f"that changing the result can never change the caller's data", mistake)
+        return Reason.ALIAS, _with_mistake(f"{answer['aliases'][0]}: return new arrays (e.g. x + 0 or x.copy()), "
+                                           f"so that changing the result can never change the caller's data", mistake)
     return None
 
 
@@ -321,13 +318,13 @@ def _traffic_text(traffic: Any) -> str:
             f"{traffic.get('rounds')} rounds")
 
 
-def _value_or_form(result: Any, expected: Any) -> str:
-    """"value" when ``result`` has the form of ``expected`` (types, dtypes, shapes, keys) and
-    differs only in numbers, else "form"."""
+def _value_or_form(result: Any, expected: Any) -> Reason:
+    """VALUE when ``result`` has the form of ``expected`` (types, dtypes, shapes, keys) and
+    differs only in numbers, else FORM."""
     with np.errstate(all="ignore"):
         loose = difference(result, expected, "x", rtol=0.0, atol=np.inf)  # any finite number is close
     value_only = ("NaN", "infinite", "differs from the expected values", "is True, expected", "is False, expected")
-    return "value" if loose is None or any(text in loose for text in value_only) else "form"
+    return Reason.VALUE if loose is None or any(text in loose for text in value_only) else Reason.FORM
 
 
 def _memory_problem(name: str, spec: LessonSpec, case: Case, answer: dict[str, Any]) -> str | None:
@@ -391,11 +388,13 @@ def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, A
     spec = lesson_spec(code)
     if payload is None:
         return Verdict(code, False, "no answers reached the grader: the test cell did not get to its hidden "
-                                    "tests (did an earlier line of the cell, or the notebook, stop it?)", "no answers")
+                                    "tests (did an earlier line of the cell, or the notebook, stop it?)",
+                       Reason.NO_ANSWERS)
     status = payload.get("status")
     if status != "answered":
         text = payload.get("message") or _STATUS_MESSAGES.get(status, f"grading failed ({status})")
-        reason = {"timeout": "crash", "crashed": "crash", "not_defined": "not started"}.get(status, "grading")
+        reason = {"timeout": Reason.CRASH, "crashed": Reason.CRASH, "not_defined": Reason.NOT_STARTED}.get(
+            status, Reason.GRADING)
         return Verdict(code, False, str(text), reason)
     answers = payload.get("answers")
     if not isinstance(answers, list) or len(answers) != len(cases):
@@ -403,17 +402,17 @@ def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, A
     if all(a.get("kind") == "raised" and a.get("error") == "NotImplementedError" for a in answers):
         return Verdict(code, False, f"not started: {lesson.function} still raises NotImplementedError "
                                     f"(replace each `raise NotImplementedError(...)` line with your code)",
-                       "not started")
+                       Reason.NOT_STARTED)
     mistakes = mistakes_of(lesson.function) if name_mistakes else ()
     for index, (case, answer) in enumerate(zip(cases, answers)):
         try:
             problem = case_problem(lesson, spec, case, answer, mistakes)
         except wire.WireError as error:
-            problem = "form", f"the answer could not be read: {error}"
+            problem = Reason.FORM, f"the answer could not be read: {error}"
         if problem is not None:
             reason, text = problem
             return Verdict(code, False, f"{text}\n  {_case_label(index, of or len(cases), case)}", reason)
-    return Verdict(code, True, f"{len(cases)} hidden cases right", "passed")
+    return Verdict(code, True, f"{len(cases)} hidden cases right", Reason.PASSED)
 
 
 
@@ -436,7 +435,7 @@ def grade_in_process(code: str, namespace: dict[str, Any], run_seed: int = 0,
     cases = drawn_cases(code, case_seed(run_seed, code))
     if len(cases) > QUICK_CASES:
         quick = grade_cases(code, namespace, cases[:QUICK_CASES], len(cases), time_limit)
-        if not quick.passed and quick.reason != "not started":  # "not started" needs every answer
+        if not quick.passed and quick.reason != Reason.NOT_STARTED:  # "not started" needs every answer
             return quick
     return grade_cases(code, namespace, cases, len(cases), time_limit)
 
@@ -458,13 +457,13 @@ def grade_cases(code: str, namespace: dict[str, Any], cases: list[Case | Raises]
         if time_limit is not None:
             plan["lessons"][code]["time_limit"] = time_limit
         path.write_text(json.dumps(plan))
-        saved = os.environ.get(harness.CASES_FILE_ENV)
-        os.environ[harness.CASES_FILE_ENV] = str(path)
+        saved = os.environ.get(CASES_FILE_ENV)
+        os.environ[CASES_FILE_ENV] = str(path)
         try:
             payload = harness.collect_answers(code, namespace)
         finally:
             if saved is None:
-                os.environ.pop(harness.CASES_FILE_ENV, None)
+                os.environ.pop(CASES_FILE_ENV, None)
             else:
-                os.environ[harness.CASES_FILE_ENV] = saved
+                os.environ[CASES_FILE_ENV] = saved
     return judge_lesson(code, cases, json.loads(json.dumps(payload)), of, name_mistakes)

@@ -15,8 +15,9 @@ notebook): ``shared/`` and ``grading/`` as the kernel needs them, nothing else.
   cells import it and only its demonstrations draw, and neither graded code
   (the rules allow no matplotlib) nor grading needs a plot: importing the real
   one would cost every graded notebook about a second.
-- ``grading/``: the kernel's side of grading (:data:`KERNEL_SIDE`: the harness and
-  the wire), nothing of the judge.
+- ``grading/``: the kernel's side of grading (:data:`KERNEL_SIDE`: the harness, the
+  wire, the meter, and the names they share with the grader, :mod:`grading.protocol`),
+  nothing of the judge.
 
 So no working answer of the part's lessons is in the kernel's reach: not in the
 library (redacted), not in the mistake catalogue (absent), not in the reference
@@ -63,8 +64,8 @@ def __getattr__(name):
 #: Functions of the stand-ins that the notebook's own cells call outside the visible tests:
 #: they do nothing while grading (any other function refuses, saying why).
 QUIET = {"notebook": ("setup_notebook",), "progress": ("show_progress",)}
-#: The kernel's side of grading.
-KERNEL_SIDE = ("harness", "wire", "meter")
+#: The kernel's side of grading (the harness reads the protocol's names).
+KERNEL_SIDE = ("harness", "wire", "meter", "protocol")
 
 
 def _stand_in(module_name: str) -> str:
@@ -114,7 +115,8 @@ def build(slug: str, folder: Path) -> Path:
     for name in VISIBLE_ONLY:
         (shared / f"{name}.py").write_text(_stand_in(name))
     # a regular package (not a namespace one), so no other folder on the kernel's path adds modules to it
-    (grading / "__init__.py").write_text('"""The kernel\'s side of grading (the harness, the wire, the meter)."""\n')
+    (grading / "__init__.py").write_text('"""The kernel\'s side of grading (the harness, the wire, the meter, the '
+                                         'protocol)."""\n')
     for name in KERNEL_SIDE:
         shutil.copy(ROOT / "grading" / f"{name}.py", grading / f"{name}.py")
     plots = folder / "matplotlib"

@@ -24,6 +24,7 @@ from pathlib import Path
 import nbformat
 
 from grading import nbgrader_cli
+from grading.protocol import COURSE_DIR_ENV, SANDBOX_ENV
 from grading.sandbox import bwrap_path, preflight, sandbox_wanted
 from shared.lessons import lesson_of_grade_id
 
@@ -37,7 +38,7 @@ def unsandboxed_reason() -> str | None:
 
     A learner's own grade goes on without it (their own notebook on their own machine), and says so."""
     if not sandbox_wanted():
-        return "MCT_SANDBOX=off"
+        return f"{SANDBOX_ENV}=off"
     if bwrap_path() is None:
         return "bubblewrap is not installed"
     problem = preflight()
@@ -49,9 +50,9 @@ def grading_env(course: Path, unsandboxed: str | None) -> dict[str, str]:
 
     Nothing of the caller's Jupyter or IPython set-up (a JupyterLab server's own variables, say) reaches it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON", "PYTHONPATH"))}
-    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", MCT_COURSE_DIR=str(course))
+    env.update({"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", COURSE_DIR_ENV: str(course)})
     if unsandboxed:
-        env["MCT_SANDBOX"] = "off"
+        env[SANDBOX_ENV] = "off"
     return env
 
 

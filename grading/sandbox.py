@@ -43,29 +43,26 @@ import time
 from pathlib import Path
 
 from . import cgroups
+from .protocol import (CASES_FILE_ENV, CASES_FILE_HOST_ENV, CGROUP_NAME_ENV, GRADING_ENV, INSIDE, INSIDE_CASES,
+                       INSIDE_CONNECTION, INSIDE_REVEAL, INSIDE_RUN, INSIDE_TMP, INSIDE_TREE, INSIDE_WORK,
+                       KERNEL_ADDRESS_SPACE_ENV, KERNEL_MEMORY_ENV, KERNEL_PROCESSES_ENV, KERNEL_TMP_ENV,
+                       KERNEL_TREE_HOST_ENV, NOTEBOOK_SECONDS_ENV, PRIVATE_DIR_ENV, REVEAL_DIR_ENV, REVEAL_DIR_HOST_ENV,
+                       SANDBOX_ENV)
 
 ROOT = Path(__file__).resolve().parent.parent
-SANDBOX_ENV = "MCT_SANDBOX"
 NOBODY = 65534
 KERNEL_UIDS = (200_000, 100_000)  # first uid, how many: each kernel its own, so that limits per user
                                   # (processes) of one notebook never reach another's
-INSIDE = "/tmp/mct"                        # the grader's things, inside the sandbox's own /tmp
-INSIDE_CASES = f"{INSIDE}/cases.json"
-INSIDE_REVEAL = f"{INSIDE}/reveal"
-INSIDE_TREE = f"{INSIDE}/course"
-INSIDE_RUN = f"{INSIDE}/run"               # the kernel's sockets
-INSIDE_CONNECTION = f"{INSIDE}/kernel.json"
-INSIDE_IP = f"{INSIDE_RUN}/kernel"         # the ipc address prefix in the connection file
-TMP_BYTES = int(os.environ.get("MCT_KERNEL_TMP", 256 * 2**20))  # the sandbox's /tmp: its only writable place
+TMP_BYTES = int(os.environ.get(KERNEL_TMP_ENV, 256 * 2**20))  # the sandbox's /tmp: its only writable place
 
-MEMORY = int(os.environ.get("MCT_KERNEL_MEMORY", 6 * 2**30))  # everything the sandbox holds (its control group)
-ADDRESS_SPACE = int(os.environ.get("MCT_KERNEL_ADDRESS_SPACE", 6 * 2**30))  # each process (the fallback)
-PROCESSES = int(os.environ.get("MCT_KERNEL_PROCESSES", 128))  # tasks: the kernel's threads count too
+MEMORY = int(os.environ.get(KERNEL_MEMORY_ENV, 6 * 2**30))  # everything the sandbox holds (its control group)
+ADDRESS_SPACE = int(os.environ.get(KERNEL_ADDRESS_SPACE_ENV, 6 * 2**30))  # each process (the fallback)
+PROCESSES = int(os.environ.get(KERNEL_PROCESSES_ENV, 128))  # tasks: the kernel's threads count too
 LIMITS = {  # resource -> (soft, hard); per process: the fallback, and a second wall
     resource.RLIMIT_AS: ADDRESS_SPACE,
     resource.RLIMIT_NPROC: 256,
     resource.RLIMIT_FSIZE: 200 * 2**20,
-    resource.RLIMIT_CPU: int(os.environ.get("MCT_NOTEBOOK_SECONDS", 600)) * 2,
+    resource.RLIMIT_CPU: int(os.environ.get(NOTEBOOK_SECONDS_ENV, 600)) * 2,
     resource.RLIMIT_CORE: 0,
 }
 PASSED_ENV = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYDEVD_DISABLE_FILE_VALIDATION")
@@ -83,7 +80,7 @@ def bwrap_path() -> str | None:
 
 def missing_sandbox_message() -> str:
     return ("grading needs Debian's bubblewrap to sandbox the notebooks: `sudo apt-get install bubblewrap` "
-            "(or, for a trusted class only, MCT_SANDBOX=off)")
+            f"(or, for a trusted class only, {SANDBOX_ENV}=off)")
 
 
 def kernel_env(cases_file: str | None, home: str, tree: str | None = None,
@@ -96,11 +93,11 @@ def kernel_env(cases_file: str | None, home: str, tree: str | None = None,
         "HOME": home, "IPYTHONDIR": f"{home}/.ipython", "MPLCONFIGDIR": f"{home}/.matplotlib",
         "MPLBACKEND": "module://matplotlib_inline.backend_inline",
         "JUPYTER_RUNTIME_DIR": runtime or f"{home}/runtime",
-        "MCT_GRADING": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+        GRADING_ENV: "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
         "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
     })
     if cases_file:
-        env["MCT_CASES_FILE"] = cases_file
+        env[CASES_FILE_ENV] = cases_file
     return env
 
 
@@ -170,29 +167,30 @@ def bwrap_command(kernel: list[str], connection_file: str, cases_file: str | Non
     mounts = _Mounts()
     mounts.system()
     mounts.args += ["--proc", "/proc", "--dev", "/dev"]
-    mounts.args += ["--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
-    mounts.made.add("/tmp")
+    mounts.args += ["--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", INSIDE_TMP]
+    mounts.made.add(INSIDE_TMP)
     for folder in python_folders():
         mounts.bind(str(folder), str(folder))
     mounts.folder(INSIDE)
     mounts.folder(INSIDE_RUN, perms="1777")
-    mounts.folder("/tmp/work", perms="1777")
+    mounts.folder(INSIDE_WORK, perms="1777")
     mounts.bind(connection_file, INSIDE_CONNECTION)
     if cases_file:
         mounts.bind(cases_file, INSIDE_CASES)
-    tree = os.environ.get("MCT_KERNEL_TREE_HOST")
+    tree = os.environ.get(KERNEL_TREE_HOST_ENV)
     if tree:  # the modules the kernel may import: the redacted library, stand-ins, the harness
         mounts.bind(tree, INSIDE_TREE)
-    reveal = os.environ.get("MCT_REVEAL_DIR_HOST")
+    reveal = os.environ.get(REVEAL_DIR_HOST_ENV)
     if reveal:
         mounts.bind(reveal, INSIDE_REVEAL)
     command = [bwrap_path(), *namespaces, "--die-with-parent", "--new-session", *mounts.args,
                "--remount-ro", "/", "--clearenv"]
-    env = {**kernel_env(INSIDE_CASES if cases_file else None, "/tmp", INSIDE_TREE if tree else None, INSIDE_RUN),
-           **({"MCT_REVEAL_DIR": INSIDE_REVEAL} if reveal else {})}
+    env = {**kernel_env(INSIDE_CASES if cases_file else None, INSIDE_TMP, INSIDE_TREE if tree else None,
+                        INSIDE_RUN),
+           **({REVEAL_DIR_ENV: INSIDE_REVEAL} if reveal else {})}
     for name, value in env.items():
         command += ["--setenv", name, value]
-    command += ["--chdir", "/tmp/work"]
+    command += ["--chdir", INSIDE_WORK]
     if as_root:
         command += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
                     shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}",
@@ -276,22 +274,23 @@ def preflight(timeout: float = 60.0) -> str | None:
     said = (run.stderr.strip().splitlines() or [f"exit status {run.returncode}"])[-1][:300]
     return (f"Python does not start in the grading sandbox on this machine ({said}); the sandbox shows the "
             f"kernel {', '.join(str(p) for p in python_folders())} and the system's /usr: is the Python "
-            f"the course runs on readable there by an unprivileged user, and is MCT_KERNEL_ADDRESS_SPACE enough to start it?")
+            f"the course runs on readable there by an unprivileged user, and is "
+            f"{KERNEL_ADDRESS_SPACE_ENV} enough to start it?")
 
 
 def main(argv: list[str]) -> None:
     if "-f" not in argv:
         raise SystemExit("usage: python -m grading.sandbox -f CONNECTION_FILE")
     connection_file = argv[argv.index("-f") + 1]
-    cases_file = os.environ.get("MCT_CASES_FILE_HOST")
-    seconds = os.environ.get("MCT_NOTEBOOK_SECONDS", "600")
+    cases_file = os.environ.get(CASES_FILE_HOST_ENV)
+    seconds = os.environ.get(NOTEBOOK_SECONDS_ENV, "600")
     if not sandbox_wanted():
-        home = os.environ.get("MCT_PRIVATE_DIR") or "/tmp"
-        reveal = os.environ.get("MCT_REVEAL_DIR_HOST")
+        home = os.environ.get(PRIVATE_DIR_ENV) or "/tmp"
+        reveal = os.environ.get(REVEAL_DIR_HOST_ENV)
         kernel = [sys.executable, "-m", "ipykernel_launcher", *argv]
-        os.execve(sys.executable, kernel, {**kernel_env(cases_file, home, os.environ.get("MCT_KERNEL_TREE_HOST"),
+        os.execve(sys.executable, kernel, {**kernel_env(cases_file, home, os.environ.get(KERNEL_TREE_HOST_ENV),
                                                         str(Path(connection_file).parent)),
-                                           **({"MCT_REVEAL_DIR": reveal} if reveal else {})})
+                                           **({REVEAL_DIR_ENV: reveal} if reveal else {})})
     if bwrap_path() is None:
         print(missing_sandbox_message(), file=sys.stderr)
         raise SystemExit(3)
@@ -300,7 +299,7 @@ def main(argv: list[str]) -> None:
     uid = kernel_uid() if os.getuid() == 0 else os.getuid()
     if os.getuid() == 0:
         _readable_by(connection_file, uid)
-    group = os.environ.get(cgroups.NAME_ENV)
+    group = os.environ.get(CGROUP_NAME_ENV)
     if group and cgroups.enter(group, cgroups.Limits(MEMORY, PROCESSES)) is None:
         print(f"grading.sandbox: {cgroups.describe(None)}", file=sys.stderr)
     command = bwrap_command(kernel, connection_file, cases_file, uid)

@@ -23,19 +23,27 @@ from pathlib import Path
 from .clock import format_minutes, time_left
 from .lessons import LESSONS, PARTS, TOTAL_POINTS, lesson as _lesson, lessons_of, minutes_left, part as _part
 
+# The environment variables read here.  Their one definition is grading/protocol.py, but this package never
+# imports from grading/ (the learner's kernel imports it): tests/test_protocol.py holds these copies equal to it.
+PROGRESS_FILE_ENV = "MCT_PROGRESS_FILE"
+GRADING_ENV = "MCT_GRADING"
 
 
 def progress_file() -> Path:
-    configured = os.environ.get("MCT_PROGRESS_FILE")
+    configured = os.environ.get(PROGRESS_FILE_ENV)
     if configured:
         return Path(configured)
     return Path(__file__).resolve().parent.parent / ".progress.json"
 
 
 def grading() -> bool:
-    """True while nbgrader is grading: the sandbox sets ``MCT_GRADING=1`` for the kernel it starts
-    (grading/sandbox.py)."""
-    return os.environ.get("MCT_GRADING") == "1"
+    """True when ``MCT_GRADING=1``: progress then writes nothing.
+
+    The grading kernel's launcher sets it (``grading.sandbox.kernel_env``), but a kernel that grades
+    imports an inert stand-in of this module (``grading/kernel_tree.py``), where this function never
+    runs.  Where this module does run, the variable is set by code that calls lessons' functions outside
+    a notebook and must not touch the learner's record (``tests/test_delegation.py``'s children)."""
+    return os.environ.get(GRADING_ENV) == "1"
 
 
 def _load() -> dict:

@@ -67,8 +67,8 @@ import nbformat
 from course import (ROOT, grade_id_of, hard_coded_answer, make_submission, reference_code,
                     visible_test_answers)
 from grading import rules, wire
-from grading.harness import MIME
 from grading.judge import Verdict, grade_in_process, lesson_spec, reference_function
+from grading.protocol import ANSWERS_MIME as MIME
 from grading.spec import Raises, draw_cases
 from shared.lessons import Lesson, lesson as find_lesson, lessons_of
 from shared.policy import check_source

@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from course import built_lessons, grade_id_of, read, reference_solutions, student_path  # noqa: E402
 from grading.judge import Verdict, grade_in_process, lesson_spec, reference_function  # noqa: E402
+from grading.protocol import Reason  # noqa: E402
 from grading.spec import Case, Raises, draw_cases  # noqa: E402
 from shared import mlp  # noqa: E402
 from shared.checking import arrays_in  # noqa: E402
@@ -451,7 +452,7 @@ class Outcome:
             return None
         if verdict.passed:
             return "a wrong answer earns the hidden points"
-        if self.visible is None and verdict.reason != "value":
+        if self.visible is None and verdict.reason != Reason.VALUE:
             return (f"passes the visible tests but loses the hidden points for a reason other than values "
                     f"({verdict.reason}): {verdict.message.splitlines()[0]}")
         if entry.kind in ("contract", "shortcut") and self.visible is None:
@@ -477,7 +478,7 @@ def table(lessons: list[Lesson] | None = None) -> str:
         visible = [o for o in wrong if o.visible is None]
         rows.append(f"| {lesson.code} {lesson.function} | {len(wrong)} ({counts}) | "
                     f"{sum(o.problem is None for o in right)}/{len(right)} pass both | "
-                    f"{len(visible)} ({sum(o.verdict.reason == 'value' for o in visible)}) | "
+                    f"{len(visible)} ({sum(o.verdict.reason == Reason.VALUE for o in visible)}) | "
                     f"{sum(o.verdict.passed for o in wrong)} | {sum(o.problem is not None for o in outcomes)} |")
     return "\n".join(rows)
 

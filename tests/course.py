@@ -26,6 +26,7 @@ from types import ModuleType
 import nbformat
 
 from grading.judge import landed_parts
+from grading.protocol import COURSE_DIR_ENV
 from shared.lessons import LESSONS, Lesson, lessons_of, part
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,7 +170,7 @@ def replace_body(code: str, function: str, body: str) -> str:
 def nbgrader_env(course: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    env["MCT_COURSE_DIR"] = str(course)
+    env[COURSE_DIR_ENV] = str(course)
     env.update(extra)
     return env
 

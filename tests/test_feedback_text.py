@@ -18,8 +18,9 @@ from nbformat import NotebookNode
 
 from course import ROOT, make_submission
 from grading import feedback_text, judge, rules
-from grading.preprocessors import (KERNEL_DIED, JudgeLessons, LearnerFeedback, SandboxedExecute, _apply_rules,
-                                   _refusal_output, verdict_output)
+from grading.preprocessors import JudgeLessons, LearnerFeedback, SandboxedExecute
+from grading.preprocessors.judgelessons import _apply_rules, _refusal_output, verdict_output
+from grading.preprocessors.sandboxedexecute import KERNEL_DIED
 from shared.lessons import lesson, lessons_of
 
 sys.path.insert(0, str(ROOT / "tools"))

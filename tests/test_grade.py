@@ -21,6 +21,7 @@ import nbformat
 import pytest
 
 from course import ROOT, grade_id_of, make_submission, read, student_path
+from grading.protocol import RUN_BROKEN_CELLS_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +47,7 @@ def graded(tmp_path_factory):
     before = (notebooks / "01_mlp_core.ipynb").read_bytes()
     progress = tmp_path / "progress.json"
     env = dict(os.environ, MCT_PROGRESS_FILE=str(progress))
-    env.pop("MCT_RUN_BROKEN_CELLS", None)
+    env.pop(RUN_BROKEN_CELLS_ENV, None)
     run = subprocess.run([sys.executable, str(ROOT / "tools" / "grade.py"), "--part", "01,02",
                           "--notebooks", str(notebooks), "--course", str(tmp_path / "course")],
                          env=env, capture_output=True, text=True, timeout=600)

@@ -5,7 +5,7 @@
 - The meter (grading/meter.py) keeps its peak when the measured code resets tracemalloc's, stops it or
   clears its traces.
 - Answers count only from a plain ``display_data`` message of the lesson's own test cell
-  (grading/preprocessors.py): an update, a display id, another cell or a second set is refused.
+  (grading/preprocessors/): an update, a display id, another cell or a second set is refused.
 - The cluster's ledger records only what was sent; the grader tells a worker's result made of what it
   received from one computed from the inputs; inputs on which only the contract's order of the
   additions gives the right bits (grading/inputs.py) tell np.mean, sum(), the reversed and the
@@ -27,8 +27,8 @@ from nbformat import NotebookNode
 
 from course import ROOT, built_parts, read, student_path
 from grading import kernel_tree, meter
-from grading.harness import MIME
 from grading.inputs import order_revealing_vectors
+from grading.protocol import ANSWERS_MIME as MIME
 from shared.answers import answers as _answers_decorator  # noqa: F401  (the marker the redaction reads)
 from shared.lessons import lessons_of
 
@@ -71,9 +71,10 @@ def test_the_tree_holds_every_module_a_notebook_imports(tree):
 
 def test_the_tree_holds_nothing_of_the_judge_the_reference_or_the_torch_extra(tree):
     present = {p.relative_to(tree).as_posix() for p in tree.rglob("*.py")}
-    for absent in ("grading/judge.py", "grading/preprocessors.py", "grading/rules.py", "grading/sandbox.py",
+    for absent in ("grading/judge.py", "grading/preprocessors/__init__.py", "grading/rules.py", "grading/sandbox.py",
                    "shared/real_cluster.py", "shared/real_training.py", "shared/policy.py"):
         assert absent not in present
+    assert not any(p.startswith("grading/preprocessors") for p in present)
     assert not any(p.startswith("solutions") or "mistakes/" in p for p in present)
 
 

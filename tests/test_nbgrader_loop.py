@@ -45,6 +45,7 @@ from nbgrader.api import Gradebook, MissingEntry
 import adversarial
 from adversarial import HOLES, MARKER, NEIGHBOURS, RUN_SEED, Adversary
 from course import ROOT, built_parts, read, student_path, submit, tool
+from grading import protocol
 from grading.feedback_text import plain_words
 from shared.lessons import TOTAL_POINTS, lessons_of
 from shared.mistakes import mistakes_of
@@ -192,9 +193,11 @@ def suite(tmp_path_factory):
     before = fingerprints(FINGERPRINTED)
     host_before = host_free()
     logs = {}
-    with environment(MCT_CELL_TIMEOUT=str(CELL_TIMEOUT), MCT_NOTEBOOK_SECONDS=str(NOTEBOOK_SECONDS),
-                     MCT_RUN_SEED=str(RUN_SEED), MCT_SANDBOX=os.environ.get("MCT_SANDBOX", "on"),
-                     MCT_RUN_BROKEN_CELLS="1", MCT_KERNEL_MEMORY=str(KERNEL_MEMORY)):
+    with environment(**{protocol.CELL_TIMEOUT_ENV: str(CELL_TIMEOUT),
+                        protocol.NOTEBOOK_SECONDS_ENV: str(NOTEBOOK_SECONDS),
+                        protocol.RUN_SEED_ENV: str(RUN_SEED),
+                        protocol.SANDBOX_ENV: os.environ.get(protocol.SANDBOX_ENV, "on"),
+                        protocol.RUN_BROKEN_CELLS_ENV: "1", protocol.KERNEL_MEMORY_ENV: str(KERNEL_MEMORY)}):
         status, logs["release"] = run("release", seconds, instructor.release, course, PARTS)
         assert status == 0, logs["release"]
         for group in (main, neighbours):
@@ -210,7 +213,7 @@ def suite(tmp_path_factory):
                 check_batches(course)
                 status, logs["autograde"] = run("autograde", seconds, instructor.autograde, course, PARTS, None, JOBS)
             else:  # as `make autograde STUDENTS=...`, the course's demonstration cells run this time
-                with environment(MCT_RUN_DEMOS="1"):
+                with environment(**{protocol.RUN_DEMOS_ENV: "1"}):
                     status, logs["neighbours"] = run("autograde beside a fork bomb, with the demonstrations", seconds,
                                                      instructor.autograde, course, PARTS,
                                                      [*NEIGHBOURS, "with-demos"], JOBS)

@@ -45,7 +45,7 @@ def test_environment_yml_lists_the_same_packages_as_pyproject():
 
 def test_readme_states_the_grading_time_limit_of_the_config():
     config = (ROOT / "autograde" / "nbgrader_config.py").read_text()
-    seconds = re.search(r'MCT_CELL_TIMEOUT", "(\d+)"', config).group(1)
+    seconds = re.search(r'CELL_TIMEOUT_ENV, "(\d+)"', config).group(1)
     assert f"per-cell time limit of {seconds} seconds" in (ROOT / "README.md").read_text()
 
 
@@ -62,7 +62,7 @@ def test_the_sandbox_shows_only_an_allow_list_of_the_host(tmp_path):
     """What the kernel sees of the host is bound in one by one: the system's folders, the Python it runs on,
     and the grader's files for it; nothing of the checkout but the virtual environment (its sources, its
     solutions, its history), no home folder, no course directory."""
-    from grading import sandbox
+    from grading import protocol, sandbox
     connection = tmp_path / "private" / "kernel.json"
     command = sandbox.bwrap_command(["python"], str(connection), None)
     assert command.index("--") > command.index("--remount-ro")
@@ -71,7 +71,7 @@ def test_the_sandbox_shows_only_an_allow_list_of_the_host(tmp_path):
     allowed = [Path(p) for p in sandbox.SYSTEM + sandbox.SYSTEM_FILES] + sandbox.python_folders()
     for source, target in pairs:
         if source == str(connection):
-            assert target == sandbox.INSIDE_CONNECTION
+            assert target == protocol.INSIDE_CONNECTION
             continue
         assert any(Path(source) == a or a in Path(source).parents for a in allowed), source
         assert source == target, (source, target)

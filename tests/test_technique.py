@@ -22,6 +22,7 @@ import pytest
 import catalogue
 from course import tagged
 from grading.judge import grade_in_process, lesson_spec, reference_function
+from grading.protocol import Reason
 from shared.lessons import lesson as find_lesson
 
 
@@ -103,9 +104,9 @@ def test_a_loop_that_ignores_a_switch_scores_zero_and_the_verdict_says_why(switc
     for words in said:
         assert words in verdict.message, (words, verdict.message)
     if said[0].startswith("gives the right numbers"):  # the memory: measured and allowed bytes, the rule
-        assert verdict.reason == "memory" and "MiB at its peak, and this lesson allows" in verdict.message
+        assert verdict.reason == Reason.MEMORY and "MiB at its peak, and this lesson allows" in verdict.message
     else:  # what the workers hold: their number, the moments' shapes, the dtypes
-        assert verdict.reason == "form"
+        assert verdict.reason == Reason.FORM
 
 
 @pytest.mark.lesson_040

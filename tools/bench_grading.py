@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from grading.judge import landed_parts
+from grading.protocol import COURSE_DIR_ENV, ENV_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -41,9 +42,9 @@ INSTRUCTOR = [sys.executable, str(ROOT / "tools" / "instructor.py")]
 
 
 def environment(course: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON", "MCT_"))}
-    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", MCT_COURSE_DIR=str(course),
-               JUPYTER_PATH=str(Path(sys.prefix) / "share" / "jupyter"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON", ENV_PREFIX))}
+    env.update({"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", COURSE_DIR_ENV: str(course),
+                "JUPYTER_PATH": str(Path(sys.prefix) / "share" / "jupyter")})
     return env
 
 

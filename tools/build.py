@@ -63,6 +63,7 @@ import course_table  # noqa: E402  (tools/course_table.py: the lesson table, rea
 
 from grading import nbgrader_cli
 from grading.judge import lesson_specs
+from grading.protocol import COURSE_DIR_ENV, GRADING_ENV, PROGRESS_FILE_ENV
 from shared import clock
 from shared.lessons import PARTS as PARTS_OF_COURSE, Lesson, lesson as find_lesson, lessons_of
 
@@ -241,7 +242,7 @@ def student_notebooks(sources: dict[str, str], workdir: Path) -> dict[Path, str]
     (course / "nbgrader_config.py").write_text(
         f"c = get_config()\nload_subconfig({str(NBGRADER_CONFIG)!r})\n"
         f"c.CourseDirectory.root = {str(course)!r}\n")
-    env = dict(os.environ, MCT_COURSE_DIR=str(course))
+    env = {**os.environ, COURSE_DIR_ENV: str(course)}
     run = subprocess.run(nbgrader_cli.command("generate_assignment", "*", "--force", "--no-db"),
                          cwd=course, env=env, capture_output=True, text=True)
     outputs = {}
@@ -265,8 +266,8 @@ def solved_notebook(notebook: nbformat.NotebookNode, workdir: Path, execute: boo
         return nbformat.writes(solved) + "\n"
     env_backup = dict(os.environ)
     # A fresh progress file, so that the XP lines printed are the same on every build.
-    os.environ["MCT_PROGRESS_FILE"] = str(workdir / "progress.json")
-    os.environ.pop("MCT_GRADING", None)
+    os.environ[PROGRESS_FILE_ENV] = str(workdir / "progress.json")
+    os.environ.pop(GRADING_ENV, None)
     os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     try:
         client = NotebookClient(solved, timeout=600, kernel_name="python3", record_timing=False,

@@ -54,11 +54,11 @@ from grading import nbgrader_cli
 
 nbgrader_cli.skip_iri_grammars()  # before anything imports nbformat (grading/nbgrader_cli.py)
 
-from grading.harness import MIME  # noqa: E402
-from grading.judge import RUN_SEED_ENV, run_seed
+from grading.judge import run_seed  # noqa: E402
 from grading.judge import landed_parts as judge_landed_parts
 from grading.cgroups import describe as describe_limits, probe as probe_limits
 from grading.feedback_math import MATHML_TAGS, mathml_attribute_allowed
+from grading.protocol import ANSWERS_MIME, COURSE_DIR_ENV, RUN_SEED_ENV, SANDBOX_ENV
 from grading.sandbox import bwrap_path, missing_sandbox_message, preflight, sandbox_wanted
 from shared.lessons import TOTAL_POINTS, lesson_of_grade_id, lessons_of
 
@@ -66,8 +66,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_COURSE = ROOT / "autograde"
 BIN = Path(sys.executable).parent
 # What feedback must never contain, besides the lines of the hidden tests themselves.
-SECRETS_IN_FEEDBACK = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "answer_hidden_cases", MIME)
-NO_SANDBOX_NOTE = "graded WITHOUT a sandbox (MCT_SANDBOX=off): the notebooks ran with the grader's rights"
+SECRETS_IN_FEEDBACK = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "answer_hidden_cases", ANSWERS_MIME)
+NO_SANDBOX_NOTE = f"graded WITHOUT a sandbox ({SANDBOX_ENV}=off): the notebooks ran with the grader's rights"
 
 
 def landed_parts() -> list[str]:
@@ -139,7 +139,7 @@ def nbgrader_env(course: Path) -> dict[str, str]:
            if k not in ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "IPYTHONDIR", "JUPYTER_CONFIG_DIR",
                         "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR")}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"  # nbgrader runs `alembic` from PATH
-    env["MCT_COURSE_DIR"] = str(course.resolve())
+    env[COURSE_DIR_ENV] = str(course.resolve())
     env["JUPYTER_PATH"] = str(Path(sys.prefix) / "share" / "jupyter")
     env["JUPYTER_CONFIG_DIR"] = str(private_config_dir())  # no ~/.jupyter/nbgrader_config.py
     env["JUPYTER_DATA_DIR"] = str(private_config_dir() / "data")

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from grading.judge import Verdict, case_seed, drawn_cases, grade_cases, lesson_spec, reference_function
+from grading.protocol import PROGRESS_FILE_ENV, Reason
 from shared.lessons import Lesson, lesson as find_lesson, lessons_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,7 +79,7 @@ def grade(code: str, namespace: dict[str, Any], run_seed: int = 0, time_limit: f
         for start in range(0, len(unmeasured), QUICK_CASES):
             verdict = grade_cases(code, namespace, unmeasured[start:start + QUICK_CASES], time_limit=time_limit,
                                   name_mistakes=False)
-            if not verdict.passed and verdict.reason != "not started":  # "not started" needs every answer
+            if not verdict.passed and verdict.reason != Reason.NOT_STARTED:  # "not started" needs every answer
                 return verdict
     return grade_cases(code, namespace, cases, time_limit=time_limit, name_mistakes=False)
 
@@ -533,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grade-equivalent", action="store_true",
                         help="grade the mutants declared equivalent too (to look again at the declarations)")
     args = parser.parse_args(argv)
-    os.environ.setdefault("MCT_PROGRESS_FILE", os.devnull)
+    os.environ.setdefault(PROGRESS_FILE_ENV, os.devnull)
     scores = []
     started = time.perf_counter()
     for slug in args.parts or landed_parts():

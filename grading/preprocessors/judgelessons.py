@@ -1,0 +1,118 @@
+"""``JudgeLessons``, after execution: every lesson's verdict, in place of its test cell's outputs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from nbformat import NotebookNode
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Integer
+
+from shared.lessons import lesson as find_lesson, lesson_of_grade_id
+
+from .. import judge, rules
+from ..protocol import ANSWERS_MIME, Reason
+from .base import part_slug
+from .preparecases import drawn_cases
+
+
+def _answers_in(cell: NotebookNode) -> tuple[list[dict[str, Any]], list[NotebookNode]]:
+    """The answer messages of a cell, and its other outputs."""
+    found, others = [], []
+    for output in cell.get("outputs", []):
+        data = output.get("data", {}) if output.get("output_type") in ("display_data", "execute_result") else {}
+        if ANSWERS_MIME in data:  # plain JSON again (nbformat hands out its own dict subclass)
+            found.append(json.loads(json.dumps(data[ANSWERS_MIME])))
+        else:
+            others.append(output)
+    return found, others
+
+
+def _cap(outputs: list[NotebookNode], limit: int) -> list[NotebookNode]:
+    """Keep outputs until ``limit`` characters are used; say how much was cut."""
+    kept, used = [], 0
+    for output in outputs:
+        size = len(json.dumps(output))
+        if used + size > limit:
+            kept.append(NotebookNode(output_type="stream", name="stdout",
+                                     text=f"[output cut by the grader: more than {limit} characters]\n"))
+            break
+        kept.append(output)
+        used += size
+    return kept
+
+
+def verdict_output(verdict: judge.Verdict) -> NotebookNode:
+    lesson = find_lesson(verdict.code)
+    if verdict.passed:
+        return NotebookNode(output_type="stream", name="stdout",
+                            text=f"✓ Lesson {lesson.code} · {lesson.title}: graded {lesson.points}/"
+                                 f"{lesson.points} ({verdict.message})\n")
+    return NotebookNode(output_type="error", ename="GradedFailure", evalue=verdict.message,
+                        traceback=[f"Lesson {lesson.code} · {lesson.title}: 0/{lesson.points}",
+                                   f"GradedFailure: {verdict.message}"])
+
+
+class JudgeLessons(NbGraderPreprocessor):
+    """Decide every lesson's test cell on this side; nothing the notebook output counts."""
+
+    max_output_chars = Integer(20000, help="output characters kept per cell").tag(config=True)
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]):
+        slug = part_slug(resources)
+        drawn = drawn_cases.pop(slug)
+        mct = resources.setdefault("mct", {})
+        answers, refused = mct.get("answers", {}), mct.get("refused", [])
+        findings = mct.get("rules") or rules.Findings()
+        verdicts, cells = [], {}
+        last_code = ""
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            _, others = _answers_in(cell)  # nothing of the kind can be left; dropped all the same
+            meta = cell.metadata.get("nbgrader", {})
+            lesson = lesson_of_grade_id(str(meta.get("grade_id", "")))
+            if meta.get("grade") and lesson is not None and meta.get("grade_id") == lesson.grade_id:
+                verdicts.append(self._judge(lesson.code, index, last_code, answers, refused, drawn))
+                cells[lesson.code] = cell
+                last_code = max(last_code, lesson.code)
+            else:
+                cell.outputs = _cap(others, self.max_output_chars)
+                cell.outputs += [_refusal_output(why) for where, _, why in refused if where == index]
+        verdicts = [_apply_rules(verdict, findings) for verdict in verdicts]
+        for verdict in verdicts:
+            cells[verdict.code].outputs = [verdict_output(verdict)]
+        mct["verdicts"] = verdicts
+        return nb, resources
+
+    @staticmethod
+    def _judge(code: str, index: int, last_code: str, answers: dict, refused: list, drawn: dict) -> judge.Verdict:
+        mine = [why for where, said, why in refused if where == index]
+        if code < last_code:  # a moved cell could run after a later lesson showed its building blocks
+            return judge.Verdict(code, False, "this test cell was moved below a later lesson's; no points "
+                                              "(this notebook needs a human look)")
+        if mine:
+            return judge.Verdict(code, False, f"answers refused: {mine[0]}; no points (this notebook needs a human "
+                                              f"look)")
+        return judge.judge_lesson(code, drawn.get(code, []), answers.get(index))
+
+
+def _refusal_output(why: str) -> NotebookNode:
+    text = f"answers refused: {why} (this notebook needs a human look)"
+    return NotebookNode(output_type="error", ename="AnswersRefused", evalue=text, traceback=[text])
+
+
+def _apply_rules(verdict: judge.Verdict, findings: rules.Findings) -> judge.Verdict:
+    """A lesson whose region breaks the rules gets no points; a break outside every lesson withholds all."""
+    if findings.outside:
+        found = findings.outside[0]
+        return judge.Verdict(verdict.code, False, f"grade withheld: {found.message()}; that cell, outside every "
+                                                  f"lesson, was not run (this notebook needs a human look)",
+                             Reason.RULES)
+    mine = findings.of_lesson(verdict.code)
+    if mine:
+        return judge.Verdict(verdict.code, False, f"{mine[0].message()}; that cell was not run, and lesson "
+                                                  f"{verdict.code} gets no points (listed for a human look)",
+                             Reason.RULES)
+    return verdict

@@ -1,0 +1,172 @@
+"""``SandboxedExecute``: nbgrader's Execute, taking each lesson's answers from the message itself."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+from nbclient.exceptions import DeadKernelError
+from nbformat import NotebookNode
+from nbgrader.preprocessors import Execute
+
+from shared.lessons import lesson_of_grade_id
+
+from .. import judge, redact, rules
+from ..protocol import (ANSWERS_MIME, CELL_OUTPUT_BYTES_ENV, NOTEBOOK_OUTPUT_BYTES_ENV, REVEAL_DIR_HOST_ENV,
+                        RUN_BROKEN_CELLS_ENV, RUN_DEMOS_ENV)
+from .base import part_slug
+
+# For the sandbox's own tests only: cells that break the rules run all the same (they still cost their
+# lessons or withhold the grade), so that what the sandbox must stop reaches it.
+RUN_BROKEN_CELLS = os.environ.get(RUN_BROKEN_CELLS_ENV) == "1"
+# The course's demonstrations (cells tagged demo in the masters) grade nothing: they are not run while grading
+# unless MCT_RUN_DEMOS=1 (tests/test_nbgrader_loop.py grades the solved notebooks both ways).
+RUN_DEMOS = os.environ.get(RUN_DEMOS_ENV) == "1"
+
+# Output a notebook may send, counted in this process as it arrives (what is past a budget is dropped at
+# once, never held): per cell, per notebook, and per message (ZeroMQ refuses a larger one unread).
+CELL_OUTPUT_BYTES = int(os.environ.get(CELL_OUTPUT_BYTES_ENV, 2 * 2**20))
+NOTEBOOK_OUTPUT_BYTES = int(os.environ.get(NOTEBOOK_OUTPUT_BYTES_ENV, 8 * 2**20))
+OUTPUT_MESSAGES = ("stream", "display_data", "execute_result", "error", "update_display_data")
+
+KERNEL_DIED = ("the grading kernel died here (os._exit, a crash, or one of the sandbox's limits on memory, "
+               "processes or time): the cells below did not run and their lessons get no points; "
+               "this notebook needs a human look")
+
+
+class SandboxedExecute(Execute):
+    """nbgrader's Execute, but a kernel that dies costs only the lessons after it.
+
+    nbgrader gives up a whole notebook when its kernel dies; here the cells already run keep
+    their answers (the judge grades them), the cell where it died says so, and the cells after
+    it are marked as not run.
+    """
+
+    _mct_notebook_bytes = _mct_cell_bytes = 0  # output counted so far (see _within_output_budget)
+    _mct_cut = False
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._died_at = None
+        self._mct_notebook_bytes = 0  # (the cell's count starts again in preprocess_cell)
+        self._mct = (resources if resources is not None else {}).setdefault("mct", {})
+        self._mct.update(answers={}, refused=[])
+        return super().preprocess(nb, resources, km)
+
+    def preprocess_cell(self, cell, resources, index):
+        self._mct_cell_bytes, self._mct_cut = 0, False
+        if cell.cell_type == "code" and not RUN_DEMOS and rules.course_cells(part_slug(resources)).is_demo(cell.source):
+            cell.outputs = []  # a demonstration of the course's: nothing graded depends on it (tools/build.py)
+            return cell, resources
+        findings = self._mct.get("rules")
+        if findings is not None and index in findings.skipped and not RUN_BROKEN_CELLS:
+            found = next(f for f in findings.cells if f.index == index)
+            text = f"[not run: {found.message()}] (this notebook needs a human look)"
+            cell.outputs = [NotebookNode(output_type="error", ename="RulesBroken", evalue=text, traceback=[text])]
+            return cell, resources
+        revealed = self._reveal_building_blocks(cell)
+        try:
+            return self._run_cell(cell, resources, index)
+        finally:
+            if revealed is not None:
+                revealed.unlink(missing_ok=True)
+
+    def process_message(self, msg, cell, cell_index):
+        """Every message of the running cell: answers are taken out here and never reach the notebook."""
+        content = msg.get("content") or {}
+        data = content.get("data")
+        if isinstance(data, dict) and ANSWERS_MIME in data:
+            self._take_answers(msg, cell, cell_index)
+            rest = {mime: value for mime, value in data.items() if mime != ANSWERS_MIME}
+            if not rest:
+                return None
+            msg = {**msg, "content": {**content, "data": rest}}
+        if not self._within_output_budget(msg, cell):
+            return None
+        return super().process_message(msg, cell, cell_index)
+
+    def _within_output_budget(self, msg, cell) -> bool:
+        """Count an output message's bytes as it arrives; past the cell's or the notebook's budget, drop it
+        (and say so once in the cell): a flood is never held in the grader's memory."""
+        if msg.get("msg_type") not in OUTPUT_MESSAGES:
+            return True
+        content = msg.get("content") or {}
+        size = (len(str(content.get("text", ""))) if msg["msg_type"] == "stream"
+                else len(json.dumps(content.get("data", content), default=str)))
+        self._mct_cell_bytes += size
+        self._mct_notebook_bytes += size
+        if self._mct_cell_bytes <= CELL_OUTPUT_BYTES and self._mct_notebook_bytes <= NOTEBOOK_OUTPUT_BYTES:
+            return True
+        if not self._mct_cut:
+            self._mct_cut = True
+            cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=(
+                f"[output cut by the grader: more than {CELL_OUTPUT_BYTES:,} bytes in this cell or "
+                f"{NOTEBOOK_OUTPUT_BYTES:,} in the notebook]\n")))
+        return False
+
+    def _take_answers(self, msg, cell, cell_index) -> None:
+        """Keep one answers message of a lesson's own test cell; refuse any other (and say why)."""
+        meta = cell.metadata.get("nbgrader", {})
+        lesson = lesson_of_grade_id(str(meta.get("grade_id", "")))
+        own_cell = bool(meta.get("grade")) and lesson is not None and meta.get("grade_id") == lesson.grade_id
+        content = msg.get("content") or {}
+        payload = json.loads(json.dumps(content["data"][ANSWERS_MIME]))
+        said = payload.get("lesson") if isinstance(payload, dict) else None
+        transient = content.get("transient") or {}
+        why = None
+        if msg.get("msg_type") != "display_data" or transient.get("display_id"):
+            why = f"answers came as {msg.get('msg_type')!r}" + (" with a display id" if transient.get("display_id")
+                                                                else "") + " (an update or a result, not a new display)"
+        elif not own_cell:
+            why = f"answers to lesson {said} came from a cell that is not its test cell"
+        elif said != lesson.code:
+            why = f"answers to lesson {said} came from lesson {lesson.code}'s test cell"
+        elif cell_index in self._mct["answers"]:
+            why = f"lesson {lesson.code}'s test cell sent more than one set of answers"
+        if why is None:
+            self._mct["answers"][cell_index] = payload
+        else:
+            self._mct["refused"].append((cell_index, str(said), why))
+            self.log.warning("refused answers in cell %d: %s", cell_index, why)
+
+    def _reveal_building_blocks(self, cell) -> Path | None:
+        """Before a composite lesson's test cell: the helper's versions of the earlier lessons'
+        functions it builds on, for this cell only (see grading.redact)."""
+        folder = os.environ.get(REVEAL_DIR_HOST_ENV)
+        lesson = lesson_of_grade_id(str(cell.metadata.get("nbgrader", {}).get("grade_id", "")))
+        if not folder or lesson is None or cell.metadata["nbgrader"]["grade_id"] != lesson.grade_id:
+            return None
+        names = judge.lesson_spec(lesson.code).isolate
+        if not names:
+            return None
+        path = Path(folder) / f"{lesson.code}.py"
+        path.write_text(redact.revealed_blocks(names))
+        path.chmod(0o644)
+        return path
+
+    def _get_timeout(self, cell):
+        """A lesson's test cell answers its hidden cases first, under the lesson's own time limit (its spec's
+        ``time_limit``, up to 60 s): the cell gets that limit on top of the per-cell one, so that a slow answer
+        hears its lesson's limit from the harness instead of being cut off by the cell's."""
+        timeout = super()._get_timeout(cell)
+        grade_id = ((cell or {}).get("metadata", {}).get("nbgrader") or {}).get("grade_id", "")
+        lesson = lesson_of_grade_id(grade_id)
+        if timeout is None or lesson is None or grade_id != lesson.grade_id:
+            return timeout
+        return timeout + math.ceil(judge.lesson_spec(lesson.code).time_limit)
+
+    def _run_cell(self, cell, resources, index):
+        if self._died_at is not None:
+            if cell.cell_type == "code":
+                cell.outputs = [NotebookNode(output_type="stream", name="stdout",
+                                             text=f"[not run: the kernel died at cell {self._died_at}]\n")]
+            return cell, resources
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            self._died_at = index
+            self.log.warning("the kernel died at cell %d", index)
+            cell.outputs = list(cell.get("outputs", [])) + [NotebookNode(
+                output_type="error", ename="KernelDied", evalue=KERNEL_DIED, traceback=[KERNEL_DIED])]
+            return cell, resources
