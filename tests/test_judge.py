@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from grading import wire
-from grading.judge import (QUICK_CASES, case_seed, grade_cases, grade_in_process, landed_parts, lesson_spec,
-                           lesson_specs, reference_function)
+from grading.judge import (QUICK_CASES, case_seed, drawn_cases, grade_cases, grade_in_process, landed_parts,
+                           lesson_spec, lesson_specs, reference_function)
 from grading.spec import Raises, draw_cases
 from shared import lesson_blocks
 from shared.lessons import lesson as find_lesson, lessons_of
@@ -222,6 +222,26 @@ def test_a_stub_is_reported_as_not_started():
     namespace["linear_forward"] = linear_forward
     verdict = grade_in_process("003", namespace)
     assert not verdict.passed and "not started" in verdict.message
+
+
+def test_refusals_that_given_code_makes_leave_a_skeleton_not_started():
+    """A skeleton may give its input checks before the first stub: refusals as the cases expect, and
+    NotImplementedError everywhere else, are still "not started"; any other answer is judged as usual."""
+    from grading.judge import judge_lesson, not_started
+    cases = drawn_cases("039", case_seed(0, "039"))
+    stub = {"kind": "raised", "error": "NotImplementedError", "message": "Not implemented yet"}
+
+    def refused(case, error=None):
+        return {"kind": "raised", "error": error or case.error.__name__, "message": "given check"}
+    given = [refused(case) if isinstance(case, Raises) else stub for case in cases]
+    assert not_started(cases, given) and not_started(cases, [stub] * len(cases))
+    verdict = judge_lesson("039", cases, {"status": "answered", "answers": given})
+    assert verdict.reason == "not started" and verdict.message.startswith("not started:")
+    wrong_error = [refused(case, "TypeError") if isinstance(case, Raises) else stub for case in cases]
+    assert not not_started(cases, wrong_error)
+    assert judge_lesson("039", cases, {"status": "answered", "answers": wrong_error}).reason != "not started"
+    assert not not_started([case for case in cases if isinstance(case, Raises)],
+                           [answer for case, answer in zip(cases, given) if isinstance(case, Raises)])
 
 
 def wrong_from_call(reference, k):
