@@ -244,6 +244,23 @@ def test_refusals_that_given_code_makes_leave_a_skeleton_not_started():
                            [answer for case, answer in zip(cases, given) if isinstance(case, Raises)])
 
 
+@pytest.mark.parametrize("code", ["039", "040"])
+def test_an_untouched_skeleton_whose_given_code_checks_the_input_is_not_started(code):
+    """039 and 040 give the learner their input checks before the first stub: on the learner's copy as
+    released, the refusals are right and every other case raises NotImplementedError, and the verdict is
+    "not started", as for any stub (not a crash in the given code)."""
+    import nbformat
+    from course import student_path
+    lesson = find_lesson(code)
+    cell = next(c for c in nbformat.read(student_path(lesson.part.slug), as_version=4).cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == lesson.solution_grade_id)
+    namespace = reference_namespace(code)
+    exec(cell.source, namespace)
+    assert any(isinstance(case, Raises) for case in drawn_cases(code, case_seed(0, code)))
+    verdict = grade_in_process(code, namespace)
+    assert not verdict.passed and verdict.reason == "not started" and "not started" in verdict.message
+
+
 def wrong_from_call(reference, k):
     """The reference, with every answer from its k-th call on (0, 1, ...) off by one."""
     calls = [0]  # counted in the grading child: each pass starts from 0
