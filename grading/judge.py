@@ -376,6 +376,20 @@ _STATUS_MESSAGES = {
 }
 
 
+def not_started(cases: Sequence[Case | Raises], answers: list[dict[str, Any]]) -> bool:
+    """Whether no answer came from the learner's own code: every case raised NotImplementedError (a stub),
+    but for refusals that a skeleton's given code (its input checks, before the first stub) made as the case
+    expects.  So an untouched skeleton is "not started" whether or not its given code checks the input."""
+    def stub(answer: dict[str, Any]) -> bool:
+        return answer.get("kind") == "raised" and answer.get("error") == "NotImplementedError"
+
+    def given_refusal(case: Case | Raises, answer: dict[str, Any]) -> bool:
+        return isinstance(case, Raises) and answer.get("kind") == "raised" and answer.get("error") == case.error.__name__
+
+    return (any(stub(answer) for answer in answers)
+            and all(stub(answer) or given_refusal(case, answer) for case, answer in zip(cases, answers)))
+
+
 def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, Any] | None,
                  of: int | None = None, name_mistakes: bool = True) -> Verdict:
     """The verdict of one lesson from the kernel's answers (``payload``; None when none came).
@@ -399,7 +413,7 @@ def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, A
     answers = payload.get("answers")
     if not isinstance(answers, list) or len(answers) != len(cases):
         return Verdict(code, False, "the answers that reached the grader are malformed; no points")
-    if all(a.get("kind") == "raised" and a.get("error") == "NotImplementedError" for a in answers):
+    if not_started(cases, answers):
         return Verdict(code, False, f"not started: {lesson.function} still raises NotImplementedError "
                                     f"(replace each `raise NotImplementedError(...)` line with your code)",
                        Reason.NOT_STARTED)

@@ -140,8 +140,9 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
         ValueError: if a layer's input is not as wide as X, if N > B, or if k is larger than the
             smallest worker's number of rows (B // N).
     """
-    # Step 1 · Check the input (ValueError: a layer whose input is not as wide as X, more workers than rows,
-    #          more micro-batches than the smallest worker's rows, len(X) // N). mlp.num_layers(params) counts L.
+    # Given · checking the input, and the six rows to compare: bookkeeping, written for you (each row's bill,
+    #         below, is the lesson). A row is (name, TrainingConfig): "none" is TrainingConfig(), each technique
+    #         alone takes config's value of its fields (ZeRO: num_workers and zero_stage), "all together" is config.
     layers = mlp.num_layers(params)
     width = X.shape[1]
     if any(params[f"W{i}"].shape[0] != width for i in range(1, layers + 1)):
@@ -151,20 +152,18 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
         raise ValueError(f"{N} workers for {len(X)} examples: some worker would get no data")
     if k > len(X) // N:
         raise ValueError(f"{k} micro-batches do not fit the smallest worker's {len(X) // N} examples")
-    # Step 2 · The six rows in order, (name, TrainingConfig): "none" is TrainingConfig(); each technique alone is
-    #          dataclasses.replace(TrainingConfig(), ...) with config's value of its fields (ZeRO: num_workers and
-    #          zero_stage); "all together" is config.
     plain = TrainingConfig()
     rows = [("none", plain), ("accumulation", replace(plain, num_micro_batches=k)),
             ("checkpointing", replace(plain, segment_size=config.segment_size)),
             ("mixed precision", replace(plain, mixed_precision=config.mixed_precision)),
             ("ZeRO", replace(plain, num_workers=N, zero_stage=config.zero_stage)), ("all together", config)]
-    # Step 3 · For each row: its dtype ("mixed" in mixed precision, else the parameters' dtype name); for all
-    #          Psi parameters, the row's stage and workers, worker 0: "parameters" (036), "gradients" (036's, times
-    #          1 + c with k > 1: c = 2 in mixed precision, else 1), "optimizer" (037); "activations" (038) of worker
-    #          0's rows X[0::N], X's width, L layers, the row's segment size and k.
     num_params = sum(value.size for value in params.values())
     table = []
+    # Step 1 · for name, row in rows: (steps 1 and 2 are its body). The row's dtype ("mixed" in mixed precision,
+    #          else the parameters' dtype name); for num_params parameters, the row's stage and workers, worker 0:
+    #          "parameters" (036), "gradients" (036's, times 1 + c with k > 1: c = 2 in mixed precision, else 1),
+    #          "optimizer" (037); "activations" (038) of worker 0's rows X[0::N], width, layers, the row's segment
+    #          size and k. One dict per row, with "configuration": name.
     for name, row in rows:
         dtype = "mixed" if row.mixed_precision else params["W1"].dtype.name
         memory = compute_param_memory_bytes(num_params, dtype, row.zero_stage, row.num_workers)
@@ -174,8 +173,8 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
                  "optimizer": compute_optimizer_memory_bytes(num_params, dtype, row.zero_stage, row.num_workers),
                  "activations": compute_peak_activation_memory_bytes(len(X[0::row.num_workers]), width, layers, dtype,
                                                                      row.segment_size, row.num_micro_batches)}
-    # Step 4 · (in the loop) "predicted", the sum of the four; "measured", measure_worker_memory(params, X, Y,
-    #          the row's config); after the loop, return the six dicts in order.
+    # Step 2 · (in the loop) "predicted", the sum of the four; "measured", measure_worker_memory(params, X, Y,
+    #          row); append the dict to table. After the loop, return table.
         entry["predicted"] = entry["parameters"] + entry["gradients"] + entry["optimizer"] + entry["activations"]
         entry["measured"] = measure_worker_memory(params, X, Y, row)
         table.append(entry)
@@ -206,8 +205,8 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
         ValueError: if len(X) != len(Y), if N > B, if k > B // N, or with ZeRO if N is larger than
             the number of parameters.
     """
-    # Step 1 · Check the input (ValueError, before any work: X and Y of different lengths, N > B, k > B // N,
-    #          and with ZeRO N larger than the number of parameters); a new Cluster(N) when cluster is None.
+    # Given · the checks of the input and the workers' set-up: bookkeeping, written for you (the loop's steps are
+    #         the lesson). What each worker holds (working[r], own[r], states[r], master[r]): see Concepts.
     N, k, mixed = config.num_workers, config.num_micro_batches, config.mixed_precision
     keys, size = list(params), sum(value.size for value in params.values())
     if len(X) != len(Y):
@@ -220,14 +219,7 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
         raise ValueError(f"ZeRO with {N} workers for {size} parameters: some worker would own nothing")
     if cluster is None:
         cluster = Cluster(N)
-    # Step 2 · Set up: each worker's examples (shard_dataset_across_workers); the flat vector of params
-    #          (every array raveled, in the order of params); what worker r owns, (lo, hi) in the flat vector:
-    #          everything, or with ZeRO shard r of np.array_split(flat, N); each worker's working copy of the flat
-    #          vector (float16 in mixed precision, else a copy); in mixed precision the float32 master weights of
-    #          what it owns; each worker's Adam state {"step": 0, "m": zeros, "v": zeros} of what it owns (float32
-    #          in mixed precision, else the parameters' dtype); as_dict (given in the text above); the loss scale
-    #          (1.0 without mixed precision), the count of clean steps, and the history.
-    shards = shard_dataset_across_workers(X, Y, N)
+    shards = shard_dataset_across_workers(X, Y, N)  # worker r's examples, X[r::N] and Y[r::N] (025)
     flat = np.concatenate([params[key].ravel() for key in keys])
     own = [(0, size)] * N  # what each worker updates: everything, or with ZeRO its shard
     if config.zero_stage:
@@ -238,60 +230,62 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
     states = [{"step": 0, "m": np.zeros(hi - lo, np.float32 if mixed else flat.dtype),
                "v": np.zeros(hi - lo, np.float32 if mixed else flat.dtype)} for lo, hi in own]
 
-    def as_dict(vector):
+    def as_dict(vector):  # a flat vector cut back into a dict shaped like params (views of the vector, no copy)
         out, offset = {}, 0
         for key in keys:
             out[key] = vector[offset:offset + params[key].size].reshape(params[key].shape)
             offset += params[key].size
         return out
 
-    scale, clean = config.loss_scale if mixed else 1.0, 0
+    scale, clean = config.loss_scale if mixed else 1.0, 0  # the loss scale, and the clean steps in a row
     history = {"loss": [], "skipped": [], "loss_scale": []}
-    # Step 3 · for step in training_steps(config): (steps 3 to 7 are its body). Each worker, one after another:
-    #          worker_gradients(as_dict(its working vector), its X_r, Y_r, k, config.segment_size, the scale in mixed
-    #          precision else None); its flat gradient times its weight N n_r / B (026); the step's loss, the
-    #          workers' losses weighted n_r / B.
     for step in training_steps(config):
-        flat_grads, loss = [], 0.0
-        for r, (X_r, Y_r) in enumerate(shards):  # one worker after another: one worker's activations at a time
-            loss_r, grads, _ = worker_gradients(as_dict(working[r]), X_r, Y_r, k, config.segment_size,
-                                                scale if mixed else None)
-            weight = N * len(X_r) / len(X)
-            with np.errstate(over="ignore", invalid="ignore"):  # float16 overflow is the loss scaler's business
-                flat_grads.append(np.concatenate([weight * grads[key].ravel() for key in keys]))
-            loss += weight * loss_r / N
-    # Step 4 · (in the loop, under with np.errstate(over="ignore", invalid="ignore"): through step 6) Average the
-    #          flat gradients on cluster: with ZeRO reduce_scatter_mean (worker r gets the mean of its shard), else
-    #          ring_all_reduce_mean (every worker gets the whole mean).
+        # Given · a float16 overflow is the loss scaler's business (step 5), not a warning; the workers compute
+        #         one after another, so one worker's activations are alive at a time.
         with np.errstate(over="ignore", invalid="ignore"):
+            flat_grads, loss = [], 0.0
+            for r, (X_r, Y_r) in enumerate(shards):
+                # Step 1 · Worker r's gradient: worker_gradients(as_dict(working[r]), X_r, Y_r, k, config.segment_size,
+                #          the scale in mixed precision else None). Append its flat gradient (every array raveled,
+                #          in the order of keys) times the worker's weight N n_r / B (026) to flat_grads; add
+                #          its loss, weighted n_r / B, to the step's loss.
+                loss_r, grads, _ = worker_gradients(as_dict(working[r]), X_r, Y_r, k, config.segment_size,
+                                                    scale if mixed else None)
+                weight = N * len(X_r) / len(X)
+                flat_grads.append(np.concatenate([weight * grads[key].ravel() for key in keys]))
+                loss += weight * loss_r / N
+            # Step 2 · Average flat_grads on cluster into reduced (one vector per worker): with ZeRO
+            #          reduce_scatter_mean (worker r gets the mean of its shard), else ring_all_reduce_mean
+            #          (every worker gets the whole mean).
             if config.zero_stage:
                 reduced = reduce_scatter_mean(flat_grads, cluster)
             else:
                 reduced, _ = ring_all_reduce_mean(flat_grads, cluster)
-    # Step 5 · (in the loop) Each worker r unscales its mean gradient (mixed: as float32, divided by
-    #          np.float32(scale)) and updates what it owns with local_shard_adam_update (its master weights in mixed
-    #          precision, else working[r][lo:hi]; states[r]; config's learning rate, betas, eps). Keep the new shards
-    #          and states beside the old ones: a skipped step must change nothing.
+            # Given · each worker's update, (new shard, new state), kept beside the old: a skipped step changes nothing.
             updates = []
             for r in range(N):
+                # Step 3 · Worker r unscales its mean gradient (mixed: as float32, divided by np.float32(scale)) and
+                #          appends local_shard_adam_update of what it owns (its master weights in mixed precision,
+                #          else working[r][lo:hi]), states[r] and config's learning rate, beta1, beta2, eps.
                 grad = reduced[r].astype(np.float32) / np.float32(scale) if mixed else reduced[r]
                 mine = master[r] if mixed else working[r][own[r][0]:own[r][1]]
                 updates.append(local_shard_adam_update(mine, grad, states[r], config.learning_rate, config.beta1,
                                                        config.beta2, config.eps))
-    # Step 6 · (in the loop) The new vectors: the new shards cast to float16 in mixed precision; with ZeRO
-    #          all_gather_param_shards on cluster. The step is skipped when, in mixed precision, a worker's new
-    #          vector holds an inf or a NaN (every worker sees the same vector).
+            # Step 4 · new, the workers' new vectors: the new shards (cast to float16 in mixed precision), with ZeRO
+            #          all-gathered with all_gather_param_shards on cluster. skipped, a Python bool: in mixed
+            #          precision, a new vector holds an inf or a NaN (every worker sees the same).
             new = [shard.astype(np.float16) if mixed else shard for shard, _ in updates]
             if config.zero_stage:
                 new, _ = all_gather_param_shards(new, cluster)
             skipped = mixed and not all(np.isfinite(vector).all() for vector in new)  # every worker sees the same
-    # Step 7 · (in the loop) Append to the history (the loss, skipped as a bool, float(scale)). Skipped: the scale
-    #          halves, the clean count restarts, nothing else changes. Otherwise the new vectors, states (and master
-    #          weights) replace the old; in mixed precision after growth_interval clean steps in a row the scale
-    #          doubles and the count restarts.
+        # Given · the history of the step: its loss, whether it was skipped, the scale it used.
         history["loss"].append(loss)
         history["skipped"].append(skipped)
         history["loss_scale"].append(float(scale))
+        # Step 5 · Skipped: the scale halves, the clean count restarts, nothing else changes (continue). Otherwise
+        #          working becomes new, and states (in mixed precision master too) the updates' new states (and
+        #          shards); in mixed precision, after config.growth_interval clean steps in a row the scale doubles
+        #          and the count restarts.
         if skipped:  # nothing changes; the scale halves
             scale, clean = scale / 2, 0
             continue
@@ -302,12 +296,13 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
             clean += 1
             if clean == config.growth_interval:
                 scale, clean = scale * 2, 0
-    # Step 8 · After the loop: per worker {"parameters", "m", "v"}, with "master" in mixed precision; the final
-    #          master weights (mixed and ZeRO: the master shards joined in rank order; mixed: worker 0's; else worker
-    #          0's working vector) as a dict. Return (final_params, history, workers).
+    # Given · what each worker holds at the end: its flat parameters, Adam's m and v, and its master weights.
     workers = [{"parameters": working[r], "m": states[r]["m"], "v": states[r]["v"]} for r in range(N)]
     if mixed:
         for r in range(N):
             workers[r]["master"] = master[r]
+    # Step 6 · The final parameters, as_dict of the master weights (with ZeRO the workers' master shards joined in
+    #          rank order; without, worker 0's), or without mixed precision of worker 0's vector. Return
+    #          (final_params, history, workers).
     final = np.concatenate(master) if mixed and config.zero_stage else (master[0] if mixed else working[0])
     return as_dict(final), history, workers

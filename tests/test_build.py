@@ -1,5 +1,6 @@
 """One source of truth: generated files are fresh, and a build never eats a learner's work."""
 
+import copy
 import re
 import subprocess
 import sys
@@ -164,4 +165,69 @@ def test_a_skeleton_of_several_solution_regions_keeps_its_steps_for_the_learner(
 ])
 def test_solution_regions_that_would_break_the_learners_copy_stop_the_build(source, error):
     with pytest.raises(build.BuildError, match=error):
+        build.check_solution_regions(source, 0)
+
+
+GIVEN_SKELETON = '''def f(xs):
+    """Doubles, then adds one."""
+    # Given · the checks of the input: bookkeeping, written for the learner.
+    if not xs:
+        raise ValueError("no numbers")
+    out = []
+    for x in xs:
+        # Step 1 · double x.
+        ### BEGIN SOLUTION
+        doubled = 2 * x
+        ### END SOLUTION
+        # Given · keep it.
+        out.append(doubled)
+    # Step 2 · add one to each, and return the list.
+    ### BEGIN SOLUTION
+    return [x + 1 for x in out]
+    ### END SOLUTION
+'''
+
+
+def test_given_code_between_regions_reaches_the_learner_and_the_untouched_copy_is_no_work(tmp_path, monkeypatch):
+    """Code under a `# Given · why` comment may stand between regions, also around them (a loop whose body is a
+    step): the learner's copy keeps it, with a stub where each region was, inside the given loop. That copy,
+    exactly as released, is not learner work; a step filled in, or given code edited, is."""
+    from nbgrader.preprocessors import ClearSolutions
+    from traitlets.config import Config
+    build.check_solution_regions(GIVEN_SKELETON, 0)
+    namespace = {}
+    exec(build.SOLUTION_MARKERS.sub("", GIVEN_SKELETON), namespace)
+    assert namespace["f"]([1, 2]) == [3, 5]
+    config = Config()
+    config.ClearSolutions.code_stub = {"python": f"# YOUR CODE HERE\n{STUB}"}
+    cell = nbformat.v4.new_code_cell(GIVEN_SKELETON, metadata={"nbgrader": {"solution": True, "grade": False,
+                                                                            "grade_id": "solution_f", "locked": False}})
+    source = nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": build.KERNELSPEC})
+    learner, _ = ClearSolutions(config=config).preprocess(copy.deepcopy(source), {})
+    stubbed = learner.cells[0].source
+    assert f"        # YOUR CODE HERE\n        {STUB}" in stubbed and "out.append(doubled)" in stubbed
+    assert 'raise ValueError("no numbers")' in stubbed and "2 * x" not in stubbed
+    stub_namespace = {}
+    exec(stubbed, stub_namespace)
+    with pytest.raises(ValueError):  # the given checks run before the first stub
+        stub_namespace["f"]([])
+    with pytest.raises(NotImplementedError):
+        stub_namespace["f"]([1])
+    (tmp_path / "notebooks").mkdir()
+    released = tmp_path / "notebooks" / "99_given.ipynb"
+    for text, work in ((stubbed, False), (stubbed.replace(STUB, "doubled = 2 * x", 1), True),
+                       (stubbed.replace("out = []", "out = [0]"), True)):
+        learner.cells[0].source = text
+        nbformat.write(learner, released)
+        assert build.holds_learner_work(released, [nbformat.writes(source)]) is work
+    assert build.holds_learner_work(released, []) is True  # without the source, given code is work
+
+
+@pytest.mark.parametrize("source", [
+    GIVEN_SKELETON.replace("        # Given · keep it.\n", ""),  # code after a region, under no Given comment
+    GIVEN_SKELETON.replace("        # Given · keep it.\n", "        # keep it.\n"),
+    GIVEN_SKELETON.replace("        out.append(doubled)\n", "        # Step 2 · keep it.\n        out.append(doubled)\n"),
+])
+def test_code_between_regions_without_a_given_comment_stops_the_build(source):
+    with pytest.raises(build.BuildError, match="code between solution regions"):
         build.check_solution_regions(source, 0)

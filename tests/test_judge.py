@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from grading import wire
-from grading.judge import (QUICK_CASES, case_seed, grade_cases, grade_in_process, landed_parts, lesson_spec,
-                           lesson_specs, reference_function)
+from grading.judge import (QUICK_CASES, case_seed, drawn_cases, grade_cases, grade_in_process, landed_parts,
+                           lesson_spec, lesson_specs, reference_function)
 from grading.spec import Raises, draw_cases
 from shared import lesson_blocks
 from shared.lessons import lesson as find_lesson, lessons_of
@@ -222,6 +222,43 @@ def test_a_stub_is_reported_as_not_started():
     namespace["linear_forward"] = linear_forward
     verdict = grade_in_process("003", namespace)
     assert not verdict.passed and "not started" in verdict.message
+
+
+def test_refusals_that_given_code_makes_leave_a_skeleton_not_started():
+    """A skeleton may give its input checks before the first stub: refusals as the cases expect, and
+    NotImplementedError everywhere else, are still "not started"; any other answer is judged as usual."""
+    from grading.judge import judge_lesson, not_started
+    cases = drawn_cases("039", case_seed(0, "039"))
+    stub = {"kind": "raised", "error": "NotImplementedError", "message": "Not implemented yet"}
+
+    def refused(case, error=None):
+        return {"kind": "raised", "error": error or case.error.__name__, "message": "given check"}
+    given = [refused(case) if isinstance(case, Raises) else stub for case in cases]
+    assert not_started(cases, given) and not_started(cases, [stub] * len(cases))
+    verdict = judge_lesson("039", cases, {"status": "answered", "answers": given})
+    assert verdict.reason == "not started" and verdict.message.startswith("not started:")
+    wrong_error = [refused(case, "TypeError") if isinstance(case, Raises) else stub for case in cases]
+    assert not not_started(cases, wrong_error)
+    assert judge_lesson("039", cases, {"status": "answered", "answers": wrong_error}).reason != "not started"
+    assert not not_started([case for case in cases if isinstance(case, Raises)],
+                           [answer for case, answer in zip(cases, given) if isinstance(case, Raises)])
+
+
+@pytest.mark.parametrize("code", ["039", "040"])
+def test_an_untouched_skeleton_whose_given_code_checks_the_input_is_not_started(code):
+    """039 and 040 give the learner their input checks before the first stub: on the learner's copy as
+    released, the refusals are right and every other case raises NotImplementedError, and the verdict is
+    "not started", as for any stub (not a crash in the given code)."""
+    import nbformat
+    from course import student_path
+    lesson = find_lesson(code)
+    cell = next(c for c in nbformat.read(student_path(lesson.part.slug), as_version=4).cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == lesson.solution_grade_id)
+    namespace = reference_namespace(code)
+    exec(cell.source, namespace)
+    assert any(isinstance(case, Raises) for case in drawn_cases(code, case_seed(0, code)))
+    verdict = grade_in_process(code, namespace)
+    assert not verdict.passed and verdict.reason == "not started" and "not started" in verdict.message
 
 
 def wrong_from_call(reference, k):

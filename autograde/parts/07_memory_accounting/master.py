@@ -471,37 +471,33 @@ lesson_passed("038")
 #
 # ### Intuition
 #
-# Now the whole bill of one worker, technique by technique, and the proof that the
-# bill is right: for each configuration, the predicted bytes (036 + 037 + 038) beside
-# the bytes tracemalloc measures while the worker runs its step. One more term appears
-# with accumulation: at the backward peak a worker holds the running sum of the
-# gradients **and** the micro-batch's own gradients, two gradient-sized buffers. In mixed
-# precision the running sum is float32 (Part 4's float32 accumulation: summed in float16,
-# $n_j S g_j$ overflows long before the mean does), so it takes twice the float16 gradients' bytes.
+# Now the whole bill of one worker, technique by technique, and the proof that the bill is
+# right: for each configuration, the predicted bytes (036 + 037 + 038) beside the bytes
+# tracemalloc measures while the worker runs its step. One more term appears with accumulation:
+# at the backward peak a worker holds the running sum of the gradients **and** the micro-batch's
+# own gradients, two gradient-sized buffers. In mixed precision the running sum is float32
+# (Part 4's float32 accumulation: summed in float16, $n_j S g_j$ overflows long before the mean
+# does), so it takes twice the float16 gradients' bytes.
 #
 # ### Concepts
 #
-# - `params`: the helper MLP's parameters, every layer's input as wide as `X`;
-#   `X`, `Y`: the global batch; `config`: a `TrainingConfig` (from `shared.training`) with
-#   the techniques to compare switched on.
-# - Six rows, each a `TrainingConfig`: `"none"` (`TrainingConfig()`), `"accumulation"`
-#   (only `num_micro_batches`), `"checkpointing"` (only `segment_size`), `"mixed precision"`
-#   (only `mixed_precision`), `"ZeRO"` (only `num_workers` and `zero_stage`) and
-#   `"all together"` (`config` itself); `dataclasses.replace` makes them.
-# - For each: worker 0 (the busiest) with $\Psi$ parameters in the parameters' dtype, or
-#   `"mixed"`; its rows are `X[0::N]`. `"gradients"` is 036's, twice with $k > 1$ (the
-#   running sum beside the micro-batch's), three times with $k > 1$ in mixed precision (the
-#   float32 running sum is 4 bytes a parameter, the float16 gradients 2).
-# - `"measured"`: `measure_worker_memory(params, X, Y, row_config)` (from `shared.training`),
-#   the peak tracemalloc sees while worker 0 runs its step. The prediction leaves NumPy's
-#   temporaries out: NumPy writes `a @ W + b` into the product's own buffer for arrays of
-#   256 KiB and more, and makes one more array below that, so on small models the measurement
-#   runs higher (the tests compare your measurement with `measure_worker_memory`'s).
+# - `params`: the helper MLP's parameters, every layer's input as wide as `X`; `X`, `Y`: the
+#   global batch; `config`: a `TrainingConfig` (from `shared.training`) with the techniques to
+#   compare switched on.
+# - Six rows, each a `TrainingConfig` (made for you): `"none"`, each technique alone
+#   (`"accumulation"`, `"checkpointing"`, `"mixed precision"`, `"ZeRO"`) and `"all together"`
+#   (`config` itself).
+# - For each row, worker 0 (the busiest): $\Psi$ parameters in the parameters' dtype, or
+#   `"mixed"`; its rows are `X[0::N]`. `"gradients"` is 036's, twice with $k > 1$ (the running
+#   sum beside the micro-batch's), three times with $k > 1$ in mixed precision (the float32
+#   running sum is 4 bytes a parameter, the float16 gradients 2).
+# - `"measured"`: `measure_worker_memory(params, X, Y, row_config)` (from `shared.training`), the
+#   peak tracemalloc sees while worker 0 runs its step. The prediction leaves NumPy's temporaries
+#   out: NumPy writes `a @ W + b` into the product's own buffer for arrays of 256 KiB and more,
+#   and makes one more array below that, so on small models the measurement runs higher.
 # - Return a list of six dicts `{"configuration", "parameters", "gradients", "optimizer",
-#   "activations", "predicted", "measured"}`, bytes as Python ints, `"predicted"` the sum
-#   of the four before it.
-# - Bad input gives `ValueError`: a layer whose input is not as wide as `X`, more workers
-#   than rows, or more micro-batches than the smallest worker's rows.
+#   "activations", "predicted", "measured"}`, bytes as Python ints, `"predicted"` the sum of the
+#   four before it. Bad input gives `ValueError` (the given checks).
 #
 # ### Math
 #
@@ -523,11 +519,11 @@ lesson_passed("038")
 # | activations: 038 (32 rows, $D = 16$, $L = 4$, `"mixed"`, $s = 2$, $k = 2$) | one micro-batch of 16 rows, $a = 16 \cdot 16 \cdot 2 = 512$: $(2 - 1 + 2 \cdot 2)\,a + 2a + 16 \cdot 16 + 2 \cdot 16 \cdot 16$ | $4{,}352$ |
 # | predicted | the sum of the four | $16{,}252$ |
 #
-# `"measured"` is `measure_worker_memory(params, X, Y, row_config)` with this row's
-# configuration, here `config` itself. Every other row is the same arithmetic with one switch
-# on: `"accumulation"`, for instance, is float64 (8 bytes a number), one worker, $k = 2$: 6,800
-# of parameters, twice 6,800 of gradients, 13,600 of Adam's state, and the activations of 64
-# rows in micro-batches of 32. The cell below prints the row, term by term.
+# `"measured"` is `measure_worker_memory` with this row's configuration, here `config` itself.
+# Every other row is the same arithmetic with one switch on: `"accumulation"`, for instance, is
+# float64, one worker, $k = 2$: 6,800 of parameters, twice 6,800 of gradients, 13,600 of Adam's
+# state, and the activations of 64 rows in micro-batches of 32. The cell below prints the row,
+# term by term.
 
 # %% tags=["demo"]
 # The "all together" row of the first visible test, term by term, by the formulas of 036, 037 and 038 (this lesson's
@@ -559,10 +555,10 @@ print(f"{'predicted':>11} {sum(value for value, _ in row_terms.values()):>7,} = 
 # %% [markdown]
 # ### Implementation
 #
-# The cell below names the steps as comments. Replace each `raise NotImplementedError(...)`
-# line with the code of the step above it, in order. Step 3 starts the loop over the six rows
-# (`for name, row in rows:`); the code of step 4 is indented under it, and the
-# `return` after it.
+# The checks of the input and the six rows are written for you (under `# Given`). Replace each
+# `raise NotImplementedError(...)` line with the code of the step above it: step 1 starts the
+# loop over the rows (`for name, row in rows:`), and the code of step 2 is indented under it,
+# with the `return` after the loop.
 
 # %% tags=["solution"]
 def compare_memory_with_and_without_optimizations(params, X, Y, config):
@@ -585,9 +581,9 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
         ValueError: if a layer's input is not as wide as X, if N > B, or if k is larger than the
             smallest worker's number of rows (B // N).
     """
-    # Step 1 · Check the input (ValueError: a layer whose input is not as wide as X, more workers than rows,
-    #          more micro-batches than the smallest worker's rows, len(X) // N). mlp.num_layers(params) counts L.
-    ### BEGIN SOLUTION
+    # Given · checking the input, and the six rows to compare: bookkeeping, written for you (each row's bill,
+    #         below, is the lesson). A row is (name, TrainingConfig): "none" is TrainingConfig(), each technique
+    #         alone takes config's value of its fields (ZeRO: num_workers and zero_stage), "all together" is config.
     layers = mlp.num_layers(params)
     width = X.shape[1]
     if any(params[f"W{i}"].shape[0] != width for i in range(1, layers + 1)):
@@ -597,24 +593,19 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
         raise ValueError(f"{N} workers for {len(X)} examples: some worker would get no data")
     if k > len(X) // N:
         raise ValueError(f"{k} micro-batches do not fit the smallest worker's {len(X) // N} examples")
-    ### END SOLUTION
-    # Step 2 · The six rows in order, (name, TrainingConfig): "none" is TrainingConfig(); each technique alone is
-    #          dataclasses.replace(TrainingConfig(), ...) with config's value of its fields (ZeRO: num_workers and
-    #          zero_stage); "all together" is config.
-    ### BEGIN SOLUTION
     plain = TrainingConfig()
     rows = [("none", plain), ("accumulation", replace(plain, num_micro_batches=k)),
             ("checkpointing", replace(plain, segment_size=config.segment_size)),
             ("mixed precision", replace(plain, mixed_precision=config.mixed_precision)),
             ("ZeRO", replace(plain, num_workers=N, zero_stage=config.zero_stage)), ("all together", config)]
-    ### END SOLUTION
-    # Step 3 · For each row: its dtype ("mixed" in mixed precision, else the parameters' dtype name); for all
-    #          Psi parameters, the row's stage and workers, worker 0: "parameters" (036), "gradients" (036's, times
-    #          1 + c with k > 1: c = 2 in mixed precision, else 1), "optimizer" (037); "activations" (038) of worker
-    #          0's rows X[0::N], X's width, L layers, the row's segment size and k.
-    ### BEGIN SOLUTION
     num_params = sum(value.size for value in params.values())
     table = []
+    # Step 1 · for name, row in rows: (steps 1 and 2 are its body). The row's dtype ("mixed" in mixed precision,
+    #          else the parameters' dtype name); for num_params parameters, the row's stage and workers, worker 0:
+    #          "parameters" (036), "gradients" (036's, times 1 + c with k > 1: c = 2 in mixed precision, else 1),
+    #          "optimizer" (037); "activations" (038) of worker 0's rows X[0::N], width, layers, the row's segment
+    #          size and k. One dict per row, with "configuration": name.
+    ### BEGIN SOLUTION
     for name, row in rows:
         dtype = "mixed" if row.mixed_precision else params["W1"].dtype.name
         memory = compute_param_memory_bytes(num_params, dtype, row.zero_stage, row.num_workers)
@@ -625,8 +616,8 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
                  "activations": compute_peak_activation_memory_bytes(len(X[0::row.num_workers]), width, layers, dtype,
                                                                      row.segment_size, row.num_micro_batches)}
     ### END SOLUTION
-    # Step 4 · (in the loop) "predicted", the sum of the four; "measured", measure_worker_memory(params, X, Y,
-    #          the row's config); after the loop, return the six dicts in order.
+    # Step 2 · (in the loop) "predicted", the sum of the four; "measured", measure_worker_memory(params, X, Y,
+    #          row); append the dict to table. After the loop, return table.
     ### BEGIN SOLUTION
         entry["predicted"] = entry["parameters"] + entry["gradients"] + entry["optimizer"] + entry["activations"]
         entry["measured"] = measure_worker_memory(params, X, Y, row)
@@ -740,81 +731,63 @@ plt.show()
 # each worker updates what it owns with Adam (033); ZeRO's workers all-gather the new
 # shards (034). With every switch off the loop is plain Adam on one worker, bit for bit.
 #
-# The loop is graded on what it does, not on what it says: the grader passes its own
-# cluster and reads the ledger, compares what every worker holds at the end with the
-# reference's, array for array, and measures the loop's peak memory.
+# The checks of the input, the workers' set-up and the history are written for you; you write
+# the loop's steps. The grader reads the ledger of the cluster it passes in, compares what every
+# worker holds at the end with the reference's, and measures the loop's peak.
 #
 # ### Concepts
 #
-# - **What each worker holds.** Its parameters as one flat vector (the dict's tensors
-#   raveled in order; float16 in mixed precision), and Adam's moments `m` and `v` of what it
-#   owns: the whole vector, or with ZeRO its shard (`np.array_split(flat, N)[r]`); in mixed
-#   precision also the float32 master weights of what it owns, which Adam updates (`m` and
-#   `v` are float32 then).
-# - **A step.** Worker $r$: `worker_gradients(its parameters as a dict, X_r, Y_r, k, s,
-#   scale or None)` on its shard `X[r::N]` (025; in mixed precision it sums the micro-batches'
-#   float16 gradients in float32 and hands back their mean in float16, as the section after the
-#   tests shows); its flat gradient weighted by $N n_r / B$
-#   (026). Then `ring_all_reduce_mean` of the flat gradients, or with ZeRO
-#   `reduce_scatter_mean` (worker $r$ gets its shard's mean), on `cluster` (a new `Cluster(N)`
-#   when none is given; the grader passes its own and reads its ledger). Each worker unscales
-#   (mixed: float32, divided by the scale), updates what it owns with
-#   `local_shard_adam_update`, casts to float16 (mixed); ZeRO all-gathers the shards with
-#   `all_gather_param_shards`.
-# - **Dynamic loss scaling.** An inf or NaN gradient gives NaN parameters (Adam divides
-#   inf by inf); every worker sees them in its new vector and skips the step: nothing
-#   changes, the scale halves. After `growth_interval` clean steps in a row it doubles.
-# - **The history**: `"loss"` (per step, the batch's mean loss before the step), `"skipped"`
-#   (bools), `"loss_scale"` (the scale each step used; 1.0 without mixed precision).
-# - Return `(final_params, history, workers)`: the final master weights as a dict (float32
-#   in mixed precision, else the parameters' dtype), the history, and per worker a dict of
-#   what it holds at the end: `{"parameters", "m", "v"}`, and `"master"` in mixed precision.
-#   A `TrainingConfig` refuses bad fields itself; the loop refuses with `ValueError`, before
-#   any work: `X` and `Y` of different lengths, more workers than examples, more
-#   micro-batches than the smallest worker's examples, and with ZeRO more workers than
-#   parameters.
-# - **Memory.** The simulated workers run one after another, so the loop's peak is what all
-#   $N$ workers hold (036, 037) plus one worker's activations (038) at a time: checkpointing
-#   and micro-batches shrink the second term, ZeRO the first. The grader measures it.
+# - **What each worker holds** (set up for you): its parameters as one flat vector, `working[r]`
+#   (float16 in mixed precision; `as_dict` cuts a vector back into a dict of views), and of what it
+#   owns, `own[r] = (lo, hi)` (everything, or with ZeRO its shard `np.array_split(flat, N)[r]`),
+#   Adam's state `states[r]` and, in mixed precision, the float32 master weights `master[r]` that
+#   Adam updates (`m` and `v` are float32 then).
+# - **Weights.** Worker $r$ has $n_r$ of the $B$ examples: its mean gradient counts $N n_r / B$
+#   in the average (026), its loss $n_r / B$ in the step's loss.
+# - **Dynamic loss scaling.** An inf or NaN gradient gives NaN parameters (Adam divides inf by
+#   inf); every worker sees them in its new vector and skips the step: nothing changes, the scale
+#   halves. After `growth_interval` clean steps in a row it doubles. Without mixed precision the
+#   scale is 1.0 and no step is skipped.
+# - **The result**, `(final_params, history, workers)`: the final master weights as a dict
+#   (float32 in mixed precision), the history (`"loss"`: the batch's mean loss before each step,
+#   `"skipped"`, `"loss_scale"`: the scale each step used), and what each worker holds at the end.
+#   Bad input gives `ValueError` before any work (the given checks); a `TrainingConfig` refuses
+#   bad fields itself.
 #
 # ### Math
 #
 # Per step and worker, the traffic is the ring all-reduce's, with or without ZeRO:
 # $2\frac{N-1}{N} S$ for $S$ bytes of gradients when $N$ divides them (float16 in mixed
-# precision: half of float32's). At the end worker $r$ holds its parameters (036's
-# `"parameters"` for its rank: all $\Psi$ of them at stage 1) and its state, $n_r$ numbers per
-# array with ZeRO ($\Psi$ without): 037's bytes for its rank. The loop's peak stays within
+# precision: half of float32's). At the end worker $r$ holds 036's parameters and 037's state
+# for its rank. The simulated workers run one after another, so the loop's peak is what all $N$
+# workers hold plus one worker's activations at a time; it stays within
 #
 # $$\text{allowed} = 1.5\,\Big(2 \sum_{r=0}^{N-1} \big(P_r + G_r + O_r\big) + \Psi\, b
 #   + A\Big) + 64\ \text{KiB},$$
 #
 # with $P_r, G_r$ (036) and $O_r$ (037) worker $r$'s bytes, $\Psi b$ the flat copy of the
-# parameters in their dtype, and $A$ (038) the activations of worker 0's rows (the most
-# rows, $\lceil B / N \rceil$): each worker's arrays twice (the collectives' copies, the new
-# state beside the old), one worker's activations at a time, and half as much again to spare
-# (`training_loop_allowed_bytes` in `shared.memory`). A loop that ignores checkpointing or
-# accumulation needs $A$ without them; one whose workers keep the whole vector's state under
-# ZeRO needs $N$ times $\sum_r O_r$.
+# parameters in their dtype, and $A$ (038) the activations of worker 0's $\lceil B / N \rceil$
+# rows, the most: each worker's arrays twice (the collectives' copies, the new state beside the
+# old), and half as much again to spare (`training_loop_allowed_bytes`). Checkpointing and
+# micro-batches shrink $A$, ZeRO the $O_r$: a loop that ignores checkpointing or accumulation needs
+# $A$ without them, one whose workers keep the whole vector's state under ZeRO $N$ times $\sum_r O_r$.
 #
 # **Worked example: one step on $N = 2$ workers, ZeRO and mixed precision on**, the visible
-# tests' MLP: $\Psi = 234$ parameters, cut by `np.array_split` into shards of 117 (worker 0
-# owns elements 0 to 116, worker 1 the rest); 16 examples per worker, so each worker's weight
-# $N n_r / B = 2 \cdot 16 / 32$ is 1. The steps are those of the skeleton below; f16[234] is a
-# float16 array of 234 elements, `scale` the loss scale.
+# tests' MLP: $\Psi = 234$ parameters in shards of 117; 16 examples per worker, so each weight
+# $N n_r / B$ is 1. f16[234] is a float16 array of 234 elements, `scale` the loss scale.
 #
 # | step | each worker $r$ holds | it sends |
 # | --- | --- | --- |
-# | 2 · set up | parameters f16[234] (468 bytes); master weights, $m$, $v$ of its shard, f32[117] each (468 bytes each) | |
-# | 3 · gradients | `worker_gradients(as_dict(parameters), X[r::2], Y[r::2], k, s, scale)`, flattened: the gradient times `scale`, f16[234] | |
-# | 4 · reduce-scatter | the mean of chunk $r$, f16[117] | chunk $(r - 1) \bmod 2$, 234 bytes |
-# | 5 · unscale, Adam | the mean divided by `scale`, f32[117]; `local_shard_adam_update` of its master shard: new master, $m$, $v$, f32[117] each, beside the old | |
-# | 6 · cast, all-gather | its new shard as f16[117]; after the all-gather the new parameters, f16[234] | its shard $r$, 234 bytes |
-# | 7 · keep or skip | all finite: the new parameters, master, $m$, $v$ replace the old; else the old stay and `scale` halves | |
+# | set-up (given) | parameters f16[234]; master weights, $m$, $v$ of its shard, f32[117] each | |
+# | 1 · gradient | its gradient times `scale`, flattened, f16[234] | |
+# | 2 · reduce-scatter | the mean of chunk $r$, f16[117] | chunk $(r - 1) \bmod 2$, 234 bytes |
+# | 3 · unscale, Adam | the mean divided by `scale`, f32[117]; the new master, $m$, $v$, beside the old | |
+# | 4 · cast, all-gather | its new shard, f16[117]; after the all-gather the new parameters, f16[234] | its shard $r$, 234 bytes |
+# | 5 · keep or skip | all finite: the new arrays replace the old; else the old stay and `scale` halves | |
 #
-# So each worker sends 468 bytes a step (1404 in the tests' 3 steps), the ring all-reduce's
-# $2\frac{N-1}{N} S$ for $S = 468$ bytes of float16 gradients, and keeps 468 bytes of
-# parameters and 1404 of master weights, $m$ and $v$, where without ZeRO it would keep 2808
-# of them (3 float32 arrays of 234). The cell below prints this step and draws it.
+# So each worker sends 468 bytes a step (1404 in the tests' 3 steps), $2\frac{N-1}{N} S$ for
+# $S = 468$ bytes of float16 gradients, and keeps 468 bytes of parameters and 1404 of master
+# weights, $m$ and $v$, where without ZeRO it would keep 2808. The cell below draws the step.
 
 # %% tags=["demo"]
 # One step of the loop on N = 2 workers, ZeRO and mixed precision on, for the tests' MLP (234 parameters, shards of
@@ -827,17 +800,17 @@ loop_n, loop_size = 2, sum(value.size for value in mlp.init_params([8, 8, 8, 8, 
 loop_owned = [len(shard) for shard in np.array_split(np.arange(loop_size), loop_n)]       # 117 and 117
 f16, f32 = 2, 4                                                                           # bytes per number
 loop_points = [  # (step of the skeleton, worker r's arrays [(name, dtype, elements)], what worker r sends or None)
-    ("2 · set up", lambda r: [("parameters", "f16", loop_size), ("master", "f32", loop_owned[r]),
+    ("set-up (given)", lambda r: [("parameters", "f16", loop_size), ("master", "f32", loop_owned[r]),
                               ("m", "f32", loop_owned[r]), ("v", "f32", loop_owned[r])], None),
-    ("3 · gradients", lambda r: [("grad × scale", "f16", loop_size)], None),
-    ("4 · reduce-scatter", lambda r: [(f"chunk {r} mean", "f16", loop_owned[r])],
+    ("1 · gradient", lambda r: [("grad × scale", "f16", loop_size)], None),
+    ("2 · reduce-scatter", lambda r: [(f"chunk {r} mean", "f16", loop_owned[r])],
      lambda r: (f"chunk {(r - 1) % loop_n}", f16 * loop_owned[(r - 1) % loop_n])),
-    ("5 · unscale, Adam", lambda r: [("mean ÷ scale", "f32", loop_owned[r]), ("new master", "f32", loop_owned[r]),
+    ("3 · unscale, Adam", lambda r: [("mean ÷ scale", "f32", loop_owned[r]), ("new master", "f32", loop_owned[r]),
                                      ("new m", "f32", loop_owned[r]), ("new v", "f32", loop_owned[r])], None),
-    ("6 · cast, all-gather", lambda r: [(f"new shard {r}", "f16", loop_owned[r]),
+    ("4 · cast, all-gather", lambda r: [(f"new shard {r}", "f16", loop_owned[r]),
                                         ("new parameters", "f16", loop_size)],
      lambda r: (f"shard {r}", f16 * loop_owned[r])),
-    ("7 · all finite: keep", lambda r: [("parameters", "f16", loop_size), ("master", "f32", loop_owned[r]),
+    ("5 · all finite: keep", lambda r: [("parameters", "f16", loop_size), ("master", "f32", loop_owned[r]),
                                         ("m", "f32", loop_owned[r]), ("v", "f32", loop_owned[r])], None),
 ]
 for name, held, sends in loop_points:
@@ -908,25 +881,10 @@ plt.show()
 # %% [markdown]
 # ### Implementation
 #
-# The cell below names the steps as comments. Replace each `raise NotImplementedError(...)`
-# line with the code of the step above it, in order. Steps 3 to 7 run once per training step:
-# step 3 starts with `for step in training_steps(config):`, and the code of steps 3 to 7 is
-# indented under it (the stubs stand at the function's level only because a stub cannot stand
-# inside a loop you have not written yet). Steps 4 to 6 go under `with np.errstate(over="ignore",
-# invalid="ignore"):`: a float16 overflow is the loss scaler's business (step 7), not a warning.
-#
-# Given, for step 2: a vector cut back into a dict of the parameters' keys and shapes (views
-# of the vector, no copy). Paste it into the function after your set-up, where `keys` is
-# `list(params)`:
-#
-# ```python
-#     def as_dict(vector):
-#         out, offset = {}, 0
-#         for key in keys:
-#             out[key] = vector[offset:offset + params[key].size].reshape(params[key].shape)
-#             offset += params[key].size
-#         return out
-# ```
+# The cell below is the loop with its bookkeeping written: the checks, the set-up, the loops
+# over the steps and the workers, the history and what each worker returns (each under a comment
+# `# Given`). Replace each `raise NotImplementedError(...)` line with the code of the step above
+# it; each stub stands where its code runs, steps 1 to 5 inside the loop over the training steps.
 
 # %% tags=["solution"]
 def full_distributed_training_loop(params, X, Y, config, cluster=None):
@@ -953,9 +911,8 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
         ValueError: if len(X) != len(Y), if N > B, if k > B // N, or with ZeRO if N is larger than
             the number of parameters.
     """
-    # Step 1 · Check the input (ValueError, before any work: X and Y of different lengths, N > B, k > B // N,
-    #          and with ZeRO N larger than the number of parameters); a new Cluster(N) when cluster is None.
-    ### BEGIN SOLUTION
+    # Given · the checks of the input and the workers' set-up: bookkeeping, written for you (the loop's steps are
+    #         the lesson). What each worker holds (working[r], own[r], states[r], master[r]): see Concepts.
     N, k, mixed = config.num_workers, config.num_micro_batches, config.mixed_precision
     keys, size = list(params), sum(value.size for value in params.values())
     if len(X) != len(Y):
@@ -968,16 +925,7 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
         raise ValueError(f"ZeRO with {N} workers for {size} parameters: some worker would own nothing")
     if cluster is None:
         cluster = Cluster(N)
-    ### END SOLUTION
-    # Step 2 · Set up: each worker's examples (shard_dataset_across_workers); the flat vector of params
-    #          (every array raveled, in the order of params); what worker r owns, (lo, hi) in the flat vector:
-    #          everything, or with ZeRO shard r of np.array_split(flat, N); each worker's working copy of the flat
-    #          vector (float16 in mixed precision, else a copy); in mixed precision the float32 master weights of
-    #          what it owns; each worker's Adam state {"step": 0, "m": zeros, "v": zeros} of what it owns (float32
-    #          in mixed precision, else the parameters' dtype); as_dict (given in the text above); the loss scale
-    #          (1.0 without mixed precision), the count of clean steps, and the history.
-    ### BEGIN SOLUTION
-    shards = shard_dataset_across_workers(X, Y, N)
+    shards = shard_dataset_across_workers(X, Y, N)  # worker r's examples, X[r::N] and Y[r::N] (025)
     flat = np.concatenate([params[key].ravel() for key in keys])
     own = [(0, size)] * N  # what each worker updates: everything, or with ZeRO its shard
     if config.zero_stage:
@@ -988,70 +936,71 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
     states = [{"step": 0, "m": np.zeros(hi - lo, np.float32 if mixed else flat.dtype),
                "v": np.zeros(hi - lo, np.float32 if mixed else flat.dtype)} for lo, hi in own]
 
-    def as_dict(vector):
+    def as_dict(vector):  # a flat vector cut back into a dict shaped like params (views of the vector, no copy)
         out, offset = {}, 0
         for key in keys:
             out[key] = vector[offset:offset + params[key].size].reshape(params[key].shape)
             offset += params[key].size
         return out
 
-    scale, clean = config.loss_scale if mixed else 1.0, 0
+    scale, clean = config.loss_scale if mixed else 1.0, 0  # the loss scale, and the clean steps in a row
     history = {"loss": [], "skipped": [], "loss_scale": []}
-    ### END SOLUTION
-    # Step 3 · for step in training_steps(config): (steps 3 to 7 are its body). Each worker, one after another:
-    #          worker_gradients(as_dict(its working vector), its X_r, Y_r, k, config.segment_size, the scale in mixed
-    #          precision else None); its flat gradient times its weight N n_r / B (026); the step's loss, the
-    #          workers' losses weighted n_r / B.
-    ### BEGIN SOLUTION
     for step in training_steps(config):
-        flat_grads, loss = [], 0.0
-        for r, (X_r, Y_r) in enumerate(shards):  # one worker after another: one worker's activations at a time
-            loss_r, grads, _ = worker_gradients(as_dict(working[r]), X_r, Y_r, k, config.segment_size,
-                                                scale if mixed else None)
-            weight = N * len(X_r) / len(X)
-            with np.errstate(over="ignore", invalid="ignore"):  # float16 overflow is the loss scaler's business
-                flat_grads.append(np.concatenate([weight * grads[key].ravel() for key in keys]))
-            loss += weight * loss_r / N
-    ### END SOLUTION
-    # Step 4 · (in the loop, under with np.errstate(over="ignore", invalid="ignore"): through step 6) Average the
-    #          flat gradients on cluster: with ZeRO reduce_scatter_mean (worker r gets the mean of its shard), else
-    #          ring_all_reduce_mean (every worker gets the whole mean).
-    ### BEGIN SOLUTION
+        # Given · a float16 overflow is the loss scaler's business (step 5), not a warning; the workers compute
+        #         one after another, so one worker's activations are alive at a time.
         with np.errstate(over="ignore", invalid="ignore"):
+            flat_grads, loss = [], 0.0
+            for r, (X_r, Y_r) in enumerate(shards):
+                # Step 1 · Worker r's gradient: worker_gradients(as_dict(working[r]), X_r, Y_r, k, config.segment_size,
+                #          the scale in mixed precision else None). Append its flat gradient (every array raveled,
+                #          in the order of keys) times the worker's weight N n_r / B (026) to flat_grads; add
+                #          its loss, weighted n_r / B, to the step's loss.
+                ### BEGIN SOLUTION
+                loss_r, grads, _ = worker_gradients(as_dict(working[r]), X_r, Y_r, k, config.segment_size,
+                                                    scale if mixed else None)
+                weight = N * len(X_r) / len(X)
+                flat_grads.append(np.concatenate([weight * grads[key].ravel() for key in keys]))
+                loss += weight * loss_r / N
+                ### END SOLUTION
+            # Step 2 · Average flat_grads on cluster into reduced (one vector per worker): with ZeRO
+            #          reduce_scatter_mean (worker r gets the mean of its shard), else ring_all_reduce_mean
+            #          (every worker gets the whole mean).
+            ### BEGIN SOLUTION
             if config.zero_stage:
                 reduced = reduce_scatter_mean(flat_grads, cluster)
             else:
                 reduced, _ = ring_all_reduce_mean(flat_grads, cluster)
-    ### END SOLUTION
-    # Step 5 · (in the loop) Each worker r unscales its mean gradient (mixed: as float32, divided by
-    #          np.float32(scale)) and updates what it owns with local_shard_adam_update (its master weights in mixed
-    #          precision, else working[r][lo:hi]; states[r]; config's learning rate, betas, eps). Keep the new shards
-    #          and states beside the old ones: a skipped step must change nothing.
-    ### BEGIN SOLUTION
+            ### END SOLUTION
+            # Given · each worker's update, (new shard, new state), kept beside the old: a skipped step changes nothing.
             updates = []
             for r in range(N):
+                # Step 3 · Worker r unscales its mean gradient (mixed: as float32, divided by np.float32(scale)) and
+                #          appends local_shard_adam_update of what it owns (its master weights in mixed precision,
+                #          else working[r][lo:hi]), states[r] and config's learning rate, beta1, beta2, eps.
+                ### BEGIN SOLUTION
                 grad = reduced[r].astype(np.float32) / np.float32(scale) if mixed else reduced[r]
                 mine = master[r] if mixed else working[r][own[r][0]:own[r][1]]
                 updates.append(local_shard_adam_update(mine, grad, states[r], config.learning_rate, config.beta1,
                                                        config.beta2, config.eps))
-    ### END SOLUTION
-    # Step 6 · (in the loop) The new vectors: the new shards cast to float16 in mixed precision; with ZeRO
-    #          all_gather_param_shards on cluster. The step is skipped when, in mixed precision, a worker's new
-    #          vector holds an inf or a NaN (every worker sees the same vector).
-    ### BEGIN SOLUTION
+                ### END SOLUTION
+            # Step 4 · new, the workers' new vectors: the new shards (cast to float16 in mixed precision), with ZeRO
+            #          all-gathered with all_gather_param_shards on cluster. skipped, a Python bool: in mixed
+            #          precision, a new vector holds an inf or a NaN (every worker sees the same).
+            ### BEGIN SOLUTION
             new = [shard.astype(np.float16) if mixed else shard for shard, _ in updates]
             if config.zero_stage:
                 new, _ = all_gather_param_shards(new, cluster)
             skipped = mixed and not all(np.isfinite(vector).all() for vector in new)  # every worker sees the same
-    ### END SOLUTION
-    # Step 7 · (in the loop) Append to the history (the loss, skipped as a bool, float(scale)). Skipped: the scale
-    #          halves, the clean count restarts, nothing else changes. Otherwise the new vectors, states (and master
-    #          weights) replace the old; in mixed precision after growth_interval clean steps in a row the scale
-    #          doubles and the count restarts.
-    ### BEGIN SOLUTION
+            ### END SOLUTION
+        # Given · the history of the step: its loss, whether it was skipped, the scale it used.
         history["loss"].append(loss)
         history["skipped"].append(skipped)
         history["loss_scale"].append(float(scale))
+        # Step 5 · Skipped: the scale halves, the clean count restarts, nothing else changes (continue). Otherwise
+        #          working becomes new, and states (in mixed precision master too) the updates' new states (and
+        #          shards); in mixed precision, after config.growth_interval clean steps in a row the scale doubles
+        #          and the count restarts.
+        ### BEGIN SOLUTION
         if skipped:  # nothing changes; the scale halves
             scale, clean = scale / 2, 0
             continue
@@ -1062,15 +1011,16 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
             clean += 1
             if clean == config.growth_interval:
                 scale, clean = scale * 2, 0
-    ### END SOLUTION
-    # Step 8 · After the loop: per worker {"parameters", "m", "v"}, with "master" in mixed precision; the final
-    #          master weights (mixed and ZeRO: the master shards joined in rank order; mixed: worker 0's; else worker
-    #          0's working vector) as a dict. Return (final_params, history, workers).
-    ### BEGIN SOLUTION
+        ### END SOLUTION
+    # Given · what each worker holds at the end: its flat parameters, Adam's m and v, and its master weights.
     workers = [{"parameters": working[r], "m": states[r]["m"], "v": states[r]["v"]} for r in range(N)]
     if mixed:
         for r in range(N):
             workers[r]["master"] = master[r]
+    # Step 6 · The final parameters, as_dict of the master weights (with ZeRO the workers' master shards joined in
+    #          rank order; without, worker 0's), or without mixed precision of worker 0's vector. Return
+    #          (final_params, history, workers).
+    ### BEGIN SOLUTION
     final = np.concatenate(master) if mixed and config.zero_stage else (master[0] if mixed else working[0])
     return as_dict(final), history, workers
     ### END SOLUTION
@@ -1229,11 +1179,11 @@ lesson_passed("040")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **A switch that does nothing**: a loop that ignores data parallelism has one worker, one
-#   that ignores ZeRO gives every worker the whole state (its `m` and `v` are too long), one that
-#   ignores mixed precision has float64 arrays and no master weights. A loop that ignores
-#   checkpointing or accumulation gives the same numbers: the measured peak betrays it, and so
-#   does a ZeRO loop whose workers keep the whole vector's state and hand back their shards.
+# - **A switch that does nothing**: ignoring data parallelism leaves one worker, ignoring ZeRO
+#   gives every worker the whole state (its `m` and `v` too long), ignoring mixed precision leaves
+#   float64 arrays and no master weights. Ignoring checkpointing or accumulation, or keeping the
+#   whole vector's state under ZeRO and handing back shards, gives the right numbers: the measured
+#   peak betrays it.
 # - **Averaging the workers' gradients unweighted**: with shards of unequal size, each worker's
 #   mean gradient counts $n_r / B$ of the batch, not $1 / N$ (026's weight $N n_r / B$).
 # - **Unscaling twice, or not at all**: the gradients carry the loss scale until each worker
@@ -1252,15 +1202,12 @@ lesson_passed("040")
 # %% [markdown]
 # ## Measured: every technique together
 #
-# An MLP of 4 layers 32 wide (3,300 float64 parameters) trained for 20 steps on 256
-# examples, twice: with every switch off (one worker, float64, plain Adam), and with every
-# switch on (4 workers, 2 micro-batches each, segments of 2, mixed precision with a loss scale of
-# $2^8$, ZeRO stage 1), with the progress bar, each on a cluster passed in. The all-off run equals
-# plain Adam (written out below) bit for bit; the all-on run's losses follow it within the tolerance
-# printed below (float16 rounding). Then the traffic, read from the ledger of the cluster each run
-# was given; what each worker holds at the end (the bytes of the arrays it returned, beside 036 +
-# 037 for its rank); and the peak of one step of each loop, measured with `measure_peak_memory`,
-# beside its bound.
+# An MLP of 4 layers 32 wide (3,300 float64 parameters), trained for 20 steps on 256 examples
+# twice, each run on a cluster passed in: with every switch off (one worker, float64), and with
+# every switch on (4 workers, 2 micro-batches each, segments of 2, mixed precision with a loss
+# scale of $2^8$, ZeRO stage 1, and the progress bar). Below: the losses beside plain Adam, the
+# traffic from each cluster's ledger, what each worker holds at the end beside 036 + 037 for its
+# rank, and the measured peak of one step beside its bound.
 
 # %% tags=["demo"]
 def plain_adam(params, X, Y, steps, lr, beta1=0.9, beta2=0.999, eps=1e-8):
@@ -1342,32 +1289,25 @@ right.legend(fontsize=8)
 plt.show()
 
 # %% [markdown]
-# What each worker holds at the end is exactly 036 + 037 for its rank (its parameters and its state;
-# the gradients are gone once the step is over): with every switch off the one worker holds 79,200
-# bytes (3,300 float64 parameters, `m` and `v`: 24 bytes a parameter); with every switch on each of
-# the 4 workers holds 16,500 (6,600 bytes of float16 parameters, and the float32 master weights, `m`
-# and `v` of its 825: 12 bytes each), a fifth as much. The ledger of the cluster the on-run was given
-# shows the ring's traffic: $2 \cdot \frac{3}{4}$ of the 6,600 bytes of float16 gradients per worker
-# and step, 198,000 bytes over the 20 steps, in 6 rounds a step. One step's peak, measured
-# for all the workers of a loop together as the grader measures it, comes to about two thirds of its
-# bound for both runs: about 790 KiB with every switch off, about 250 KiB with every switch on, four
-# workers included. The bound leaves room for NumPy's temporaries: below 256 KiB an array (this MLP's
-# are 64 KiB with every switch off, 2 KiB with every switch on) makes one more array per layer than
-# 038 counts, as NumPy reuses a temporary in place (`a @ W + b` writes the sum into the product's
-# buffer) only for larger ones. The grader's measured cases use arrays of 256 KiB and more.
+# What each worker holds at the end is exactly 036 + 037 for its rank: with every switch off the
+# one worker holds 79,200 bytes (3,300 float64 parameters, `m` and `v`: 24 bytes a parameter);
+# with every switch on each of the 4 workers holds 16,500 (6,600 bytes of float16 parameters, and
+# 12 bytes for each of its 825: master weight, `m` and `v`), a fifth as much. The on-run's ledger
+# shows the ring's traffic, $2 \cdot \frac{3}{4}$ of the 6,600 bytes of float16 gradients per
+# worker and step: 198,000 bytes over the 20 steps. One step's peak comes to about two thirds of
+# its bound for both runs (about 790 KiB and 250 KiB; the bound leaves room for the temporaries
+# NumPy makes on arrays this small, as 039 explains).
 
 # %% [markdown]
 # ## Measured: why the running sum of the gradients is float32
 #
 # In mixed precision each micro-batch's gradients come out of the backward pass in float16, $S$
-# times too large. Accumulating them (012) adds $n_j \cdot S g_j$ to a running sum: with
-# micro-batches of 256 rows at a scale of $2^8$ that is $2^{16}$ times the gradient, and float16
-# stops at 65504. The mean, $S g$, is 256 times smaller and fits. So `worker_gradients` keeps the
-# running sum in float32 and rounds the mean to float16 once, at the end (Part 4's third
-# technique, float32 accumulation; a real mixed-precision loop accumulates into its float32
-# gradient buffers the same way). Below, worker 0 of 2 with 1,024 rows in 4 micro-batches of
-# 256, the same float16 gradients summed both ways; then the all-on loop at that size, 10 steps,
-# beside the all-off run.
+# times too large, and accumulating them (012) adds $n_j \cdot S g_j$ to a running sum: with
+# micro-batches of 256 rows at a scale of $2^8$, $2^{16}$ times the gradient, where float16 stops
+# at 65504. Their mean, $S g$, fits. So `worker_gradients` keeps the running sum in float32 and
+# rounds the mean to float16 once, at the end (Part 4's float32 accumulation). Below, worker 0 of
+# 2 with 1,024 rows in 4 micro-batches of 256, summed both ways; then the all-on loop at that
+# size for 10 steps, beside the all-off run.
 
 # %% tags=["demo"]
 params_a = mlp.init_params([32, 32, 32, 32, 4], seed=0)
@@ -1401,32 +1341,29 @@ print(f"all-on loop, 2 workers x 4 micro-batches of 256 rows, scale 2**8: {sum(h
       f"({history_on_a['loss'][-1] / history_off_a['loss'][-1] - 1:+.1e})")
 
 # %% [markdown]
-# Summed in float16, 64 of the 3,300 entries of one worker's running sum overflow and the step is lost
-# (the loss scaler would skip it and halve the scale until $n_j S g_j$ fits, a smaller scale that
-# then loses more small gradients); summed in float32, the largest entry is above float16's range but
-# the mean fits, and the all-on loop at this size skips no step and ends within two parts in
-# $10^4$ of the all-off run (float16's rounding). The cost: the running sum takes 4 bytes a parameter instead of 2,
-# which 039's table counts.
+# Summed in float16, 64 of the 3,300 entries of one worker's running sum overflow and the step is
+# lost (the loss scaler would skip it and halve the scale until $n_j S g_j$ fits, losing more small
+# gradients); summed in float32 the mean fits, and the all-on loop skips no step and ends within
+# two parts in $10^4$ of the all-off run (float16's rounding). The cost, 4 bytes a parameter
+# instead of 2, is in 039's table.
 
 # %% [markdown]
 # ## Beyond the simulator: the same training on real processes (optional, ungraded)
 #
-# Every worker of this part ran inside this notebook's one Python process, one after another,
-# and the cluster's ledger counted what they would have sent. The course can also run them for
-# real: one operating-system process per worker, each computing with the course's reference
-# functions (its shard as in 025, its gradients with `worker_gradients`, Adam as in 033 on what
-# it owns) while PyTorch's `torch.distributed` (the gloo backend, over TCP on this machine only)
-# carries their messages on the rings of lessons 028, 034 and 035. PyTorch is an optional extra
-# that nothing in this notebook needs. In a terminal, at the root of the course:
+# The course can also run this part's workers for real: one operating-system process per
+# worker, each computing with the course's reference functions, while PyTorch's
+# `torch.distributed` (the gloo backend, over TCP on this machine only) carries their messages on
+# the rings of lessons 028, 034 and 035. PyTorch is an optional extra that nothing in this
+# notebook needs. In a terminal, at the root of the course:
 #
 # ```bash
 # make torch                          # once: installs PyTorch (CPU build) into .venv
 # make train-distributed WORKERS=4    # TECHNIQUE=full-loop runs lesson 040's loop only
 # ```
 #
-# It trains three ways, each on 4 real processes and on the simulated cluster, and compares
-# them: lesson 029's data-parallel step, lesson 035's ZeRO step, and lesson 040's loop with
-# every switch on. On the course's machine it printed:
+# It trains with lesson 029's data-parallel step, lesson 035's ZeRO step and lesson 040's loop
+# with every switch on, each on 4 real processes and on the simulated cluster. On the course's
+# machine it printed:
 #
 # ```text
 # 4 worker processes (torch 2.13.0+cpu, gloo over TCP on 127.0.0.1), computing with the course's reference functions
@@ -1472,20 +1409,13 @@ print(f"all-on loop, 2 workers x 4 micro-batches of 256 rows, scale 2**8: {sum(h
 # (OS count: what the operating system saw the process write during the training, payload and gloo's headers)
 # ```
 #
-# How to read it:
-#
-# - **final parameters**: every process ends with the simulated run's parameters, bit for bit,
-#   float16 passes and loss scaling included. The processes do the same arithmetic, operation
-#   for operation; only the bytes travel through sockets instead of the simulated cluster.
-# - **bytes sent** and **ledger says**: what each process sent, beside the ledger's prediction
-#   for that worker: the same, worker for worker. Lesson 040's loop sends a quarter of 035's
-#   bytes, as its gradients and parameters cross the wire in float16, not float64.
-# - **written to its sockets**: what the operating system saw each process write, the payload
-#   and gloo's own header for every message.
-# - **loss scaler**: the loop starts from `TrainingConfig`'s default scale, which overflows
-#   float16 on this data, so its first steps are skipped while the scale halves. Each process
-#   decided to skip on its own, from the vector it held after the all-gather, with no message,
-#   and each decided as the simulation did.
+# Every process ends with the simulated run's parameters, bit for bit, float16 passes and loss
+# scaling included: the same arithmetic, with the bytes travelling through sockets. Each sends
+# what the ledger predicts, worker for worker (040's loop a quarter of 035's bytes: float16, not
+# float64), and the operating system sees gloo's header added to every message. The loop starts
+# from `TrainingConfig`'s default scale, which overflows float16 here, so its first steps are
+# skipped while the scale halves: each process decides on its own, from the vector it holds after
+# the all-gather, as the simulation did.
 
 # %% [markdown]
 # ## Part summary
@@ -1495,23 +1425,13 @@ print(f"all-on loop, 2 workers x 4 micro-batches of 256 rows, scale 2**8: {sum(h
 #   parameters in mixed precision (16 bytes each) need 120 GB per device, 31.40625 GB with
 #   stage 1, 16.640625 GB with stage 2 and 1.875 GB with stage 3 on 64 devices.
 # - Activations are predicted from what the backward pass keeps (038), and the prediction
-#   agrees with tracemalloc within 10 % for every configuration of 039's table (4 layers 128
-#   wide, 1,024 examples, worker 0 of 4):
-#
-# | configuration | parameters | gradients | optimizer | activations | predicted | measured | measured / predicted |
-# | --- | --- | --- | --- | --- | --- | --- | --- |
-# | none | 400,416 | 400,416 | 800,832 | 8,519,680 | 10,121,344 | ≈ 9.6 MiB | 1.00 |
-# | accumulation (k = 4) | 400,416 | 800,832 | 800,832 | 2,129,920 | 4,132,000 | ≈ 3.9 MiB | 0.99 |
-# | checkpointing (s = 2) | 400,416 | 400,416 | 800,832 | 7,471,104 | 9,072,768 | ≈ 8.6 MiB | 1.00 |
-# | mixed precision | 100,104 | 100,104 | 600,624 | 2,490,368 | 3,291,200 | ≈ 3.1 MiB | 1.00 |
-# | ZeRO (N = 4, stage 1) | 400,416 | 400,416 | 200,208 | 2,129,920 | 3,130,960 | ≈ 2.9 MiB | 0.98 |
-# | all together (gradients: a float32 running sum) | 100,104 | 300,312 | 150,156 | 139,264 | 689,836 | ≈ 686.5 KiB | 1.02 |
-#
-# - The loop (040) with every switch off is plain Adam, bit for bit; with every switch on its
-#   losses follow within 1 % (measured: 4.7e-4 at most over 20 steps, no step
-#   skipped). Final losses of the run above: plain Adam 1.091608; every switch off 1.091608, the
-#   same run bit for bit; every switch on 1.091524. It is graded on what it does: the ledger of
-#   the cluster the grader passes in, what every worker holds at the end, and its measured peak.
+#   agrees with tracemalloc within 10 % for every row of 039's table (4 layers 128 wide, 1,024
+#   examples, worker 0 of 4): all together, worker 0 needs 689,836 bytes where plain training
+#   needs 10,121,344, a fifteenth.
+# - The loop (040) with every switch off is plain Adam, bit for bit (final loss 1.091608 both);
+#   with every switch on its losses follow within 4.7e-4 over 20 steps, no step skipped (final
+#   1.091524). It is graded on what it does: the ledger of the cluster the grader passes in, what
+#   every worker holds at the end, and its measured peak.
 # - Where the memory went: activations shrink with micro-batches (the peak of the largest) and
 #   checkpointing (one segment at a time), everything shrinks with float16, and ZeRO removes the
 #   redundant optimizer state; the traffic is the ring all-reduce's either way.
