@@ -26,10 +26,6 @@ class MemoryMeasurement:
     retained_bytes: int  # traced memory still held after the call (what its result keeps alive)
     result: Any          # what the call returned
 
-    @property
-    def peak_mib(self) -> float:
-        return self.peak_bytes / 2**20
-
 
 def measure_peak_memory(function: Callable[..., Any], *args: Any, **kwargs: Any) -> MemoryMeasurement:
     """Call ``function(*args, **kwargs)`` and measure the memory it allocates.
