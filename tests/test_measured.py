@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from nbformat import NotebookNode
 
-from course import ROOT, built_parts, read, student_path
+from course import built_parts, read, student_path
 from grading import kernel_tree, meter
 from grading.harness import MIME
 from grading.inputs import order_revealing_vectors
