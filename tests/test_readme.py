@@ -4,6 +4,8 @@
   parts table's lesson ranges, equal the lesson table (``shared/lessons.py``);
 - every ``make <target>`` it names (in code, inline or in a block) is a target of the Makefile;
 - every ``MCT_*`` environment variable it names is read by the course's code;
+- the output of ``make train-distributed`` it quotes is notebook 07's quote, which
+  ``tests/test_torch_distributed.py`` holds to what the command prints (with torch installed);
 - every path it names in *What lives where* exists (``NN_slug`` standing for each landed part),
   and so does every module it names there of ``grading/`` and of the helper package ``shared/``.
 """
@@ -12,9 +14,10 @@ from __future__ import annotations
 
 import re
 
+import nbformat
 import pytest
 
-from course import ROOT, built_parts
+from course import ROOT, built_parts, student_path
 from shared.lessons import LESSONS, PARTS, POINTS_PER_LESSON, TOTAL_POINTS, lessons_of
 
 README = (ROOT / "README.md").read_text()
@@ -118,6 +121,21 @@ def test_every_mct_variable_the_readme_names_is_read_by_the_code():
     readers = [text for text in readers if "os.environ" in text or "getenv" in text]
     unread = sorted(name for name in named if not any(f'"{name}"' in text for text in readers))
     assert not unread, f"the README names {unread}, which no module of the course reads"
+
+
+def test_the_quoted_output_of_make_train_distributed_is_notebook_07s():
+    real = section("## Real processes and PyTorch (optional)")
+    block = FENCED.search(real[real.index("make train-distributed WORKERS=4"):]).group(1)
+    quoted = [line.removeprefix("  ") for line in block.splitlines() if line.strip() != "..."]
+    notebook = nbformat.read(student_path("07_memory_accounting"), as_version=4)
+    closing = next(cell.source for cell in notebook.cells
+                   if cell.cell_type == "markdown" and cell.source.startswith("## Beyond the simulator"))
+    printed = re.search(r"^```text\n(.*?)^```", closing, re.DOTALL | re.MULTILINE).group(1).splitlines()
+    assert len(quoted) >= 5, quoted
+    starts = [index for index, line in enumerate(printed) if line == quoted[0]]
+    assert any(printed[start:start + len(quoted)] == quoted for start in starts), (
+        "the README quotes another output of `make train-distributed` than notebook 07 does (which "
+        "tests/test_torch_distributed.py holds to what it prints): copy the lines from notebook 07")
 
 
 # --------------------------------------------------------------------------
