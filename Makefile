@@ -54,7 +54,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	@echo "== [2/4] installing the course's packages (numpy, jupyterlab, nbgrader, ...): pip shows each one"
 	$(PY) -m pip install --progress-bar on -e '.[dev]'
-	$(PY) -c "import shared, grading, nbgrader, jupyterlab"  # fail here, not later, if the install failed
+	$(PY) -c "import shared, grading, torch_extra, nbgrader, jupyterlab"  # fail here, not later, if the install failed
 	@echo "== [3/4] the course's Jupyter kernel and JupyterLab settings"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
 	for panel in $(NBGRADER_PANELS); do \
@@ -144,7 +144,8 @@ grade: $(STAMP)
 
 # PyTorch is an optional extra (pyproject.toml, [project.optional-dependencies] torch): the
 # course never needs it; with it, `make test` also runs the cross-checks against PyTorch
-# (tests/test_torch_*.py) and `make train-distributed` runs. Installed again when pyproject.toml changes.
+# (tests/test_torch_*.py) and `make train-distributed` runs (torch_extra/, which imports torch only when
+# used). Installed again when pyproject.toml changes.
 TORCH_STAMP := $(VENV)/.torch-installed
 torch: $(STAMP)
 	@if $(PY) -c "import torch" 2>/dev/null && [ $(TORCH_STAMP) -nt pyproject.toml ]; then \
@@ -157,7 +158,8 @@ torch: $(STAMP)
 	fi
 
 # Lessons 029, 035 and 040 on WORKERS real processes (torch.distributed, gloo, on this machine),
-# computing with the reference solutions, against the simulated run (tools/train_distributed.py);
+# computing with the reference solutions, against the simulated run (tools/train_distributed.py, which
+# hands the judge's reference lookup to torch_extra/real_training.py);
 # TECHNIQUE=data-parallel, zero or full-loop runs one of them only.
 WORKERS ?= 4
 STEPS ?= 20

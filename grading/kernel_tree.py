@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT / "shared"
 
 #: The helper library: what notebooks and graded code compute with (copied, answers redacted).
-LIBRARY = ("__init__", "lessons", "lesson_minutes", "answers", "mlp", "data", "cluster", "memory", "lesson_blocks",
-           "training")
+LIBRARY = ("__init__", "lessons", "lesson_minutes", "answers", "mlp", "data", "cluster", "dtypes", "memory",
+           "lesson_blocks", "training")
 #: What only the visible tests and the learner's own view use: inert stand-ins while grading.
 VISIBLE_ONLY = ("checking", "mistakes", "progress", "notebook", "plotting")
 #: matplotlib while a notebook is graded: its modules the set-up cells import, and nothing in them.

@@ -19,7 +19,7 @@ import traceback as _traceback
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType as _MappingProxyType, SimpleNamespace as _SimpleNamespace
+from types import MappingProxyType as _MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -109,15 +109,7 @@ def describe(value: Any) -> str:
         return f"a {type(value).__name__} of length {len(value)}"
     if value is None:
         return "None (did you forget a `return`?)"
-    if _is_unverifiable(value):
-        return (f"an object of type {value.mct_unverifiable} that grading cannot compare safely "
-                f"(return plain NumPy arrays, numbers, tuples, lists and dicts)")
     return f"a {type(value).__name__}"
-
-
-def _is_unverifiable(value: Any) -> bool:
-    """A stand-in for an object that cannot be compared safely (marked ``mct_unverifiable``)."""
-    return type(value) is _SimpleNamespace and "mct_unverifiable" in vars(value)
 
 
 def _whole(x: Any) -> bool:
@@ -270,8 +262,6 @@ def _nested_difference(actual: Any, expected: Any, name: str, by_key: Mapping[An
             own = {**tolerances, **by_key[key]}
         return difference(a, e, where, key_tolerances=by_key, **own) if by_key else difference(a, e, where, **own)
     if isinstance(expected, _MAPPINGS):
-        if _is_unverifiable(actual):
-            return f"{name} should be {describe(expected)}, but it is {describe(actual)}"
         if not isinstance(actual, _MAPPINGS):
             return f"{name} should be a dict with keys {sorted(expected)}, but it is {describe(actual)}"
         missing = [k for k in expected if k not in actual]
@@ -288,8 +278,6 @@ def _nested_difference(actual: Any, expected: Any, name: str, by_key: Mapping[An
             if message:
                 return message
         return None
-    if _is_unverifiable(actual):
-        return f"{name} should be {describe(expected)}, but it is {describe(actual)}"
     if not isinstance(actual, (tuple, list)):
         return (f"{name} should be a {type(expected).__name__} of {len(expected)} values, "
                 f"but it is {describe(actual)}")
@@ -319,8 +307,6 @@ def _leaf_difference(actual: Any, expected: Any, name: str, **tolerances: Any) -
             return f"{name} should be a Python int, but it is {describe(actual)}: convert it with int(...)"
         scalar_tol = {k: v for k, v in tolerances.items() if k in ("rtol", "atol")}
         return scalar_difference(actual, float(expected), name, **scalar_tol)
-    if _is_unverifiable(actual):
-        return f"{name} should be {describe(expected)}, but it is {describe(actual)}"
     if actual != expected:
         return f"{name} is {actual!r}, expected {expected!r}"
     return None

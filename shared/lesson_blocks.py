@@ -18,7 +18,7 @@ import numpy as np
 from . import mlp
 from .answers import answers
 from .cluster import Cluster
-from .memory import BYTES_PER_NUMBER
+from .dtypes import BYTES_PER_NUMBER
 
 
 @answers("003")

@@ -15,10 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-
-#: Bytes of one number of each floating-point dtype the course uses (lessons 036-038 name them so;
-#: "mixed" precision is their mix: float16 passes, float32 master weights and optimizer state).
-BYTES_PER_NUMBER = {"float16": 2, "float32": 4, "float64": 8}
+from .dtypes import BYTES_PER_NUMBER  # noqa: F401  (the notebooks and the cases import it from here)
+from .lesson_blocks import (compute_optimizer_memory_bytes, compute_param_memory_bytes,
+                            compute_peak_activation_memory_bytes, estimate_checkpointing_memory_savings)
 
 
 @dataclass(frozen=True)
@@ -26,10 +25,6 @@ class MemoryMeasurement:
     peak_bytes: int      # highest traced memory during the call, above the level before it
     retained_bytes: int  # traced memory still held after the call (what its result keeps alive)
     result: Any          # what the call returned
-
-    @property
-    def peak_mib(self) -> float:
-        return self.peak_bytes / 2**20
 
 
 def measure_peak_memory(function: Callable[..., Any], *args: Any, **kwargs: Any) -> MemoryMeasurement:
@@ -127,7 +122,6 @@ def mlp_activation_bytes(batch_size: int, width: int, num_layers: int,
     The formula is written once, in lesson 018 (``estimate_checkpointing_memory_savings``,
     whose segments of ``num_layers`` layers mean no checkpointing); this is its helper version.
     """
-    from .lesson_blocks import estimate_checkpointing_memory_savings
     return estimate_checkpointing_memory_savings(batch_size, width, num_layers, num_layers,
                                                  bytes_per_element)["standard_bytes"]
 
@@ -147,7 +141,6 @@ def mixed_precision_activation_bytes(batch_size: int, width: int, num_layers: in
     2 bytes per element, plus the float16 copy of the input batch X that the step makes:
     lesson 038's prediction for the dtype "mixed" (its helper version).
     """
-    from .lesson_blocks import compute_peak_activation_memory_bytes
     return compute_peak_activation_memory_bytes(batch_size, width, num_layers, "mixed")
 
 
@@ -195,7 +188,6 @@ def adam_state_bytes(params: dict) -> int:
     """The bytes of Adam's two moments for ``params``: m and v, each shaped and typed like the
     parameters (the step counter, one int, is left out): lesson 037's count for each tensor
     (its helper version)."""
-    from .lesson_blocks import compute_optimizer_memory_bytes
     return sum(compute_optimizer_memory_bytes(value.size, value.dtype.name) for value in params.values())
 
 
@@ -238,8 +230,6 @@ def training_loop_allowed_bytes(params: dict, X: Any, config: Any) -> int:
     them (2 to 4 times the bound on 040's measured cases); one whose every worker keeps Adam's
     state of the whole vector under ZeRO needs N times the state.
     """
-    from .lesson_blocks import (compute_optimizer_memory_bytes, compute_param_memory_bytes,
-                                compute_peak_activation_memory_bytes)
     N, stage = config.num_workers, config.zero_stage
     num_params = sum(value.size for value in params.values())
     itemsize = next(iter(params.values())).itemsize

@@ -16,7 +16,6 @@ import copy
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -27,7 +26,7 @@ import nbformat
 
 from grading.judge import landed_parts
 from grading.protocol import COURSE_DIR_ENV
-from shared.lessons import LESSONS, Lesson, lessons_of, part
+from shared.lessons import LESSONS, Lesson, lessons_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[^\n]*\n?", re.MULTILINE)
@@ -154,15 +153,6 @@ def part_lesson(function: str) -> Lesson:
     return next(lesson for lesson in LESSONS if lesson.function == function)
 
 
-def replace_body(code: str, function: str, body: str) -> str:
-    """Keep the ``def`` line and docstring of a solution cell, swap the body."""
-    match = re.search(r'(def ' + function + r'\(.*?\):\n\s+""".*?"""\n)', code, re.DOTALL)
-    if not match:
-        raise ValueError(f"no def {function} with a docstring in the cell")
-    indented = "\n".join("    " + line if line else line for line in body.strip("\n").splitlines())
-    return code[:match.end()] + indented + "\n"
-
-
 # --------------------------------------------------------------------------
 # nbgrader in a scratch course directory
 # --------------------------------------------------------------------------
@@ -173,17 +163,6 @@ def nbgrader_env(course: Path, **extra: str) -> dict[str, str]:
     env[COURSE_DIR_ENV] = str(course)
     env.update(extra)
     return env
-
-
-def make_course(course: Path, slugs: list[str]) -> None:
-    """A scratch nbgrader course holding the course's sources and config."""
-    for slug in slugs:
-        (course / "source" / slug).mkdir(parents=True, exist_ok=True)
-        shutil.copy(source_path(slug), course / "source" / slug / f"{slug}.ipynb")
-    (course / "nbgrader_config.py").write_text(
-        "c = get_config()\n"
-        f"load_subconfig({str(ROOT / 'autograde' / 'nbgrader_config.py')!r})\n"
-        f"c.CourseDirectory.root = {str(course)!r}\n")
 
 
 def nbgrader(course: Path, *args: str, env: dict[str, str] | None = None,

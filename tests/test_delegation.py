@@ -18,12 +18,12 @@ Reachable means:
 - whatever a callable above returns when called with no arguments, if that is callable (a factory
   whose defaults would build a right function), and again what that returns.
 
-``shared/real_cluster.py`` and ``shared/real_training.py`` are left out: they are the optional torch
-extra (not installed for the course's grading, and importing them imports torch).  ``progress``,
-``notebook`` and ``plotting`` are *not* left out: every call runs in a forked child with
-``MCT_GRADING=1`` (progress then writes nothing) and a scratch progress file, without an IPython shell
-(``setup_notebook`` registers no hook), and a figure drawn there dies with the child, so calling their
-functions has no side effect on this process or on the course.
+Every module under ``shared/`` is searched (the optional torch extra is a package of its own,
+``torch_extra/``, which the kernel never has), ``progress``, ``notebook`` and ``plotting`` too: every
+call runs in a forked child with ``MCT_GRADING=1`` (progress then writes nothing) and a scratch
+progress file, without an IPython shell (``setup_notebook`` registers no hook), and a figure drawn
+there dies with the child, so calling their functions has no side effect on this process or on the
+course.
 
 Grading some 460 candidates for 40 lessons would take hours, so each lesson is screened first, in
 one forked child (restarted past a candidate that ends it): every candidate is called as the grading
@@ -77,12 +77,6 @@ SCREEN_SECONDS = 240.0    # a lesson's whole screen (it takes a few seconds)
 FACTORY_DEPTH = 2         # f(), and f()() when f() is callable
 CHILD_MEMORY = 3 * 2**30  # bytes of address space the screen's child may add
 
-#: Modules under shared/ that are not searched, with why.
-SKIPPED_MODULES = {
-    "shared.real_cluster": "the optional torch extra (real processes): not part of the package the kernel has",
-    "shared.real_training": "the optional torch extra (real processes): not part of the package the kernel has",
-}
-
 
 # --------------------------------------------------------------------------
 # What is reachable
@@ -122,9 +116,9 @@ def _of_the_package(value: Any) -> bool:
 
 
 def package_modules() -> list[types.ModuleType]:
-    """Every module under shared/ (subpackages too) but the skipped ones."""
+    """Every module under shared/ (subpackages too)."""
     names = ["shared"] + [info.name for info in pkgutil.walk_packages(shared.__path__, "shared.")]
-    return [importlib.import_module(name) for name in names if name not in SKIPPED_MODULES]
+    return [importlib.import_module(name) for name in names]
 
 
 def _members_of_class(cls: type) -> list[tuple[str, Any]]:
@@ -433,7 +427,6 @@ def test_the_search_reaches_the_package():
             "shared.cluster.Cluster.send", "shared.cluster.TrafficLedger.bytes_sent.fget",
             "shared.training._forward_backward", "shared.answers.HelperNotAllowed",
             "shared.mistakes.mistakes_of"} <= found
-    assert not any(where.startswith(tuple(SKIPPED_MODULES)) for where in found)
     functions = {id(candidate.function) for candidate in reachable()}
     for lesson in built_lessons():
         for mistake in mistakes_of(lesson.function):

@@ -11,7 +11,6 @@ import re
 import sys
 from html import unescape
 from html.parser import HTMLParser
-from pathlib import Path
 
 import nbformat
 import pytest

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from nbformat import NotebookNode
 
-from course import ROOT, built_parts, read, student_path
+from course import built_parts, read, student_path
 from grading import kernel_tree, meter
 from grading.inputs import order_revealing_vectors
 from grading.protocol import ANSWERS_MIME as MIME
@@ -72,10 +72,10 @@ def test_the_tree_holds_every_module_a_notebook_imports(tree):
 def test_the_tree_holds_nothing_of_the_judge_the_reference_or_the_torch_extra(tree):
     present = {p.relative_to(tree).as_posix() for p in tree.rglob("*.py")}
     for absent in ("grading/judge.py", "grading/preprocessors/__init__.py", "grading/rules.py", "grading/sandbox.py",
-                   "shared/real_cluster.py", "shared/real_training.py", "shared/policy.py"):
+                   "shared/policy.py"):
         assert absent not in present
     assert not any(p.startswith("grading/preprocessors") for p in present)
-    assert not any(p.startswith("solutions") or "mistakes/" in p for p in present)
+    assert not any(p.startswith(("solutions", "torch_extra")) or "mistakes/" in p or "real_" in p for p in present)
 
 
 def test_the_visible_tests_modules_are_inert_stand_ins(tree):

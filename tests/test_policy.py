@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from course import ROOT, built_parts, read, solved_path, source_path, student_path
+from course import built_parts, read, solved_path, source_path, student_path
 from grading import rules
 from shared.policy import ALLOWED_MODULES, Break, check_source, course_imports, describe
 

@@ -116,7 +116,6 @@ def test_hypothesis_finds_a_case_that_tells_the_wrong_answer_apart(lesson, entry
     """Hypothesis draws run seeds; every case a seed draws is tried (a wrong answer that only one
     kind of case reveals, an overflow say, is found whichever index that case has)."""
     spec = lesson_spec(lesson.code)
-    reference = reference_function(lesson)
 
     def tells_apart_on(case) -> bool:
         if isinstance(case, Case) and case.measure:

@@ -4,14 +4,15 @@ On 2 and 4 OS processes of this machine (gloo over TCP on 127.0.0.1), seeded cas
 
 - 027 ``all_reduce_mean`` and 028 ``ring_all_reduce_mean`` (simulated) against
   ``torch.distributed.all_reduce``; 028's ring run for real on the same processes
-  (``shared.real_cluster``) gives the simulated results bit for bit and sends, worker for
+  (``torch_extra.real_cluster``) gives the simulated results bit for bit and sends, worker for
   worker, the bytes and messages of the simulated ledger;
 - 029's data-parallel step, three steps, against DistributedDataParallel with SGD on
   the same model and shards;
 - 035's ZeRO step, three steps, against DistributedDataParallel with
   ZeroRedundancyOptimizer (Adam), which partitions whole tensors where the lesson cuts
   the flat vector in N equal pieces;
-- ``make train-distributed``'s run (``shared.real_training.run``) with 2 and 4 workers:
+- ``make train-distributed``'s run (``torch_extra.real_training.run``, handed the judge's
+  reference lookup as the command hands it) with 2 and 4 workers:
   every worker's final parameters equal the simulated run's (float64, rtol 1e-10) and
   its traffic the ledger's; lesson 040's loop with ZeRO and without, in float64 and in
   mixed precision (its loss scaler skipping and growing), equal bit for bit, with the
@@ -24,7 +25,7 @@ On 2 and 4 OS processes of this machine (gloo over TCP on 127.0.0.1), seeded cas
 
 The cross-checks run in one launch per world size, and so do the training runs
 (module-scoped fixtures); the workers are forked from a server that has imported torch
-once (see shared/real_cluster.py). Without torch every test here skips, saying how to
+once (see torch_extra/real_cluster.py). Without torch every test here skips, saying how to
 install it, but the three that need no worker process.
 """
 
@@ -39,11 +40,11 @@ import pytest
 
 from course import ROOT, student_path, tool
 from grading.judge import reference_function
-from shared import real_cluster
 from shared.lessons import lesson as find_lesson
-from shared.real_cluster import MISSING_TORCH, WorkerFailed, WorkerTimeout, torch_available
-from shared.real_training import PRELOAD, DataParallel, FullTrainingLoop, TrainingSetup, Zero, run
 from shared.training import TrainingConfig
+from torch_extra import real_cluster
+from torch_extra.real_cluster import MISSING_TORCH, WorkerFailed, WorkerTimeout, torch_available
+from torch_extra.real_training import PRELOAD, DataParallel, FullTrainingLoop, TrainingSetup, Zero, run
 
 needs_torch = pytest.mark.skipif(not torch_available(), reason=MISSING_TORCH)
 WORLD_SIZES = (2, 4)
@@ -71,11 +72,16 @@ def largest_difference(got, expected):
     return max(float(np.abs(got[key] - expected[key]).max()) for key in expected)
 
 
+def reference_preload() -> list[str]:
+    """What `make train-distributed` has the process server import for the judge's reference lookup."""
+    return tool("train_distributed").REFERENCE_PRELOAD
+
+
 @pytest.fixture(scope="module")
 def workers():
     """torch_workers, imported here only when torch is there; the process server preloads it."""
     import torch_workers
-    real_cluster.start_process_server([*torch_workers.PRELOAD, *PRELOAD])
+    real_cluster.start_process_server([*torch_workers.PRELOAD, *PRELOAD, *reference_preload()])
     return torch_workers
 
 
@@ -90,16 +96,18 @@ def crosschecks(workers):
 @pytest.fixture(scope="module")
 def real_runs(workers):
     """``make train-distributed``'s run with 029's and 035's steps and 040's loops, by world size: one launch each."""
-    techniques = [DataParallel(), Zero(), *(FullTrainingLoop(config) for config in LOOPS.values())]
-    return {n: dict(zip(["data parallel", "ZeRO", *LOOPS], run(n, SETUP, techniques, timeout=TIMEOUT)))
+    techniques = [DataParallel(reference_function), Zero(reference_function),
+                  *(FullTrainingLoop(reference_function, config) for config in LOOPS.values())]
+    return {n: dict(zip(["data parallel", "ZeRO", *LOOPS],
+                        run(n, SETUP, techniques, timeout=TIMEOUT, preload=reference_preload())))
             for n in WORLD_SIZES}
 
 
 @pytest.fixture(scope="module")
 def simulated():
     """029's and 035's runs on the simulated cluster, by world size."""
-    return {n: {"sgd": DataParallel(SGD_LEARNING_RATE).simulate(SETUP, n),
-                "adam": Zero(ADAM_LEARNING_RATE).simulate(SETUP, n)} for n in WORLD_SIZES}
+    return {n: {"sgd": DataParallel(reference_function, SGD_LEARNING_RATE).simulate(SETUP, n),
+                "adam": Zero(reference_function, ADAM_LEARNING_RATE).simulate(SETUP, n)} for n in WORLD_SIZES}
 
 
 @needs_torch
@@ -238,9 +246,9 @@ def test_a_worker_that_fails_in_lesson_040s_step_ends_the_run_with_its_error(wor
     # 4 workers share a batch of 30 as 8, 8, 7 and 7 rows: 8 micro-batches fit workers 0 and 1 only.
     # Workers 2 and 3 fail in their first step while 0 and 1 wait in the ring for them: the run ends
     # with the error at once, not after the time limit.
-    loop = FullTrainingLoop(TrainingConfig(num_micro_batches=8))
+    loop = FullTrainingLoop(reference_function, TrainingConfig(num_micro_batches=8))
     with pytest.raises(WorkerFailed) as failure:
-        run(4, SETUP, [loop], timeout=TIMEOUT)
+        run(4, SETUP, [loop], timeout=TIMEOUT, preload=reference_preload())
     assert failure.value.rank in (2, 3)
     assert "ValueError: cannot split a batch of 7 examples into 8 non-empty micro-batches" in str(failure.value)
     assert "split_into_micro_batches" in failure.value.details
@@ -332,15 +340,16 @@ def test_without_torch_the_command_says_how_to_install_it(monkeypatch, capsys):
 
 def test_torch_is_an_optional_extra_that_the_course_never_imports():
     """Pinned exactly in its own extra, installed by CI before `make test`, and imported by no module
-    that a notebook, the build or grading loads (shared.real_cluster imports it only when used), nor
-    by any notebook."""
+    that a notebook, the build or grading loads, nor by the extra's own modules at their top level
+    (torch_extra.real_cluster imports it only when used), nor by any notebook."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["optional-dependencies"]["torch"] == ["torch==2.13.0"]
     assert not any(r.startswith("torch") for r in project["dependencies"] + project["optional-dependencies"]["dev"])
     ci = (ROOT / ".ci" / "run").read_text()
     assert ci.index("make torch") < ci.index("make test")
     sources = {path: path.read_text() for pattern in ("shared/**/*.py", "grading/*.py", "tools/*.py",
-                                                      "autograde/parts/*/*.py", "solutions/*.py")
+                                                      "torch_extra/*.py", "autograde/parts/*/*.py",
+                                                      "solutions/*.py")
                for path in ROOT.glob(pattern)}
     for pattern in ("notebooks/*.ipynb", "solutions/*.ipynb"):
         for path in ROOT.glob(pattern):
@@ -348,4 +357,4 @@ def test_torch_is_an_optional_extra_that_the_course_never_imports():
     assert len(sources) > 30 and any(path.suffix == ".ipynb" for path in sources)
     for path, text in sources.items():  # a module's top level, or any line of a notebook's cells
         indent = r"\s*" if path.suffix == ".ipynb" else ""
-        assert not re.search(rf"^{indent}(import torch|from torch)", text, re.MULTILINE), path
+        assert not re.search(rf"^{indent}(import torch|from torch)\b", text, re.MULTILINE), path  # not torch_extra

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from shared.real_cluster import MISSING_TORCH
+from torch_extra.real_cluster import MISSING_TORCH
 
 torch = pytest.importorskip("torch", reason=MISSING_TORCH)
 from torch.utils.checkpoint import checkpoint  # noqa: E402

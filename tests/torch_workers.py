@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from shared.real_cluster import TrafficCount, bytes_written_by_this_process
+from torch_extra.real_cluster import TrafficCount, bytes_written_by_this_process
 
 PRELOAD = ["torch_workers", "torch._dynamo", "torch.distributed.optim", "torch.nn.parallel"]
 

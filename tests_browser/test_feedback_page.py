@@ -18,7 +18,6 @@ formgrader.  In the browser:
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 

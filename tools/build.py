@@ -392,13 +392,12 @@ import numpy as np
 from . import mlp
 from .answers import answers
 from .cluster import Cluster
-from .memory import BYTES_PER_NUMBER
+from .dtypes import BYTES_PER_NUMBER
 '''
 
 
 def lesson_blocks_module() -> str:
     """``shared/lesson_blocks.py``: the solution cells of every function some lesson isolates."""
-    from grading.spec import LessonSpec  # noqa: F401  (the declarations below are LessonSpecs)
     sources = {master.parent.name: source_notebook(master)
                for master in sorted(PARTS.glob("[0-9][0-9]_*/master.py"))}
     names = {name for slug in sources for spec in lesson_specs(slug).values() for name in spec.isolate}

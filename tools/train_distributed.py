@@ -9,7 +9,8 @@ torch.distributed (gloo) carrying the messages and the course's reference functi
 doing the computing, then the same training on the simulated cluster; prints the
 losses, the largest difference between the real and simulated final parameters, and
 each worker's bytes and messages beside the simulated ledger's prediction (see
-``shared/real_training.py``). ``--technique`` runs one of them only.
+``torch_extra/real_training.py``, which this command hands the course's reference
+solutions: ``grading.judge.reference_function``). ``--technique`` runs one of them only.
 
 Exit status: 0 when every worker's parameters equal the simulated run's (float64,
 rtol 1e-10; the full loop's float32 master weights bit for bit), its traffic is the
@@ -22,8 +23,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from shared.real_cluster import DEFAULT_TIMEOUT, TorchMissing, WorkerFailed, WorkerTimeout
-from shared.real_training import TECHNIQUES, TrainingSetup, format_report, run
+from grading.judge import reference_function
+from torch_extra.real_cluster import DEFAULT_TIMEOUT, TorchMissing, WorkerFailed, WorkerTimeout
+from torch_extra.real_training import TECHNIQUES, TrainingSetup, format_report, run
+
+# What the workers' process server imports once for the reference lookup, so that no worker spends
+# a second on it: the judge, and matplotlib's pyplot, which the reference solutions import.
+REFERENCE_PRELOAD = ["grading.judge", "matplotlib.pyplot"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,13 +45,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--workers and --steps must be at least 1")
     setup = TrainingSetup(steps=options.steps)
     names = list(TECHNIQUES) if options.technique == "all" else [options.technique]
-    techniques = [TECHNIQUES[name]() for name in names]
+    techniques = [TECHNIQUES[name](reference_function) for name in names]
     for name, technique in zip(names, techniques):
         if options.workers > technique.max_workers(setup):
             parser.error(f"{name} trains a batch of {setup.batch_size} on at most {technique.max_workers(setup)} "
                          f"workers, got --workers {options.workers}")
     try:
-        comparisons = run(options.workers, setup, techniques, timeout=options.timeout)
+        comparisons = run(options.workers, setup, techniques, timeout=options.timeout, preload=REFERENCE_PRELOAD)
     except TorchMissing as missing:
         print(f"train-distributed: {missing}", file=sys.stderr)
         return 2

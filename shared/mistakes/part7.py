@@ -22,8 +22,8 @@ import numpy as np
 
 from ..checking import Mistake
 from ..cluster import Cluster
+from ..dtypes import BYTES_PER_NUMBER
 from ..training import reduce_scatter_mean
-from ..memory import BYTES_PER_NUMBER
 
 
 def _blocks():

@@ -8,8 +8,6 @@ middle, that end inside the network and at its output; and every class of bad
 input.  Biases are perturbed so that every layer's ReLU mask has both signs.
 """
 
-import numpy as np
-
 from grading.spec import Case, LessonSpec, MemoryBound, Raises, Refusal
 from shared import mlp
 

@@ -6,7 +6,7 @@ the same seeded training runs twice,
 - **simulated**: the course's reference ``data_parallel_train_step`` (029),
   ``zero_optimizer_step`` (035) and ``full_distributed_training_loop`` (040) on the
   simulated cluster, whose traffic ledger predicts the bytes and messages each worker sends;
-- **real**: N processes (:func:`shared.real_cluster.launch`), each computing its
+- **real**: N processes (:func:`torch_extra.real_cluster.launch`), each computing its
   own part with the course's reference functions (025 its shard, 026 or Part 7's
   ``worker_gradients`` its local gradients, 033 Adam on its own shard), the messages
   carried by torch.distributed (gloo) on the schedules of lessons 028, 034 and 035;
@@ -18,7 +18,15 @@ messages with the ledger's column for that worker, and 040's loss-scaler decisio
 What the operating system saw each process write to its sockets is reported too:
 the payload plus the transport's own headers.
 
-**Plugging in another loop.**  A *technique* is a picklable :class:`Technique` with
+**The reference functions come from the caller.**  This package computes with the course's
+reference solutions but does not know where they live: every technique is made with a
+*reference lookup* (:data:`ReferenceLookup`), a module-level function that returns the
+reference solution of a lesson (``grading.judge.reference_function``, which
+``tools/train_distributed.py`` and the tests pass).  It is picklable, so every worker
+process receives it with its technique and looks the functions up there.
+
+**Plugging in another loop.**  A *technique* is a picklable :class:`Technique`, made with
+the reference lookup, with
 
 - ``name`` and ``describe()``: what it is, for the report;
 - ``start(cluster, params) -> state``: a worker's state before the first step;
@@ -39,28 +47,28 @@ from __future__ import annotations
 import textwrap
 import time
 from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
-from . import mlp
-from .cluster import Cluster
-from .data import make_regression_batch
+from shared import mlp
+from shared.cluster import Cluster
+from shared.data import make_regression_batch
+from shared.lessons import Lesson, lesson
+from shared.training import TrainingConfig, worker_gradients
+
 from .real_cluster import DEFAULT_TIMEOUT, RealCluster, TrafficCount, bytes_written_by_this_process, launch
-from .training import TrainingConfig, worker_gradients
 
 RTOL = 1e-10  # the real run's parameters against the simulated run's, float64
 REPORT_WIDTH = 116  # characters: the report's long lines are wrapped (it is quoted in notebook 07)
-# What the workers' process server imports once, so that no worker spends a second on it
-# (the reference solutions import matplotlib's pyplot).
-PRELOAD = ["shared.real_training", "grading.judge", "matplotlib.pyplot"]
+# What the workers' process server imports once, so that no worker spends a second on it; the
+# caller of :func:`run` adds what its reference lookup loads.
+PRELOAD = ["torch_extra.real_training"]
 
-
-def reference(name: str) -> Any:
-    """The course's reference solution of the lesson whose function is ``name`` (solutions/NN_slug.py)."""
-    from grading.judge import reference_function
-    from .lessons import lesson
-    return reference_function(lesson(name))
+#: The reference solution of a lesson, given the lesson: a module-level function (picklable, as each
+#: worker process receives it), such as ``grading.judge.reference_function``.
+ReferenceLookup = Callable[[Lesson], Callable[..., Any]]
 
 
 def flatten(params: dict[str, np.ndarray]) -> np.ndarray:
@@ -119,9 +127,19 @@ class SimulatedRun:
 
 class Technique:
     """What a technique does unless it says otherwise (the protocol is in the module's docstring):
-    a new global batch at each step, the worker's parameters as its result, nothing else to compare."""
+    a new global batch at each step, the worker's parameters as its result, nothing else to compare.
+
+    ``reference_function`` is the caller's :data:`ReferenceLookup`; :meth:`reference` reads it.
+    """
 
     name = "technique"
+
+    def __init__(self, reference_function: ReferenceLookup):
+        self.reference_function = reference_function
+
+    def reference(self, name: str) -> Callable[..., Any]:
+        """The course's reference solution of the lesson whose function is ``name``."""
+        return self.reference_function(lesson(name))
 
     def batches(self, setup: TrainingSetup):
         """The global batch ``(X, Y)`` of each step, in order."""
@@ -147,7 +165,8 @@ class DataParallel(Technique):
 
     name = "data parallel"
 
-    def __init__(self, learning_rate: float = 0.05):
+    def __init__(self, reference_function: ReferenceLookup, learning_rate: float = 0.05):
+        super().__init__(reference_function)
         self.learning_rate = learning_rate
 
     def describe(self) -> str:
@@ -156,20 +175,20 @@ class DataParallel(Technique):
 
     def start(self, cluster: RealCluster, params: dict[str, np.ndarray]) -> None:
         for name in ("shard_dataset_across_workers", "compute_local_gradients"):
-            reference(name)  # loaded now, not during the first step
+            self.reference(name)  # loaded now, not during the first step
         return None
 
     def step(self, cluster: RealCluster, params, state, X, Y):
         n = cluster.num_workers
-        X_r, Y_r = reference("shard_dataset_across_workers")(X, Y, n)[cluster.rank]
-        loss, grads = reference("compute_local_gradients")(params, X_r, Y_r, len(X), n)
+        X_r, Y_r = self.reference("shard_dataset_across_workers")(X, Y, n)[cluster.rank]
+        loss, grads = self.reference("compute_local_gradients")(params, X_r, Y_r, len(X), n)
         new = {key: params[key] - self.learning_rate * cluster.ring_all_reduce_mean(grads[key]) for key in params}
         return new, state, loss
 
     def simulate(self, setup: TrainingSetup, num_workers: int) -> SimulatedRun:
-        train_step = reference("data_parallel_train_step")
-        shard, local = reference("shard_dataset_across_workers"), reference("compute_local_gradients")
-        ring = reference("ring_all_reduce_mean")
+        train_step = self.reference("data_parallel_train_step")
+        shard, local = self.reference("shard_dataset_across_workers"), self.reference("compute_local_gradients")
+        ring = self.reference("ring_all_reduce_mean")
         params, losses, cluster = setup.initial_params(), [], Cluster(num_workers)
         for X, Y in self.batches(setup):
             # 029 all-reduces each tensor with 028 on a cluster of its own and keeps no ledger; the
@@ -190,7 +209,9 @@ class Zero(Technique):
 
     name = "ZeRO"
 
-    def __init__(self, learning_rate: float = 0.01, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8):
+    def __init__(self, reference_function: ReferenceLookup, learning_rate: float = 0.01, beta1: float = 0.9,
+                 beta2: float = 0.999, eps: float = 1e-8):
+        super().__init__(reference_function)
         self.learning_rate, self.beta1, self.beta2, self.eps = learning_rate, beta1, beta2, eps
 
     def describe(self) -> str:
@@ -199,27 +220,27 @@ class Zero(Technique):
 
     def start(self, cluster: RealCluster, params):
         for name in ("shard_dataset_across_workers", "compute_local_gradients", "local_shard_adam_update"):
-            reference(name)  # loaded now, not during the first step
+            self.reference(name)  # loaded now, not during the first step
         # 031 and 032 cut this worker's shard of Adam's (zero) state; a worker keeps only its own.
-        state = reference("init_adam_state")(params)
-        return reference("partition_optimizer_state")(state, cluster.num_workers)[cluster.rank]
+        state = self.reference("init_adam_state")(params)
+        return self.reference("partition_optimizer_state")(state, cluster.num_workers)[cluster.rank]
 
     def step(self, cluster: RealCluster, params, state, X, Y):
         n, rank = cluster.num_workers, cluster.rank
-        X_r, Y_r = reference("shard_dataset_across_workers")(X, Y, n)[rank]
-        loss, grads = reference("compute_local_gradients")(params, X_r, Y_r, len(X), n)
+        X_r, Y_r = self.reference("shard_dataset_across_workers")(X, Y, n)[rank]
+        loss, grads = self.reference("compute_local_gradients")(params, X_r, Y_r, len(X), n)
         mean_grad_shard = cluster.reduce_scatter_mean(flatten({key: grads[key] for key in params}))
         param_shards = np.array_split(flatten(params), n)
-        new_shard, state = reference("local_shard_adam_update")(
+        new_shard, state = self.reference("local_shard_adam_update")(
             param_shards[rank], mean_grad_shard, state, self.learning_rate, self.beta1, self.beta2, self.eps)
         flat = cluster.all_gather_shards(new_shard, [shard.size for shard in param_shards])
         return unflatten(flat, params), state, loss
 
     def simulate(self, setup: TrainingSetup, num_workers: int) -> SimulatedRun:
-        zero_step = reference("zero_optimizer_step")
-        shard, local = reference("shard_dataset_across_workers"), reference("compute_local_gradients")
+        zero_step = self.reference("zero_optimizer_step")
+        shard, local = self.reference("shard_dataset_across_workers"), self.reference("compute_local_gradients")
         params, losses, cluster = setup.initial_params(), [], Cluster(num_workers)
-        states = reference("partition_optimizer_state")(reference("init_adam_state")(params), num_workers)
+        states = self.reference("partition_optimizer_state")(self.reference("init_adam_state")(params), num_workers)
         for X, Y in self.batches(setup):
             contributions = [local(params, X_r, Y_r, len(X), num_workers) for X_r, Y_r in shard(X, Y, num_workers)]
             worker_params, states, _ = zero_step(params, [grads for _, grads in contributions], states,
@@ -264,7 +285,8 @@ class FullTrainingLoop(Technique):
 
     name = "full loop"
 
-    def __init__(self, config: TrainingConfig | None = None):
+    def __init__(self, reference_function: ReferenceLookup, config: TrainingConfig | None = None):
+        super().__init__(reference_function)
         # Every switch on; a loss scale that overflows float16 at first (the scaler skips and halves),
         # doubled again after 5 clean steps.
         self.config = config or TrainingConfig(learning_rate=0.01, num_micro_batches=2, segment_size=2,
@@ -296,7 +318,7 @@ class FullTrainingLoop(Technique):
 
     def start(self, cluster: RealCluster, params) -> LoopState:
         for name in ("shard_dataset_across_workers", "local_shard_adam_update"):
-            reference(name)  # loaded now, not during the first step
+            self.reference(name)  # loaded now, not during the first step
         config, flat = self.config, flatten(params)
         # What each worker owns (updates with Adam, and keeps the state of): with ZeRO its shard of
         # np.array_split, without it everything (one "shard").
@@ -324,7 +346,7 @@ class FullTrainingLoop(Technique):
 
     def step(self, cluster: RealCluster, params, state: LoopState, X, Y):
         config, n, mixed = self.config, cluster.num_workers, self.config.mixed_precision
-        X_r, Y_r = reference("shard_dataset_across_workers")(X, Y, n)[cluster.rank]
+        X_r, Y_r = self.reference("shard_dataset_across_workers")(X, Y, n)[cluster.rank]
         # The working copy: float16 in mixed precision (the first step casts the float64 start, as 040 does).
         working = flatten(params).astype(np.float16, copy=False) if mixed else flatten(params)
         loss, flat_grad = self.local_gradient(unflatten(working, params), X_r, Y_r, len(X), n,
@@ -337,7 +359,7 @@ class FullTrainingLoop(Technique):
                 mean = cluster.ring_all_reduce_mean(flat_grad)
             grad = mean.astype(np.float32) / np.float32(state.loss_scale) if mixed else mean
             owned = state.master if mixed else working[state.lo:state.hi]
-            new_owned, adam = reference("local_shard_adam_update")(owned, grad, state.adam, config.learning_rate,
+            new_owned, adam = self.reference("local_shard_adam_update")(owned, grad, state.adam, config.learning_rate,
                                                                    config.beta1, config.beta2, config.eps)
             new = new_owned.astype(np.float16) if mixed else new_owned
             if config.zero_stage:
@@ -371,7 +393,7 @@ class FullTrainingLoop(Technique):
         X, Y = setup.batch(0)
         config = replace(self.config, steps=setup.steps, num_workers=num_workers)
         cluster = Cluster(num_workers)  # the loop runs every collective on it: its ledger is the traffic
-        final, history, _ = reference("full_distributed_training_loop")(setup.initial_params(), X, Y, config, cluster)
+        final, history, _ = self.reference("full_distributed_training_loop")(setup.initial_params(), X, Y, config, cluster)
         # The lesson's workers all end with these parameters; its loop returns them once.
         return SimulatedRun([final] * num_workers, history["loss"], cluster.ledger.summary(),
                             {"skipped": history["skipped"], "loss_scale": history["loss_scale"]})
@@ -379,10 +401,6 @@ class FullTrainingLoop(Technique):
 
 # The techniques by the names that `make train-distributed TECHNIQUE=...` takes.
 TECHNIQUES = {"data-parallel": DataParallel, "zero": Zero, "full-loop": FullTrainingLoop}
-
-
-def default_techniques() -> list[Technique]:
-    return [make() for make in TECHNIQUES.values()]
 
 
 def train_worker(cluster: RealCluster, setup: TrainingSetup, techniques: list[Technique]) -> list[dict[str, Any]]:
@@ -476,16 +494,18 @@ def compare(technique: Any, setup: TrainingSetup, real: list[dict[str, Any]],
                       [result["history"] for result in real], simulated.history)
 
 
-def run(num_workers: int, setup: TrainingSetup | None = None, techniques: list[Any] | None = None,
-        timeout: float = DEFAULT_TIMEOUT) -> list[Comparison]:
+def run(num_workers: int, setup: TrainingSetup, techniques: list[Any], timeout: float = DEFAULT_TIMEOUT,
+        preload: Iterable[str] = ()) -> list[Comparison]:
     """Train on ``num_workers`` real processes and in the simulation; one :class:`Comparison` per technique.
 
-    Raises what :func:`shared.real_cluster.launch` raises (no torch, a failed worker, the time limit).
+    ``preload``: modules for the workers' process server to import once beside :data:`PRELOAD`: what
+    the techniques' reference lookup loads (for the course's, ``grading.judge`` and the matplotlib
+    that the reference solutions import), so that no worker spends a second on it.
+
+    Raises what :func:`torch_extra.real_cluster.launch` raises (no torch, a failed worker, the time limit).
     """
-    setup = setup or TrainingSetup()
-    techniques = techniques or default_techniques()
     real = launch(num_workers, train_worker, setup, techniques, timeout=timeout,
-                  preload=PRELOAD)
+                  preload=[*PRELOAD, *preload])
     return [compare(technique, setup, [per_rank[index] for per_rank in real], technique.simulate(setup, num_workers))
             for index, technique in enumerate(techniques)]
 

@@ -57,7 +57,7 @@ MISSING_TORCH = (f"PyTorch is not installed (an optional extra of the course): "
                  f"`{INSTALL_COMMAND}` installs it into .venv")
 DEFAULT_TIMEOUT = 120.0  # seconds for a whole run; a worker blocked longer than this is stopped
 _GRACE = 0.5  # seconds to wait, after a first failure, for the failure that caused it
-_PRELOAD = ["numpy", "torch", "torch.distributed", "shared.real_cluster"]
+_PRELOAD = ["numpy", "torch", "torch.distributed", "torch_extra.real_cluster"]
 
 
 class TorchMissing(RuntimeError):
