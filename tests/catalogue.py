@@ -165,6 +165,33 @@ def _reference_results(lesson: Lesson, seeds: tuple[int, ...] = SEEDS) -> list[t
     return results
 
 
+@dataclass(frozen=True)
+class Traits:
+    """What one run seed's cases and reference results show of a lesson's contract: which promises the
+    hidden cases can grade (so which contract entries the catalogue holds)."""
+    float_inputs: bool       # some case has a float array among its inputs
+    narrow_floats: bool      # some case takes a float narrower than float64 and returns one
+    python_float: bool       # some result holds a Python float
+    python_int: bool
+    python_bool: bool
+    input_twin: bool         # some result equals an input array (returning the input itself would pass)
+
+
+@functools.lru_cache(maxsize=None)
+def traits(lesson: Lesson, seed: int) -> Traits:
+    """The traits of the cases of ``seed``, computed once per process (the catalogue is listed by several
+    test files when they are collected, and each reference run of 040 takes a while)."""
+    results = _reference_results(lesson, (seed,))
+    leaves = [type(leaf) for _, result in results for leaf in _leaves(result)]
+    return Traits(
+        float_inputs=any(any(a.dtype.kind == "f" for a in arrays_in(args)) for args, _ in results),
+        narrow_floats=any(any(a.dtype.kind == "f" and a.dtype != np.float64 for a in arrays_in(args))
+                          and any(r.dtype.kind == "f" and r.dtype != np.float64 for r in arrays_in(result))
+                          for args, result in results),
+        python_float=float in leaves, python_int=int in leaves, python_bool=bool in leaves,
+        input_twin=any(_input_twin(args, result) is not None for args, result in results))
+
+
 def contract_entries(lesson: Lesson) -> list[Entry]:
     """One wrong answer per promise that the lesson's hidden cases grade."""
     spec = lesson_spec(lesson.code)
@@ -182,8 +209,8 @@ def contract_entries(lesson: Lesson) -> list[Entry]:
         entries.append(Entry(lesson.code, f"refuses {refusal.rule} with the wrong error", "contract",
                              _named(lesson, raises_other)))
 
-    results = _reference_results(lesson)
-    if any(any(a.dtype.kind == "f" for a in arrays_in(args)) for args, _ in results):
+    seen = [traits(lesson, seed) for seed in SEEDS]
+    if any(item.float_inputs for item in seen):
         def mutates(args, reference):
             answer = reference(**copy.deepcopy(args))
             first = next(a for a in arrays_in(args) if a.dtype.kind == "f" and a.size and a.flags.writeable)
@@ -191,19 +218,18 @@ def contract_entries(lesson: Lesson) -> list[Entry]:
             first += 1.0
             return answer
         entries.append(Entry(lesson.code, "changes an input in place", "contract", _named(lesson, mutates)))
-    if any(any(a.dtype.kind == "f" and a.dtype != np.float64 for a in arrays_in(args))
-           and any(r.dtype.kind == "f" and r.dtype != np.float64 for r in arrays_in(result)) for args, result in results):
+    if any(item.narrow_floats for item in seen):
         def widens(args, reference):
             return _map(reference(**args), lambda v: v.astype(np.float64)
                         if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v)
         entries.append(Entry(lesson.code, "returns float64 for narrower float inputs", "contract",
                              _named(lesson, widens)))
-    if any(type(leaf) is float for _, result in results for leaf in _leaves(result)):
+    if any(item.python_float for item in seen):
         def numpy_float(args, reference):
             return _map(reference(**args), lambda v: np.float32(v) if type(v) is float else v)
         entries.append(Entry(lesson.code, "returns a NumPy scalar for a Python float", "contract",
                              _named(lesson, numpy_float)))
-    if any(type(leaf) is int for _, result in results for leaf in _leaves(result)):
+    if any(item.python_int for item in seen):
         def numpy_int(args, reference):
             return _map(reference(**args), lambda v: np.int64(v) if type(v) is int else v)
         entries.append(Entry(lesson.code, "returns a NumPy integer for a Python int", "contract",
@@ -212,15 +238,14 @@ def contract_entries(lesson: Lesson) -> list[Entry]:
         def float_int(args, reference):
             return _map(reference(**args), lambda v: float(v) if type(v) is int else v)
         entries.append(Entry(lesson.code, "returns a float for a Python int", "contract", _named(lesson, float_int)))
-    if any(type(leaf) is bool for _, result in results for leaf in _leaves(result)):
+    if any(item.python_bool for item in seen):
         def numpy_bool(args, reference):
             return _map(reference(**args), lambda v: np.bool_(v) if type(v) is bool else v)
         entries.append(Entry(lesson.code, "returns a NumPy bool for a Python bool", "contract",
                              _named(lesson, numpy_bool)))
     # Only where every run's cases have a result equal to an input (a declared case such as 012's
     # "first micro-batch of size 1"), not where a random draw makes one equal by chance.
-    if spec.fresh_result and all(any(_input_twin(args, result) is not None
-                                     for args, result in _reference_results(lesson, (seed,))) for seed in SEEDS):
+    if spec.fresh_result and all(item.input_twin for item in seen):
         def aliases(args, reference):
             def twin_or_itself(v):
                 twin = _input_twin(args, v) if isinstance(v, np.ndarray) else None
