@@ -379,6 +379,16 @@ _STATUS_MESSAGES = {
 }
 
 
+def not_started(cases: Sequence[Case | Raises], answers: list[dict[str, Any]]) -> bool:
+    """True when the learner's function still raises NotImplementedError on every valid case: the lesson is
+    not answered yet, not answered wrong.  A bad-input case does not count either way: a lesson may give the
+    learner its checks of the input before the first stub, and they refuse bad input all the same."""
+    def unanswered(answer: dict[str, Any]) -> bool:
+        return answer.get("kind") == "raised" and answer.get("error") == "NotImplementedError"
+    valid = [answer for case, answer in zip(cases, answers) if not isinstance(case, Raises)]
+    return all(map(unanswered, answers)) or (bool(valid) and all(map(unanswered, valid)))
+
+
 def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, Any] | None,
                  of: int | None = None, name_mistakes: bool = True) -> Verdict:
     """The verdict of one lesson from the kernel's answers (``payload``; None when none came).
@@ -400,7 +410,7 @@ def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, A
     answers = payload.get("answers")
     if not isinstance(answers, list) or len(answers) != len(cases):
         return Verdict(code, False, "the answers that reached the grader are malformed; no points")
-    if all(a.get("kind") == "raised" and a.get("error") == "NotImplementedError" for a in answers):
+    if not_started(cases, answers):
         return Verdict(code, False, f"not started: {lesson.function} still raises NotImplementedError "
                                     f"(replace each `raise NotImplementedError(...)` line with your code)",
                        "not started")

@@ -1,8 +1,10 @@
 """One source of truth: generated files are fresh, and a build never eats a learner's work."""
 
+import copy
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -165,3 +167,86 @@ def test_a_skeleton_of_several_solution_regions_keeps_its_steps_for_the_learner(
 def test_solution_regions_that_would_break_the_learners_copy_stop_the_build(source, error):
     with pytest.raises(build.BuildError, match=error):
         build.check_solution_regions(source, 0)
+
+
+GIVEN = '''def f(xs):
+    """Doubles, then adds one."""
+    # Given: the check of the input, and the list's length.
+    if not isinstance(xs, list):
+        raise ValueError("xs is a list")
+    n = len(xs)
+
+    # Step 1 · double every number.
+    ### BEGIN SOLUTION
+    doubled = [2 * x for x in xs]
+    ### END SOLUTION
+    # Step 2 · add one, and return the list.
+    ### BEGIN SOLUTION
+    return [x + 1 for x in doubled][:n]
+    ### END SOLUTION
+'''
+
+
+def test_given_code_before_the_first_region_reaches_the_learner_and_is_not_learner_work(tmp_path, monkeypatch):
+    """A lesson may give its bookkeeping as code before the first region: the learner's copy keeps it as written,
+    an untouched copy with it is not learner work (the given code is read from the part's source notebook), and
+    an edit of the given code, or a filled step, is."""
+    from nbgrader.preprocessors import ClearSolutions
+    from traitlets.config import Config
+    build.check_solution_regions(GIVEN, 0)
+    config = Config()
+    config.ClearSolutions.code_stub = {"python": f"# YOUR CODE HERE\n{STUB}"}
+    meta = {"nbgrader": {"solution": True, "grade": False, "grade_id": "solution_f", "locked": False}}
+    source = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(GIVEN, metadata=meta)],
+                                      metadata={"kernelspec": build.KERNELSPEC})
+    learner, _ = ClearSolutions(config=config).preprocess(copy.deepcopy(source), {})
+    stubbed = learner.cells[0].source
+    assert stubbed.count(STUB) == 2 and 'raise ValueError("xs is a list")' in stubbed and "n = len(xs)" in stubbed
+    assert "doubled" not in stubbed
+    # the given statements, read from the part's source notebook in the tree
+    (tmp_path / build.source_path("99_demo")).parent.mkdir(parents=True)
+    nbformat.write(source, tmp_path / build.source_path("99_demo"))
+    monkeypatch.setattr(build, "ROOT", tmp_path)
+    given = build.given_statements("99_demo")
+    assert len(given["f"]) == 2
+    assert build.is_untouched_stub(stubbed, given)
+    assert not build.is_untouched_stub(stubbed)  # without the given code: the lines are someone's work
+    assert not build.is_untouched_stub(stubbed.replace("n = len(xs)", "n = len(xs) - 1"), given)
+    assert not build.is_untouched_stub(stubbed.replace(STUB, "doubled = [2 * x for x in xs]", 1), given)
+    assert not build.is_untouched_stub(stubbed.replace("    n = len(xs)\n", ""), given)
+    # and in a notebook: the learner's copy as released holds no work; with a step filled, it does
+    (tmp_path / "notebooks").mkdir()
+    released = tmp_path / "notebooks" / "99_demo.ipynb"
+    nbformat.write(learner, released)
+    assert not build.holds_learner_work(released)
+    learner.cells[0].source = stubbed.replace(STUB, "doubled = [2 * x for x in xs]", 1)
+    nbformat.write(learner, released)
+    assert build.holds_learner_work(released)
+
+
+def test_the_build_decides_what_is_learner_work_before_it_rewrites_the_source_notebooks(tmp_path, monkeypatch):
+    """A build that changes a lesson's given code rewrites the source notebook before the learner's: an untouched
+    learner's notebook is judged against the given code it was released with, and regenerated, not refused."""
+    from nbgrader.preprocessors import ClearSolutions
+    from traitlets.config import Config
+    config = Config()
+    config.ClearSolutions.code_stub = {"python": f"# YOUR CODE HERE\n{STUB}"}
+    meta = {"nbgrader": {"solution": True, "grade": False, "grade_id": "solution_f", "locked": False}}
+
+    def notebooks(cell_source):
+        source = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell_source, metadata=meta)],
+                                          metadata={"kernelspec": build.KERNELSPEC})
+        learner, _ = ClearSolutions(config=config).preprocess(copy.deepcopy(source), {})
+        return nbformat.writes(source), nbformat.writes(learner)
+
+    old_source, old_learner = notebooks(GIVEN)
+    new_source, new_learner = notebooks(GIVEN.replace("n = len(xs)", "n = len(xs) + 0"))
+    source_rel, learner_rel = build.source_path("99_demo"), Path("notebooks") / "99_demo.ipynb"
+    (tmp_path / source_rel).parent.mkdir(parents=True)
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / source_rel).write_text(old_source)
+    (tmp_path / learner_rel).write_text(old_learner)
+    monkeypatch.setattr(build, "ROOT", tmp_path)
+    build.write_outputs({source_rel: new_source, learner_rel: new_learner}, force=False)
+    assert (tmp_path / learner_rel).read_text() == new_learner
+    assert not (tmp_path / "notebooks" / ".backup").exists()

@@ -224,6 +224,51 @@ def test_a_stub_is_reported_as_not_started():
     assert not verdict.passed and "not started" in verdict.message
 
 
+def given_code_lessons():
+    """The lessons whose solution cell gives the learner code before its first stub (checks of the input, ...)."""
+    from course import tool
+    build = tool("build")
+    return [find_lesson(function).code for slug in landed_parts()
+            for function, given in build.given_statements(slug).items() if given]
+
+
+@pytest.mark.parametrize("code", given_code_lessons())
+def test_an_untouched_release_with_given_checks_is_not_started(code):
+    """The learner's copy of a lesson that gives its checks of the input before the first stub refuses bad input
+    all the same, and raises NotImplementedError on every valid case: not started, not a wrong answer."""
+    import nbformat
+
+    from course import student_path
+    lesson = find_lesson(code)
+    notebook = nbformat.read(student_path(lesson.part.slug), as_version=4)
+    cell = next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == lesson.solution_grade_id)
+    namespace = reference_namespace(code)
+    exec(cell.source, namespace)
+    cases = draw_cases(lesson_spec(code), case_seed(0, code))
+    verdict = grade_cases(code, namespace, cases)
+    assert not verdict.passed and verdict.reason == "not started", verdict.message
+    assert verdict.message.startswith("not started:")
+
+
+def test_a_function_that_answers_one_valid_case_is_started():
+    """Not started means NotImplementedError on every valid case; one valid case answered is an answer, graded."""
+    code = "028"
+    reference = reference_function(find_lesson(code))
+    calls = [0]  # counted in the grading child
+
+    def ring_all_reduce_mean(worker_arrays, cluster=None):
+        result = reference(worker_arrays, cluster)  # refuses bad input, as given checks do
+        calls[0] += 1
+        if calls[0] == 1:
+            return result
+        raise NotImplementedError("replace this line with your code")
+    namespace = reference_namespace(code)
+    namespace["ring_all_reduce_mean"] = ring_all_reduce_mean
+    cases = draw_cases(lesson_spec(code), case_seed(0, code))
+    verdict = grade_cases(code, namespace, cases)
+    assert not verdict.passed and verdict.reason != "not started"
+
+
 def wrong_from_call(reference, k):
     """The reference, with every answer from its k-th call on (0, 1, ...) off by one."""
     calls = [0]  # counted in the grading child: each pass starts from 0

@@ -105,8 +105,10 @@ def check_solution_regions(source: str, index: int) -> None:
     A cell may hold several regions: nbgrader replaces each with the stub (``# YOUR CODE HERE`` and a
     ``raise NotImplementedError``), and the lines between them stay, so comments there are a skeleton that
     names the steps.  The reference (``solutions/NN_slug.py``, ``shared/lesson_blocks.py``) is the cell without
-    its marker lines, comments included.  So, after the first region starts, only comments and blank lines
-    may stand outside a region (no reference code reaches the learner), regions neither nest nor stay open,
+    its marker lines, comments included.  Code before the first region reaches the learner as written: the
+    def, its docstring, and the *given* code of a lesson (the bookkeeping that is not its technique, under a
+    comment that says it is given).  After the first region starts, only comments and blank lines may stand
+    outside a region (no reference code reaches the learner by accident), regions neither nest nor stay open,
     and the cell ends with a region (the learner's cell ends with a stub).
     """
     inside, regions, last = False, 0, ""
@@ -415,25 +417,75 @@ def build_all(only: list[str] | None = None, execute: bool = True) -> dict[Path,
 
 
 def holds_learner_work(path: Path) -> bool:
-    """True when a student notebook in the tree has been worked on (outputs or edited answers)."""
+    """True when a student notebook in the tree has been worked on (outputs or edited answers).
+
+    Its solution cells are compared with the given code of the part's source notebook in the tree
+    (:func:`given_statements`), which the build writes from the same master as the student notebook."""
     try:
         notebook = nbformat.read(path, as_version=4)
     except Exception:
         return False
+    given = None
     for cell in notebook.cells:
         if cell.cell_type != "code":
             continue
         if cell.get("outputs") or cell.get("execution_count"):
             return True
-        if cell.metadata.get("nbgrader", {}).get("solution") and not is_untouched_stub(cell.source):
-            return True
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            given = given_statements(path.stem) if given is None else given
+            if not is_untouched_stub(cell.source, given):
+                return True
     return False
 
 
-def is_untouched_stub(source: str) -> bool:
+STUB_STATEMENT = 'raise NotImplementedError("Not implemented yet: replace this line with your code.")'
+
+
+def _is_stub(statement: ast.stmt) -> bool:
+    return (isinstance(statement, ast.Raise) and statement.exc is not None
+            and ast.unparse(statement.exc).startswith("NotImplementedError"))
+
+
+def _body(node: ast.FunctionDef) -> list[ast.stmt]:
+    """A function's statements without its docstring."""
+    body = node.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        return body[1:]
+    return body
+
+
+def given_statements(slug: str) -> dict[str, list[str]]:
+    """{function name: the statements (``ast.dump``) that its solution cell gives the learner}: the code
+    outside the solution regions, docstrings aside, as part ``slug``'s source notebook in the tree has it
+    ({} when there is none).  A lesson without given code has none."""
+    path = ROOT / source_path(slug)
+    try:
+        cells = json.loads(path.read_text())["cells"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    given: dict[str, list[str]] = {}
+    for cell in cells:
+        if not cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            continue
+        source = re.sub(r"^([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION[^\n]*",
+                        lambda match: match.group(1) + STUB_STATEMENT, "".join(cell["source"]),
+                        flags=re.MULTILINE | re.DOTALL)
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef):
+                given[node.name] = [ast.dump(statement) for statement in _body(node) if not _is_stub(statement)]
+    return given
+
+
+def is_untouched_stub(source: str, given: dict[str, list[str]] | None = None) -> bool:
     """True when a solution cell of the learner's copy holds no code of the learner's: its functions' bodies
-    are their docstrings and ``raise NotImplementedError(...)`` lines (one per region of the master: a
-    skeleton has several), and nothing else stands at the top level.  A cell that does not parse is work."""
+    are their docstrings, ``raise NotImplementedError(...)`` lines (one per region of the master: a
+    skeleton has several) and the code the lesson gives (``given``, by function name: the statements of
+    :func:`given_statements`, in their order; none when None), and nothing else stands at the top level.
+    A cell that does not parse is work."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -441,12 +493,11 @@ def is_untouched_stub(source: str) -> bool:
     for node in tree.body:
         if not isinstance(node, ast.FunctionDef):
             return False
-        body = node.body
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-            body = body[1:]  # the docstring
-        if not body or not all(isinstance(statement, ast.Raise) and statement.exc is not None
-                               and ast.unparse(statement.exc).startswith("NotImplementedError")
-                               for statement in body):
+        body = _body(node)
+        if not any(_is_stub(statement) for statement in body):
+            return False
+        written = [ast.dump(statement) for statement in body if not _is_stub(statement)]
+        if written != (given or {}).get(node.name, []):
             return False
     return bool(tree.body)
 
@@ -500,11 +551,15 @@ def same_content(path: Path, content: str) -> bool:
 
 
 def write_outputs(outputs: dict[Path, str], force: bool) -> None:
+    # Which learner's notebooks hold work is decided before anything is written: the given code they are
+    # compared with is that of the source notebooks they were released from, which this build may rewrite.
+    worked = {rel for rel in outputs if rel.parts[0] == "notebooks" and (ROOT / rel).exists()
+              and not same_content(ROOT / rel, outputs[rel]) and holds_learner_work(ROOT / rel)}
     for rel, content in outputs.items():
         path = ROOT / rel
         if same_content(path, content):
             continue
-        if rel.parts[0] == "notebooks" and path.exists() and holds_learner_work(path):
+        if rel in worked:
             if not force:
                 raise BuildError(
                     f"{rel} holds your work (outputs or edited answers); the build will not overwrite it. "
