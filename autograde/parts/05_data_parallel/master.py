@@ -482,11 +482,10 @@ lesson_passed("027")
 #
 # ### Concepts
 #
-# - Flatten each array (`ravel()`) and cut it with `np.array_split(flat, N)`: for
-#   an array of $n$ numbers the first $n \bmod N$ chunks are one number longer, so
-#   any length works.
-# - The chunks are views of the worker's input: replace a chunk by a new array
-#   (`chunk + received`), never add in place, and the inputs stay as they were.
+# - Chunks: `np.array_split(array.ravel(), N)`, so any length works (the first
+#   $n \bmod N$ chunks are one number longer). The cell gives them, with lesson
+#   027's checks of the input; they are views of the inputs, so replace a chunk by
+#   a new array (`chunk + received`), never add in place.
 # - The schedule below is the contract: the tests compare the ledger's bytes per
 #   worker, and with uneven chunks another schedule moves other bytes.
 # - So is the order of the additions. Floating-point addition is not associative:
@@ -494,16 +493,15 @@ lesson_passed("027")
 #   and the tests compare the results **bit for bit**, on inputs where any other
 #   order (`np.mean` of the arrays, `sum(worker_arrays)`) gives other bits. Each
 #   worker's result must come from what it received.
-# - Return the results reshaped to the input shape, with the ledger's
-#   `summary()`; run on `cluster` when given. Bad input as in lesson 027.
 #
 # ### Math
 #
 # Reduce-scatter, steps $s = 0, \dots, N-2$: worker $r$ sends chunk $(r - s) \bmod N$
-# to worker $(r+1) \bmod N$, which adds it to its own chunk of that index. Then
-# worker $r$ divides chunk $(r+1) \bmod N$ by $N$.
+# to worker $(r+1) \bmod N$; the receiver adds it to its own chunk of that index, so
+# worker $r$ adds to its chunk $(r - 1 - s) \bmod N$, the index its left neighbour
+# sent. Then worker $r$ divides chunk $(r+1) \bmod N$ by $N$.
 # All-gather, steps $s = 0, \dots, N-2$: worker $r$ sends chunk $(r + 1 - s) \bmod N$
-# to worker $(r+1) \bmod N$, which replaces its own chunk of that index.
+# to worker $(r+1) \bmod N$, which replaces its own chunk of that index, $(r - s) \bmod N$.
 #
 # Every worker sends one chunk in each of the $2(N-1)$ rounds. When $N$ divides the
 # array, a chunk is $S/N$ bytes and
@@ -515,9 +513,8 @@ lesson_passed("027")
 # leave it (less the $1/N$ it reduces itself) and the results must come back. The
 # price is latency: $2(N-1)$ rounds instead of 2.
 #
-# **Worked example, $N = 3$.** Write $x_r$ for worker $r$'s numbers of a chunk, so
-# that $x_2 + x_0$ is worker 2's part of that chunk plus worker 0's. Each worker sends
-# one chunk a round, always to its right neighbour ($0 \to 1 \to 2 \to 0$):
+# **Worked example, $N = 3$.** Write $x_r$ for worker $r$'s numbers of a chunk
+# ($x_2 + x_0$: worker 2's part of that chunk plus worker 0's):
 #
 # | round | worker 0 sends | worker 1 sends | worker 2 sends |
 # | --- | --- | --- | --- |
@@ -527,12 +524,9 @@ lesson_passed("027")
 # | all-gather 1 ($s = 0$) | chunk 1 (its own) | chunk 2 (its own) | chunk 0 (its own) |
 # | all-gather 2 ($s = 1$) | chunk 0 (from worker 2) | chunk 1 (from worker 0) | chunk 2 (from worker 1) |
 #
-# In reduce-scatter round $s$ the receiver $r$ adds what came in to its own chunk
-# $(r - 1 - s) \bmod N$, the index its left neighbour sent; in all-gather round $s$ it
-# replaces its chunk $(r - s) \bmod N$. On the first visible test (7 numbers: chunks of
-# 3, 2 and 2 numbers, 24, 16 and 16 bytes) worker 0 sends chunks 0, 2, 1 and 0:
-# 80 bytes; workers 1 and 2 send 72 each. The figure below draws the same four rounds:
-# what each worker's three chunks hold after each round.
+# On the first visible test (7 numbers: chunks of 24, 16 and 16 bytes) worker 0
+# sends chunks 0, 2, 1 and 0: 80 bytes; workers 1 and 2 send 72 each. The figure
+# below draws the four rounds: what each worker's chunks hold after each round.
 
 # %% tags=["demo"]
 # The ring for N = 3, from the schedule alone (no cluster, no arrays): the chunk each worker sends in each
@@ -594,9 +588,9 @@ plt.show()
 # %% [markdown]
 # ### Implementation
 #
-# The cell below names the steps of the schedule as comments. Replace each
-# `raise NotImplementedError(...)` line with the code of the step above it; keep the
-# order of the steps.
+# The cell gives the bookkeeping as written code (the checks, the cluster and the
+# chunks) and names the steps of the schedule as comments below it: replace each
+# `raise NotImplementedError(...)` line with the code of the step above it, in order.
 
 # %% tags=["solution"]
 def ring_all_reduce_mean(worker_arrays, cluster=None):
@@ -619,9 +613,9 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
     Raises:
         ValueError: if worker_arrays is empty or its arrays differ in shape or dtype.
     """
-    # Step 1 · Check the input (ValueError, as in lesson 027); use a new Cluster(N) when cluster is None;
-    #          cut each worker's flat array into N chunks with np.array_split(array.ravel(), N).
-    ### BEGIN SOLUTION
+    # Given (bookkeeping, not the technique): the checks of the input (lesson 027's), the cluster, and each
+    # worker's flat array cut into N chunks: chunks[r][c] is chunk c of worker r's array (views of its input:
+    # replace a chunk by a new array, never add to it in place).
     if len(worker_arrays) == 0:
         raise ValueError("worker_arrays is empty: an all-reduce needs at least one worker")
     shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
@@ -632,11 +626,11 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
     n = len(worker_arrays)
     if cluster is None:
         cluster = Cluster(n)
-    chunks = [np.array_split(array.ravel(), n) for array in worker_arrays]  # views: never add in place
-    ### END SOLUTION
-    # Step 2 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends
-    #          chunk (r - s) % N to worker (r + 1) % N. After the round every worker r receives from
-    #          (r - 1) % N and adds it to its own chunk (r - 1 - s) % N: a new array, never in place.
+    chunks = [np.array_split(array.ravel(), n) for array in worker_arrays]
+
+    # Step 1 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends
+    #          chunks[r][(r - s) % N] to worker (r + 1) % N. After the round every worker r receives from
+    #          (r - 1) % N and adds it to its own chunk (r - 1 - s) % N, the index its left neighbour sent.
     ### BEGIN SOLUTION
     for step in range(n - 1):
         with cluster.round():
@@ -646,13 +640,13 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
             index = (rank - 1 - step) % n  # the chunk that the left neighbour sent
             chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
     ### END SOLUTION
-    # Step 3 · Worker r now holds the whole sum of chunk (r + 1) % N, its own: it divides it by N.
+    # Step 2 · Worker r now holds the whole sum of chunk (r + 1) % N, its own: it divides it by N.
     ### BEGIN SOLUTION
     for rank in range(n):
         owned = (rank + 1) % n
         chunks[rank][owned] = chunks[rank][owned] / n
     ### END SOLUTION
-    # Step 4 · All-gather, rounds s = 0..N-2: every worker r sends chunk (r + 1 - s) % N to worker
+    # Step 3 · All-gather, rounds s = 0..N-2: every worker r sends chunks[r][(r + 1 - s) % N] to worker
     #          (r + 1) % N; after the round every worker r replaces its chunk (r - s) % N with what it received.
     ### BEGIN SOLUTION
     for step in range(n - 1):
@@ -662,8 +656,8 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
         for rank in range(n):
             chunks[rank][(rank - step) % n] = cluster.receive(rank, (rank - 1) % n)
     ### END SOLUTION
-    # Step 5 · Each worker's result: its N chunks joined (np.concatenate) and reshaped to the input's shape.
-    #          Return (results, cluster.ledger.summary()).
+    # Step 4 · Return (results, cluster.ledger.summary()): worker r's result is its N chunks joined
+    #          (np.concatenate) and reshaped to the input's shape.
     ### BEGIN SOLUTION
     results = [np.concatenate(chunks[rank]).reshape(shape) for rank in range(n)]
     return results, cluster.ledger.summary()
