@@ -913,9 +913,9 @@ lesson_passed("029")
 #   the cap gets a bucket of its own. (PyTorch closes a bucket once it *reaches* the
 #   cap, so its buckets can overshoot by one tensor, and its first bucket has
 #   a cap of 1 MiB.)
-# - Per bucket: every worker flattens its bucket's tensors (`ravel`, in the
-#   bucket's order) into one buffer with `np.concatenate`; one
-#   `ring_all_reduce_mean` on the buffers; the results cut back into tensors.
+# - Per bucket, one `ring_all_reduce_mean` of each worker's bucket flattened into
+#   one buffer (its tensors raveled, in the bucket's order), cut back into tensors
+#   afterwards: bookkeeping that the cell gives you, as `all_reduce(bucket)`.
 # - Return `(averaged, buckets, traffic)`: $N$ dicts with the original keys in the
 #   original order, each worker's own; the buckets as lists of keys; the ledger's
 #   `summary()` (all buckets on one cluster, `cluster` when given).
@@ -935,6 +935,9 @@ lesson_passed("029")
 # after this lesson shows the trade-off.
 #
 # ### Implementation
+#
+# The cell gives the checks of the input, the cluster and `all_reduce(bucket)` as
+# written code; the two steps below them are yours.
 
 # %% tags=["solution"]
 def bucket_gradients(worker_grads, bucket_cap_bytes, cluster=None):
@@ -958,7 +961,9 @@ def bucket_gradients(worker_grads, bucket_cap_bytes, cluster=None):
         ValueError: if bucket_cap_bytes <= 0, if worker_grads is empty, or if the workers'
             gradients differ in keys or shapes.
     """
-    ### BEGIN SOLUTION
+    # Given (bookkeeping, not the technique): the checks of the input, the cluster, and all_reduce(bucket),
+    # which runs one ring_all_reduce_mean on the bucket's tensors (each worker's raveled and concatenated in the
+    # bucket's order) and returns, for each worker, a dict of the bucket's mean tensors (cut back to their shapes).
     if bucket_cap_bytes <= 0:
         raise ValueError(f"bucket_cap_bytes must be positive, got {bucket_cap_bytes}")
     if len(worker_grads) == 0:
@@ -969,6 +974,23 @@ def bucket_gradients(worker_grads, bucket_cap_bytes, cluster=None):
             raise ValueError(f"worker {rank}'s gradients differ from worker 0's in keys or shapes")
     if cluster is None:
         cluster = Cluster(len(worker_grads))
+
+    def all_reduce(bucket):
+        buffers = [np.concatenate([grads[key].ravel() for key in bucket]) for grads in worker_grads]
+        reduced, _ = ring_all_reduce_mean(buffers, cluster)
+        means = []
+        for buffer in reduced:
+            mine, offset = {}, 0
+            for key in bucket:
+                mine[key] = buffer[offset:offset + first[key].size].reshape(first[key].shape)
+                offset += first[key].size
+            means.append(mine)
+        return means
+
+    # Step 1 · The buckets, as lists of keys: walk the keys of `first` from the last to the first; a tensor
+    #          joins the current bucket unless its nbytes would take the bucket over bucket_cap_bytes, in which
+    #          case the bucket is closed and the tensor starts a new one (alone, when it is larger than the cap).
+    ### BEGIN SOLUTION
     buckets, current, size = [], [], 0
     for key in reversed(list(first)):
         if current and size + first[key].nbytes > bucket_cap_bytes:
@@ -978,15 +1000,15 @@ def bucket_gradients(worker_grads, bucket_cap_bytes, cluster=None):
         size += first[key].nbytes
     if current:
         buckets.append(current)
+    ### END SOLUTION
+    # Step 2 · One all_reduce per bucket, in the buckets' order, each worker collecting its mean tensors.
+    #          Return (averaged, buckets, cluster.ledger.summary()): averaged[r] is worker r's dict of means, its
+    #          keys in the order of `first`.
+    ### BEGIN SOLUTION
     averaged = [{} for _ in worker_grads]
     for bucket in buckets:
-        buffers = [np.concatenate([grads[key].ravel() for key in bucket]) for grads in worker_grads]
-        reduced, _ = ring_all_reduce_mean(buffers, cluster)
-        for rank, buffer in enumerate(reduced):
-            offset = 0
-            for key in bucket:
-                averaged[rank][key] = buffer[offset:offset + first[key].size].reshape(first[key].shape)
-                offset += first[key].size
+        for mine, means in zip(averaged, all_reduce(bucket)):
+            mine.update(means)
     return [{key: mine[key] for key in first} for mine in averaged], buckets, cluster.ledger.summary()
     ### END SOLUTION
 
