@@ -89,6 +89,7 @@ def all_reduce_mean(worker_arrays, cluster=None):
     Raises:
         ValueError: if worker_arrays is empty or its arrays differ in shape or dtype.
     """
+    # Given (bookkeeping, not the technique): the checks of the input, and the cluster.
     if len(worker_arrays) == 0:
         raise ValueError("worker_arrays is empty: an all-reduce needs at least one worker")
     shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
@@ -99,6 +100,8 @@ def all_reduce_mean(worker_arrays, cluster=None):
     num_workers = len(worker_arrays)
     if cluster is None:
         cluster = Cluster(num_workers)
+
+    # Yours: the two rounds of the schedule (the docstring's), the mean at the root between them, the return value.
     with cluster.round():
         for rank in range(1, num_workers):
             cluster.send(rank, 0, worker_arrays[rank])

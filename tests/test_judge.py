@@ -232,6 +232,10 @@ def given_code_lessons():
             for function, given in build.given_statements(slug).items() if given]
 
 
+def test_some_lessons_give_their_bookkeeping_as_code():
+    assert {"027", "028", "030", "035"} <= set(given_code_lessons())
+
+
 @pytest.mark.parametrize("code", given_code_lessons())
 def test_an_untouched_release_with_given_checks_is_not_started(code):
     """The learner's copy of a lesson that gives its checks of the input before the first stub refuses bad input

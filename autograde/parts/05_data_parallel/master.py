@@ -327,13 +327,14 @@ lesson_passed("026")
 # - The schedule, in two rounds: (1) each worker $r \ne 0$ sends its array to
 #   worker 0; (2) the root adds the received arrays to its own in rank order,
 #   divides by $N$, and sends the mean to each worker $r \ne 0$.
-# - Run it on `cluster` when one is given (a new `Cluster(N)` otherwise) and
-#   return `cluster.ledger.summary()` with the results: the traffic is part of
-#   the answer. The grader passes in a cluster of its own and reads *its* ledger
-#   after the call, byte for byte; every message sent must be received (a worker's
-#   result comes from what it received, not from the other workers' inputs).
+# - Run it on `cluster` and return `cluster.ledger.summary()` with the results:
+#   the traffic is part of the answer. The grader passes in a cluster of its own
+#   and reads *its* ledger after the call, byte for byte; every message sent must
+#   be received (a worker's result comes from what it received, not from the other
+#   workers' inputs).
 # - Bad input gives `ValueError`: no workers (an empty list), or arrays of
-#   different shapes or dtypes.
+#   different shapes or dtypes. The cell gives these checks, and a new
+#   `Cluster(N)` when none is passed in, as written code.
 #
 # ### Math
 #
@@ -367,7 +368,7 @@ def all_reduce_mean(worker_arrays, cluster=None):
     Raises:
         ValueError: if worker_arrays is empty or its arrays differ in shape or dtype.
     """
-    ### BEGIN SOLUTION
+    # Given (bookkeeping, not the technique): the checks of the input, and the cluster.
     if len(worker_arrays) == 0:
         raise ValueError("worker_arrays is empty: an all-reduce needs at least one worker")
     shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
@@ -378,6 +379,9 @@ def all_reduce_mean(worker_arrays, cluster=None):
     num_workers = len(worker_arrays)
     if cluster is None:
         cluster = Cluster(num_workers)
+
+    # Yours: the two rounds of the schedule (the docstring's), the mean at the root between them, the return value.
+    ### BEGIN SOLUTION
     with cluster.round():
         for rank in range(1, num_workers):
             cluster.send(rank, 0, worker_arrays[rank])
