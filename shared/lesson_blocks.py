@@ -475,8 +475,9 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
     Raises:
         ValueError: if worker_arrays is empty or its arrays differ in shape or dtype.
     """
-    # Step 1 · Check the input (ValueError, as in lesson 027); use a new Cluster(N) when cluster is None;
-    #          cut each worker's flat array into N chunks with np.array_split(array.ravel(), N).
+    # Given (bookkeeping, not the technique): the checks of the input (lesson 027's), the cluster, and each
+    # worker's flat array cut into N chunks: chunks[r][c] is chunk c of worker r's array (views of its input:
+    # replace a chunk by a new array, never add to it in place).
     if len(worker_arrays) == 0:
         raise ValueError("worker_arrays is empty: an all-reduce needs at least one worker")
     shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
@@ -487,10 +488,11 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
     n = len(worker_arrays)
     if cluster is None:
         cluster = Cluster(n)
-    chunks = [np.array_split(array.ravel(), n) for array in worker_arrays]  # views: never add in place
-    # Step 2 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends
-    #          chunk (r - s) % N to worker (r + 1) % N. After the round every worker r receives from
-    #          (r - 1) % N and adds it to its own chunk (r - 1 - s) % N: a new array, never in place.
+    chunks = [np.array_split(array.ravel(), n) for array in worker_arrays]
+
+    # Step 1 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends
+    #          chunks[r][(r - s) % N] to worker (r + 1) % N. After the round every worker r receives from
+    #          (r - 1) % N and adds it to its own chunk (r - 1 - s) % N, the index its left neighbour sent.
     for step in range(n - 1):
         with cluster.round():
             for rank in range(n):
@@ -498,11 +500,11 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
         for rank in range(n):
             index = (rank - 1 - step) % n  # the chunk that the left neighbour sent
             chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
-    # Step 3 · Worker r now holds the whole sum of chunk (r + 1) % N, its own: it divides it by N.
+    # Step 2 · Worker r now holds the whole sum of chunk (r + 1) % N, its own: it divides it by N.
     for rank in range(n):
         owned = (rank + 1) % n
         chunks[rank][owned] = chunks[rank][owned] / n
-    # Step 4 · All-gather, rounds s = 0..N-2: every worker r sends chunk (r + 1 - s) % N to worker
+    # Step 3 · All-gather, rounds s = 0..N-2: every worker r sends chunks[r][(r + 1 - s) % N] to worker
     #          (r + 1) % N; after the round every worker r replaces its chunk (r - s) % N with what it received.
     for step in range(n - 1):
         with cluster.round():
@@ -510,8 +512,8 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
                 cluster.send(rank, (rank + 1) % n, chunks[rank][(rank + 1 - step) % n])
         for rank in range(n):
             chunks[rank][(rank - step) % n] = cluster.receive(rank, (rank - 1) % n)
-    # Step 5 · Each worker's result: its N chunks joined (np.concatenate) and reshaped to the input's shape.
-    #          Return (results, cluster.ledger.summary()).
+    # Step 4 · Return (results, cluster.ledger.summary()): worker r's result is its N chunks joined
+    #          (np.concatenate) and reshaped to the input's shape.
     results = [np.concatenate(chunks[rank]).reshape(shape) for rank in range(n)]
     return results, cluster.ledger.summary()
 

@@ -89,6 +89,7 @@ def all_reduce_mean(worker_arrays, cluster=None):
     Raises:
         ValueError: if worker_arrays is empty or its arrays differ in shape or dtype.
     """
+    # Given (bookkeeping, not the technique): the checks of the input, and the cluster.
     if len(worker_arrays) == 0:
         raise ValueError("worker_arrays is empty: an all-reduce needs at least one worker")
     shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
@@ -99,6 +100,8 @@ def all_reduce_mean(worker_arrays, cluster=None):
     num_workers = len(worker_arrays)
     if cluster is None:
         cluster = Cluster(num_workers)
+
+    # Yours: the two rounds of the schedule (the docstring's), the mean at the root between them, the return value.
     with cluster.round():
         for rank in range(1, num_workers):
             cluster.send(rank, 0, worker_arrays[rank])
@@ -133,8 +136,9 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
     Raises:
         ValueError: if worker_arrays is empty or its arrays differ in shape or dtype.
     """
-    # Step 1 · Check the input (ValueError, as in lesson 027); use a new Cluster(N) when cluster is None;
-    #          cut each worker's flat array into N chunks with np.array_split(array.ravel(), N).
+    # Given (bookkeeping, not the technique): the checks of the input (lesson 027's), the cluster, and each
+    # worker's flat array cut into N chunks: chunks[r][c] is chunk c of worker r's array (views of its input:
+    # replace a chunk by a new array, never add to it in place).
     if len(worker_arrays) == 0:
         raise ValueError("worker_arrays is empty: an all-reduce needs at least one worker")
     shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
@@ -145,10 +149,11 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
     n = len(worker_arrays)
     if cluster is None:
         cluster = Cluster(n)
-    chunks = [np.array_split(array.ravel(), n) for array in worker_arrays]  # views: never add in place
-    # Step 2 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends
-    #          chunk (r - s) % N to worker (r + 1) % N. After the round every worker r receives from
-    #          (r - 1) % N and adds it to its own chunk (r - 1 - s) % N: a new array, never in place.
+    chunks = [np.array_split(array.ravel(), n) for array in worker_arrays]
+
+    # Step 1 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends
+    #          chunks[r][(r - s) % N] to worker (r + 1) % N. After the round every worker r receives from
+    #          (r - 1) % N and adds it to its own chunk (r - 1 - s) % N, the index its left neighbour sent.
     for step in range(n - 1):
         with cluster.round():
             for rank in range(n):
@@ -156,11 +161,11 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
         for rank in range(n):
             index = (rank - 1 - step) % n  # the chunk that the left neighbour sent
             chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
-    # Step 3 · Worker r now holds the whole sum of chunk (r + 1) % N, its own: it divides it by N.
+    # Step 2 · Worker r now holds the whole sum of chunk (r + 1) % N, its own: it divides it by N.
     for rank in range(n):
         owned = (rank + 1) % n
         chunks[rank][owned] = chunks[rank][owned] / n
-    # Step 4 · All-gather, rounds s = 0..N-2: every worker r sends chunk (r + 1 - s) % N to worker
+    # Step 3 · All-gather, rounds s = 0..N-2: every worker r sends chunks[r][(r + 1 - s) % N] to worker
     #          (r + 1) % N; after the round every worker r replaces its chunk (r - s) % N with what it received.
     for step in range(n - 1):
         with cluster.round():
@@ -168,8 +173,8 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
                 cluster.send(rank, (rank + 1) % n, chunks[rank][(rank + 1 - step) % n])
         for rank in range(n):
             chunks[rank][(rank - step) % n] = cluster.receive(rank, (rank - 1) % n)
-    # Step 5 · Each worker's result: its N chunks joined (np.concatenate) and reshaped to the input's shape.
-    #          Return (results, cluster.ledger.summary()).
+    # Step 4 · Return (results, cluster.ledger.summary()): worker r's result is its N chunks joined
+    #          (np.concatenate) and reshaped to the input's shape.
     results = [np.concatenate(chunks[rank]).reshape(shape) for rank in range(n)]
     return results, cluster.ledger.summary()
 
@@ -231,6 +236,9 @@ def bucket_gradients(worker_grads, bucket_cap_bytes, cluster=None):
         ValueError: if bucket_cap_bytes <= 0, if worker_grads is empty, or if the workers'
             gradients differ in keys or shapes.
     """
+    # Given (bookkeeping, not the technique): the checks of the input, the cluster, and all_reduce(bucket),
+    # which runs one ring_all_reduce_mean on the bucket's tensors (each worker's raveled and concatenated in the
+    # bucket's order) and returns, for each worker, a dict of the bucket's mean tensors (cut back to their shapes).
     if bucket_cap_bytes <= 0:
         raise ValueError(f"bucket_cap_bytes must be positive, got {bucket_cap_bytes}")
     if len(worker_grads) == 0:
@@ -241,6 +249,22 @@ def bucket_gradients(worker_grads, bucket_cap_bytes, cluster=None):
             raise ValueError(f"worker {rank}'s gradients differ from worker 0's in keys or shapes")
     if cluster is None:
         cluster = Cluster(len(worker_grads))
+
+    def all_reduce(bucket):
+        buffers = [np.concatenate([grads[key].ravel() for key in bucket]) for grads in worker_grads]
+        reduced, _ = ring_all_reduce_mean(buffers, cluster)
+        means = []
+        for buffer in reduced:
+            mine, offset = {}, 0
+            for key in bucket:
+                mine[key] = buffer[offset:offset + first[key].size].reshape(first[key].shape)
+                offset += first[key].size
+            means.append(mine)
+        return means
+
+    # Step 1 · The buckets, as lists of keys: walk the keys of `first` from the last to the first; a tensor
+    #          joins the current bucket unless its nbytes would take the bucket over bucket_cap_bytes, in which
+    #          case the bucket is closed and the tensor starts a new one (alone, when it is larger than the cap).
     buckets, current, size = [], [], 0
     for key in reversed(list(first)):
         if current and size + first[key].nbytes > bucket_cap_bytes:
@@ -250,13 +274,11 @@ def bucket_gradients(worker_grads, bucket_cap_bytes, cluster=None):
         size += first[key].nbytes
     if current:
         buckets.append(current)
+    # Step 2 · One all_reduce per bucket, in the buckets' order, each worker collecting its mean tensors.
+    #          Return (averaged, buckets, cluster.ledger.summary()): averaged[r] is worker r's dict of means, its
+    #          keys in the order of `first`.
     averaged = [{} for _ in worker_grads]
     for bucket in buckets:
-        buffers = [np.concatenate([grads[key].ravel() for key in bucket]) for grads in worker_grads]
-        reduced, _ = ring_all_reduce_mean(buffers, cluster)
-        for rank, buffer in enumerate(reduced):
-            offset = 0
-            for key in bucket:
-                averaged[rank][key] = buffer[offset:offset + first[key].size].reshape(first[key].shape)
-                offset += first[key].size
+        for mine, means in zip(averaged, all_reduce(bucket)):
+            mine.update(means)
     return [{key: mine[key] for key in first} for mine in averaged], buckets, cluster.ledger.summary()

@@ -173,8 +173,10 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
             a worker's gradients differ from params in keys or shapes, if worker_states is not N
             shards of these parameters, or as local_shard_adam_update (learning rate, betas).
     """
-    # Step 1 · Check the input (ValueError: no workers, more workers than parameter elements, a worker's
-    #          gradients of other keys or shapes, not N state shards); a new Cluster(N) when cluster is None.
+    # Given (bookkeeping, not the technique): the checks of the input, the cluster, the flat vectors cut as the
+    # state is (lesson 032), and as_params. chunks[r][c]: chunk c of worker r's flat gradient; param_shards[r]:
+    # shard r of the flat parameters; as_params(vector): a flat vector cut back into a dict of params' keys and
+    # shapes (views of the vector).
     n = len(worker_grads)
     if n < 1:
         raise ValueError("worker_grads is empty: a step needs at least one worker")
@@ -188,37 +190,38 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
         raise ValueError(f"{len(worker_states)} state shards for {n} workers")
     if cluster is None:
         cluster = Cluster(n)
-    # Step 2 · Flatten each worker's gradients (every array raveled, in the order of params) and cut the
-    #          flat vector into N chunks with np.array_split(flat, N): the cut of the state's shards.
     chunks = [np.array_split(np.concatenate([grads[key].ravel() for key in params]), n) for grads in worker_grads]
-    # Step 3 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends chunk
-    #          (r - 1 - s) % N to worker (r + 1) % N. After the round every worker r receives from (r - 1) % N
-    #          and adds it to its own chunk (r - 2 - s) % N: a new array, never in place. Worker r ends with
-    #          the sum of chunk r.
-    for step in range(n - 1):  # reduce-scatter: worker r ends with the sum of chunk r
+    param_shards = np.array_split(np.concatenate([value.ravel() for value in params.values()]), n)
+
+    def as_params(vector):
+        mine, offset = {}, 0
+        for key, value in params.items():
+            mine[key] = vector[offset:offset + value.size].reshape(value.shape)
+            offset += value.size
+        return mine
+
+    # Step 1 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends
+    #          chunks[r][(r - 1 - s) % N] to worker (r + 1) % N. After the round every worker r receives from
+    #          (r - 1) % N and adds it to its chunk (r - 2 - s) % N, the index its left neighbour sent: a new
+    #          array, never in place. Worker r ends with the sum of chunk r, its own shard.
+    for step in range(n - 1):
         with cluster.round():
             for rank in range(n):
                 cluster.send(rank, (rank + 1) % n, chunks[rank][(rank - 1 - step) % n])
         for rank in range(n):
             index = (rank - 2 - step) % n  # the chunk that the left neighbour sent
             chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
-    # Step 4 · Local update: cut the flat parameters the same way; worker r runs local_shard_adam_update on
-    #          its parameter shard r, its mean gradient (chunk r / N) and worker_states[r].
-    param_shards = np.array_split(np.concatenate([value.ravel() for value in params.values()]), n)
+    # Step 2 · Local update: worker r runs local_shard_adam_update on param_shards[r], its mean gradient
+    #          chunks[r][r] / N and worker_states[r] (with learning_rate, beta1, beta2, eps), and keeps what it
+    #          returns: its new shard and its new state.
     new_shards, new_states = [], []
     for rank in range(n):  # each worker updates its own shard, with its own state
         shard, state = local_shard_adam_update(param_shards[rank], chunks[rank][rank] / n, worker_states[rank],
                                                learning_rate, beta1, beta2, eps)
         new_shards.append(shard)
         new_states.append(state)
-    # Step 5 · All-gather the new shards with all_gather_param_shards on the same cluster; cut each worker's
-    #          vector back into a dict of params' keys and shapes. Return (worker_params, new states, traffic).
+    # Step 3 · All-gather the new shards with all_gather_param_shards on the same cluster. Return
+    #          ([as_params(vector) for each worker's vector], the new states, the traffic the all-gather returns:
+    #          the ledger of the whole step, as both collectives ran on one cluster).
     vectors, traffic = all_gather_param_shards(new_shards, cluster)
-    worker_params = []
-    for vector in vectors:
-        mine, offset = {}, 0
-        for key, value in params.items():
-            mine[key] = vector[offset:offset + value.size].reshape(value.shape)
-            offset += value.size
-        worker_params.append(mine)
-    return worker_params, new_states, traffic
+    return [as_params(vector) for vector in vectors], new_states, traffic

@@ -4,6 +4,7 @@ import copy
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest

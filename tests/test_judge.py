@@ -244,9 +244,9 @@ def test_refusals_that_given_code_makes_leave_a_skeleton_not_started():
                            [answer for case, answer in zip(cases, given) if isinstance(case, Raises)])
 
 
-@pytest.mark.parametrize("code", ["039", "040"])
+@pytest.mark.parametrize("code", ["027", "028", "030", "035", "039", "040"])
 def test_an_untouched_skeleton_whose_given_code_checks_the_input_is_not_started(code):
-    """039 and 040 give the learner their input checks before the first stub: on the learner's copy as
+    """These lessons give the learner their input checks before the first stub: on the learner's copy as
     released, the refusals are right and every other case raises NotImplementedError, and the verdict is
     "not started", as for any stub (not a crash in the given code)."""
     import nbformat
@@ -259,6 +259,25 @@ def test_an_untouched_skeleton_whose_given_code_checks_the_input_is_not_started(
     assert any(isinstance(case, Raises) for case in drawn_cases(code, case_seed(0, code)))
     verdict = grade_in_process(code, namespace)
     assert not verdict.passed and verdict.reason == "not started" and "not started" in verdict.message
+
+
+def test_a_function_that_answers_one_valid_case_is_started():
+    """Not started means NotImplementedError on every valid case; one valid case answered is an answer, graded."""
+    code = "028"
+    reference = reference_function(find_lesson(code))
+    calls = [0]  # counted in the grading child
+
+    def ring_all_reduce_mean(worker_arrays, cluster=None):
+        result = reference(worker_arrays, cluster)  # refuses bad input, as given checks do
+        calls[0] += 1
+        if calls[0] == 1:
+            return result
+        raise NotImplementedError("replace this line with your code")
+    namespace = reference_namespace(code)
+    namespace["ring_all_reduce_mean"] = ring_all_reduce_mean
+    cases = draw_cases(lesson_spec(code), case_seed(0, code))
+    verdict = grade_cases(code, namespace, cases)
+    assert not verdict.passed and verdict.reason != "not started"
 
 
 def wrong_from_call(reference, k):

@@ -327,13 +327,14 @@ lesson_passed("026")
 # - The schedule, in two rounds: (1) each worker $r \ne 0$ sends its array to
 #   worker 0; (2) the root adds the received arrays to its own in rank order,
 #   divides by $N$, and sends the mean to each worker $r \ne 0$.
-# - Run it on `cluster` when one is given (a new `Cluster(N)` otherwise) and
-#   return `cluster.ledger.summary()` with the results: the traffic is part of
-#   the answer. The grader passes in a cluster of its own and reads *its* ledger
-#   after the call, byte for byte; every message sent must be received (a worker's
-#   result comes from what it received, not from the other workers' inputs).
+# - Run it on `cluster` and return `cluster.ledger.summary()` with the results:
+#   the traffic is part of the answer. The grader passes in a cluster of its own
+#   and reads *its* ledger after the call, byte for byte; every message sent must
+#   be received (a worker's result comes from what it received, not from the other
+#   workers' inputs).
 # - Bad input gives `ValueError`: no workers (an empty list), or arrays of
-#   different shapes or dtypes.
+#   different shapes or dtypes. The cell gives these checks, and a new
+#   `Cluster(N)` when none is passed in, as written code.
 #
 # ### Math
 #
@@ -367,7 +368,7 @@ def all_reduce_mean(worker_arrays, cluster=None):
     Raises:
         ValueError: if worker_arrays is empty or its arrays differ in shape or dtype.
     """
-    ### BEGIN SOLUTION
+    # Given (bookkeeping, not the technique): the checks of the input, and the cluster.
     if len(worker_arrays) == 0:
         raise ValueError("worker_arrays is empty: an all-reduce needs at least one worker")
     shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
@@ -378,6 +379,9 @@ def all_reduce_mean(worker_arrays, cluster=None):
     num_workers = len(worker_arrays)
     if cluster is None:
         cluster = Cluster(num_workers)
+
+    # Yours: the two rounds of the schedule (the docstring's), the mean at the root between them, the return value.
+    ### BEGIN SOLUTION
     with cluster.round():
         for rank in range(1, num_workers):
             cluster.send(rank, 0, worker_arrays[rank])
@@ -482,11 +486,10 @@ lesson_passed("027")
 #
 # ### Concepts
 #
-# - Flatten each array (`ravel()`) and cut it with `np.array_split(flat, N)`: for
-#   an array of $n$ numbers the first $n \bmod N$ chunks are one number longer, so
-#   any length works.
-# - The chunks are views of the worker's input: replace a chunk by a new array
-#   (`chunk + received`), never add in place, and the inputs stay as they were.
+# - Chunks: `np.array_split(array.ravel(), N)`, so any length works (the first
+#   $n \bmod N$ chunks are one number longer). The cell gives them, with lesson
+#   027's checks of the input; they are views of the inputs, so replace a chunk by
+#   a new array (`chunk + received`), never add in place.
 # - The schedule below is the contract: the tests compare the ledger's bytes per
 #   worker, and with uneven chunks another schedule moves other bytes.
 # - So is the order of the additions. Floating-point addition is not associative:
@@ -494,16 +497,15 @@ lesson_passed("027")
 #   and the tests compare the results **bit for bit**, on inputs where any other
 #   order (`np.mean` of the arrays, `sum(worker_arrays)`) gives other bits. Each
 #   worker's result must come from what it received.
-# - Return the results reshaped to the input shape, with the ledger's
-#   `summary()`; run on `cluster` when given. Bad input as in lesson 027.
 #
 # ### Math
 #
 # Reduce-scatter, steps $s = 0, \dots, N-2$: worker $r$ sends chunk $(r - s) \bmod N$
-# to worker $(r+1) \bmod N$, which adds it to its own chunk of that index. Then
-# worker $r$ divides chunk $(r+1) \bmod N$ by $N$.
+# to worker $(r+1) \bmod N$; the receiver adds it to its own chunk of that index, so
+# worker $r$ adds to its chunk $(r - 1 - s) \bmod N$, the index its left neighbour
+# sent. Then worker $r$ divides chunk $(r+1) \bmod N$ by $N$.
 # All-gather, steps $s = 0, \dots, N-2$: worker $r$ sends chunk $(r + 1 - s) \bmod N$
-# to worker $(r+1) \bmod N$, which replaces its own chunk of that index.
+# to worker $(r+1) \bmod N$, which replaces its own chunk of that index, $(r - s) \bmod N$.
 #
 # Every worker sends one chunk in each of the $2(N-1)$ rounds. When $N$ divides the
 # array, a chunk is $S/N$ bytes and
@@ -515,9 +517,8 @@ lesson_passed("027")
 # leave it (less the $1/N$ it reduces itself) and the results must come back. The
 # price is latency: $2(N-1)$ rounds instead of 2.
 #
-# **Worked example, $N = 3$.** Write $x_r$ for worker $r$'s numbers of a chunk, so
-# that $x_2 + x_0$ is worker 2's part of that chunk plus worker 0's. Each worker sends
-# one chunk a round, always to its right neighbour ($0 \to 1 \to 2 \to 0$):
+# **Worked example, $N = 3$.** Write $x_r$ for worker $r$'s numbers of a chunk
+# ($x_2 + x_0$: worker 2's part of that chunk plus worker 0's):
 #
 # | round | worker 0 sends | worker 1 sends | worker 2 sends |
 # | --- | --- | --- | --- |
@@ -527,12 +528,9 @@ lesson_passed("027")
 # | all-gather 1 ($s = 0$) | chunk 1 (its own) | chunk 2 (its own) | chunk 0 (its own) |
 # | all-gather 2 ($s = 1$) | chunk 0 (from worker 2) | chunk 1 (from worker 0) | chunk 2 (from worker 1) |
 #
-# In reduce-scatter round $s$ the receiver $r$ adds what came in to its own chunk
-# $(r - 1 - s) \bmod N$, the index its left neighbour sent; in all-gather round $s$ it
-# replaces its chunk $(r - s) \bmod N$. On the first visible test (7 numbers: chunks of
-# 3, 2 and 2 numbers, 24, 16 and 16 bytes) worker 0 sends chunks 0, 2, 1 and 0:
-# 80 bytes; workers 1 and 2 send 72 each. The figure below draws the same four rounds:
-# what each worker's three chunks hold after each round.
+# On the first visible test (7 numbers: chunks of 24, 16 and 16 bytes) worker 0
+# sends chunks 0, 2, 1 and 0: 80 bytes; workers 1 and 2 send 72 each. The figure
+# below draws the four rounds: what each worker's chunks hold after each round.
 
 # %% tags=["demo"]
 # The ring for N = 3, from the schedule alone (no cluster, no arrays): the chunk each worker sends in each
@@ -594,9 +592,9 @@ plt.show()
 # %% [markdown]
 # ### Implementation
 #
-# The cell below names the steps of the schedule as comments. Replace each
-# `raise NotImplementedError(...)` line with the code of the step above it; keep the
-# order of the steps.
+# The cell gives the bookkeeping as written code (the checks, the cluster and the
+# chunks) and names the steps of the schedule as comments below it: replace each
+# `raise NotImplementedError(...)` line with the code of the step above it, in order.
 
 # %% tags=["solution"]
 def ring_all_reduce_mean(worker_arrays, cluster=None):
@@ -619,9 +617,9 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
     Raises:
         ValueError: if worker_arrays is empty or its arrays differ in shape or dtype.
     """
-    # Step 1 · Check the input (ValueError, as in lesson 027); use a new Cluster(N) when cluster is None;
-    #          cut each worker's flat array into N chunks with np.array_split(array.ravel(), N).
-    ### BEGIN SOLUTION
+    # Given (bookkeeping, not the technique): the checks of the input (lesson 027's), the cluster, and each
+    # worker's flat array cut into N chunks: chunks[r][c] is chunk c of worker r's array (views of its input:
+    # replace a chunk by a new array, never add to it in place).
     if len(worker_arrays) == 0:
         raise ValueError("worker_arrays is empty: an all-reduce needs at least one worker")
     shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
@@ -632,11 +630,11 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
     n = len(worker_arrays)
     if cluster is None:
         cluster = Cluster(n)
-    chunks = [np.array_split(array.ravel(), n) for array in worker_arrays]  # views: never add in place
-    ### END SOLUTION
-    # Step 2 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends
-    #          chunk (r - s) % N to worker (r + 1) % N. After the round every worker r receives from
-    #          (r - 1) % N and adds it to its own chunk (r - 1 - s) % N: a new array, never in place.
+    chunks = [np.array_split(array.ravel(), n) for array in worker_arrays]
+
+    # Step 1 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends
+    #          chunks[r][(r - s) % N] to worker (r + 1) % N. After the round every worker r receives from
+    #          (r - 1) % N and adds it to its own chunk (r - 1 - s) % N, the index its left neighbour sent.
     ### BEGIN SOLUTION
     for step in range(n - 1):
         with cluster.round():
@@ -646,13 +644,13 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
             index = (rank - 1 - step) % n  # the chunk that the left neighbour sent
             chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
     ### END SOLUTION
-    # Step 3 · Worker r now holds the whole sum of chunk (r + 1) % N, its own: it divides it by N.
+    # Step 2 · Worker r now holds the whole sum of chunk (r + 1) % N, its own: it divides it by N.
     ### BEGIN SOLUTION
     for rank in range(n):
         owned = (rank + 1) % n
         chunks[rank][owned] = chunks[rank][owned] / n
     ### END SOLUTION
-    # Step 4 · All-gather, rounds s = 0..N-2: every worker r sends chunk (r + 1 - s) % N to worker
+    # Step 3 · All-gather, rounds s = 0..N-2: every worker r sends chunks[r][(r + 1 - s) % N] to worker
     #          (r + 1) % N; after the round every worker r replaces its chunk (r - s) % N with what it received.
     ### BEGIN SOLUTION
     for step in range(n - 1):
@@ -662,8 +660,8 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
         for rank in range(n):
             chunks[rank][(rank - step) % n] = cluster.receive(rank, (rank - 1) % n)
     ### END SOLUTION
-    # Step 5 · Each worker's result: its N chunks joined (np.concatenate) and reshaped to the input's shape.
-    #          Return (results, cluster.ledger.summary()).
+    # Step 4 · Return (results, cluster.ledger.summary()): worker r's result is its N chunks joined
+    #          (np.concatenate) and reshaped to the input's shape.
     ### BEGIN SOLUTION
     results = [np.concatenate(chunks[rank]).reshape(shape) for rank in range(n)]
     return results, cluster.ledger.summary()
@@ -919,9 +917,9 @@ lesson_passed("029")
 #   the cap gets a bucket of its own. (PyTorch closes a bucket once it *reaches* the
 #   cap, so its buckets can overshoot by one tensor, and its first bucket has
 #   a cap of 1 MiB.)
-# - Per bucket: every worker flattens its bucket's tensors (`ravel`, in the
-#   bucket's order) into one buffer with `np.concatenate`; one
-#   `ring_all_reduce_mean` on the buffers; the results cut back into tensors.
+# - Per bucket, one `ring_all_reduce_mean` of each worker's bucket flattened into
+#   one buffer (its tensors raveled, in the bucket's order), cut back into tensors
+#   afterwards: bookkeeping that the cell gives you, as `all_reduce(bucket)`.
 # - Return `(averaged, buckets, traffic)`: $N$ dicts with the original keys in the
 #   original order, each worker's own; the buckets as lists of keys; the ledger's
 #   `summary()` (all buckets on one cluster, `cluster` when given).
@@ -941,6 +939,9 @@ lesson_passed("029")
 # after this lesson shows the trade-off.
 #
 # ### Implementation
+#
+# The cell gives the checks of the input, the cluster and `all_reduce(bucket)` as
+# written code; the two steps below them are yours.
 
 # %% tags=["solution"]
 def bucket_gradients(worker_grads, bucket_cap_bytes, cluster=None):
@@ -964,7 +965,9 @@ def bucket_gradients(worker_grads, bucket_cap_bytes, cluster=None):
         ValueError: if bucket_cap_bytes <= 0, if worker_grads is empty, or if the workers'
             gradients differ in keys or shapes.
     """
-    ### BEGIN SOLUTION
+    # Given (bookkeeping, not the technique): the checks of the input, the cluster, and all_reduce(bucket),
+    # which runs one ring_all_reduce_mean on the bucket's tensors (each worker's raveled and concatenated in the
+    # bucket's order) and returns, for each worker, a dict of the bucket's mean tensors (cut back to their shapes).
     if bucket_cap_bytes <= 0:
         raise ValueError(f"bucket_cap_bytes must be positive, got {bucket_cap_bytes}")
     if len(worker_grads) == 0:
@@ -975,6 +978,23 @@ def bucket_gradients(worker_grads, bucket_cap_bytes, cluster=None):
             raise ValueError(f"worker {rank}'s gradients differ from worker 0's in keys or shapes")
     if cluster is None:
         cluster = Cluster(len(worker_grads))
+
+    def all_reduce(bucket):
+        buffers = [np.concatenate([grads[key].ravel() for key in bucket]) for grads in worker_grads]
+        reduced, _ = ring_all_reduce_mean(buffers, cluster)
+        means = []
+        for buffer in reduced:
+            mine, offset = {}, 0
+            for key in bucket:
+                mine[key] = buffer[offset:offset + first[key].size].reshape(first[key].shape)
+                offset += first[key].size
+            means.append(mine)
+        return means
+
+    # Step 1 · The buckets, as lists of keys: walk the keys of `first` from the last to the first; a tensor
+    #          joins the current bucket unless its nbytes would take the bucket over bucket_cap_bytes, in which
+    #          case the bucket is closed and the tensor starts a new one (alone, when it is larger than the cap).
+    ### BEGIN SOLUTION
     buckets, current, size = [], [], 0
     for key in reversed(list(first)):
         if current and size + first[key].nbytes > bucket_cap_bytes:
@@ -984,15 +1004,15 @@ def bucket_gradients(worker_grads, bucket_cap_bytes, cluster=None):
         size += first[key].nbytes
     if current:
         buckets.append(current)
+    ### END SOLUTION
+    # Step 2 · One all_reduce per bucket, in the buckets' order, each worker collecting its mean tensors.
+    #          Return (averaged, buckets, cluster.ledger.summary()): averaged[r] is worker r's dict of means, its
+    #          keys in the order of `first`.
+    ### BEGIN SOLUTION
     averaged = [{} for _ in worker_grads]
     for bucket in buckets:
-        buffers = [np.concatenate([grads[key].ravel() for key in bucket]) for grads in worker_grads]
-        reduced, _ = ring_all_reduce_mean(buffers, cluster)
-        for rank, buffer in enumerate(reduced):
-            offset = 0
-            for key in bucket:
-                averaged[rank][key] = buffer[offset:offset + first[key].size].reshape(first[key].shape)
-                offset += first[key].size
+        for mine, means in zip(averaged, all_reduce(bucket)):
+            mine.update(means)
     return [{key: mine[key] for key in first} for mine in averaged], buckets, cluster.ledger.summary()
     ### END SOLUTION
 

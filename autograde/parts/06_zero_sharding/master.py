@@ -626,16 +626,15 @@ lesson_passed("034")
 # The whole step of ZeRO stage 1 (Rajbhandari et al., *ZeRO: Memory Optimizations
 # Toward Training Trillion Parameter Models*, SC 2020), which shards the optimizer
 # state and nothing else. Every worker holds the same parameters and its own
-# (weighted, lesson 026) gradient of the whole model; the step must give every
-# worker the parameters that Adam on the mean gradient gives.
+# (weighted, lesson 026) gradient of the whole model, and must end with the
+# parameters that Adam on the mean gradient gives:
 #
-# 1. **Reduce-scatter**: a ring that, like the first half of lesson 028, passes
-#    partial sums around, but arranged so that worker $r$ ends with the complete
-#    sum of *its own* shard $r$ of the flat gradient; it divides by $N$.
-# 2. **Local update**: worker $r$ runs your `local_shard_adam_update` on its shard
-#    of the flat parameters, its mean-gradient shard and its state shard.
-# 3. **All-gather**: your `all_gather_param_shards` gives every worker the whole
-#    new flat vector, which it cuts back into a dict of arrays.
+# 1. **Reduce-scatter**: lesson 028's first half, arranged so that worker $r$ ends
+#    with the complete sum of *its own* shard $r$ of the flat gradient; it divides by $N$.
+# 2. **Local update**: your `local_shard_adam_update` on its shard of the parameters,
+#    of the mean gradient and of the state.
+# 3. **All-gather**: your `all_gather_param_shards` gives every worker the whole new
+#    flat vector.
 #
 # No worker ever holds or updates the state of another worker's shard.
 #
@@ -644,26 +643,19 @@ lesson_passed("034")
 # - `params`: the parameters every worker holds at the start of the step (one
 #   dict: the replicas are identical); `worker_grads`: $N$ dicts shaped like
 #   `params`; `worker_states`: the $N$ state shards of lesson 032 (worker $r$'s at $r$).
-# - The flat order is lesson 032's: the dict's order, each array raveled. The shards
-#   of the gradient and of the parameters are `np.array_split(flat, N)`, the same
-#   cut as the state's.
-# - The reduce-scatter, rounds $s = 0, \dots, N-2$: worker $r$ sends chunk
-#   $(r - 1 - s) \bmod N$ of its running sums to worker $(r+1) \bmod N$, which adds it to
-#   its own chunk of that index (as in lesson 028: a new array, never in place). After
-#   $N - 1$ rounds worker $r$'s chunk $r$ holds the sum over all workers, added in the
-#   ring's order (worker $r+1$'s numbers, $+$ worker $r+2$'s, ..., $+$ worker $r$'s), and
-#   worker $r$ divides it by $N$. The tests use gradients on which any other order
-#   (`np.mean` of the workers' gradients) loses whole numbers: each worker's mean must
-#   come from what it received.
+# - The flat order and the cut are lesson 032's: the dict's order, each array
+#   raveled, cut by `np.array_split(flat, N)`, for the gradient and the parameters
+#   as for the state. The cell gives this bookkeeping as written code.
+# - The order of the additions is the contract: chunk $r$'s sum is built as it
+#   travels, worker $r+1$'s numbers, $+$ worker $r+2$'s, ..., $+$ worker $r$'s. The
+#   tests use gradients on which any other order (`np.mean` of the workers'
+#   gradients) loses whole numbers: each worker's mean must come from what it received.
 # - Return `(worker_params, worker_states, traffic)`: $N$ dicts of new parameters
-#   (each worker's own, cut from its gathered vector: views of it are fine), the
-#   $N$ new state shards, and the ledger's summary after both collectives (on
-#   `cluster` when given; the grader passes its own, reads its ledger, and expects
-#   every message received).
-# - Bad input gives `ValueError`: no workers, more workers than parameter elements,
-#   a worker's gradients of other keys or shapes than `params`, states that are not
-#   $N$ shards of these parameters, and (from your `local_shard_adam_update`) a
-#   learning rate $\le 0$ or betas outside $[0, 1)$.
+#   (each worker's own, cut from its gathered vector), the $N$ new state shards, and
+#   the ledger's summary after both collectives (on `cluster` when given; the grader
+#   passes its own and expects every message received).
+# - Bad input gives `ValueError` (the given checks, and your `local_shard_adam_update`
+#   for the learning rate and the betas).
 # - **Memory**: after the step each worker keeps its parameters and its shard of the
 #   state, nothing more; the tests measure what your result keeps alive.
 #
@@ -684,10 +676,8 @@ lesson_passed("034")
 # $$\underbrace{S}_{\text{parameters}} + \underbrace{S}_{\text{gradients}} + \underbrace{2S/N}_{\text{state}}
 # \quad \text{instead of} \quad 4S.$$
 #
-# **Worked example, $N = 3$.** Worker $r$ owns shard $r$: chunk $r$ of the flat
-# gradient, shard $r$ of the flat parameters, and the state shard `worker_states[r]`.
-# Write $g_r$ for worker $r$'s gradient numbers of a chunk. Every message goes to the
-# right neighbour ($0 \to 1 \to 2 \to 0$):
+# **Worked example, $N = 3$.** Write $g_r$ for worker $r$'s gradient numbers of a
+# chunk. Every message goes to the right neighbour ($0 \to 1 \to 2 \to 0$):
 #
 # | round | worker 0 sends | worker 1 sends | worker 2 sends |
 # | --- | --- | --- | --- |
@@ -697,14 +687,12 @@ lesson_passed("034")
 # | all-gather 1 ($s = 0$) | new shard 0 (its own) | new shard 1 (its own) | new shard 2 (its own) |
 # | all-gather 2 ($s = 1$) | new shard 2 (from worker 2) | new shard 0 (from worker 0) | new shard 1 (from worker 1) |
 #
-# Compared with lesson 028 the reduce-scatter's indices are shifted by one, so that
-# worker $r$ finishes chunk $r$, its own shard, and not chunk $r + 1$; the receiver adds
-# what came in to its chunk $(r - 2 - s) \bmod N$, the index its left neighbour sent.
-# The all-gather is lesson 034's. On the first visible test (7 float64 parameters:
-# shards of 3, 2 and 2, 24, 16 and 16 bytes) worker 0 sends 32 bytes in the
-# reduce-scatter and 40 in the all-gather, 72 in all; worker 1 sends 80 and worker 2 72.
-# Each worker keeps the 56 bytes of parameters and $m$ and $v$ of its shard only (48,
-# 32 and 32 bytes) instead of all 112 bytes of the state. The figure below draws it.
+# The reduce-scatter's indices are lesson 028's shifted by one, so that worker $r$
+# finishes chunk $r$, its own shard. On the first visible test (7 float64 parameters:
+# shards of 3, 2 and 2) worker 0 sends 32 bytes in the reduce-scatter and 40 in the
+# all-gather, 72 in all; worker 1 sends 80 and worker 2 72. Each keeps $m$ and $v$ of
+# its shard only (48, 32 and 32 bytes) instead of all 112 bytes of the state. The
+# figure below draws it.
 
 # %% tags=["demo"]
 # One ZeRO-1 step on N = 3 workers and 7 float64 parameters (shards of 3, 2 and 2), from the schedule alone (no
@@ -802,9 +790,10 @@ plt.show()
 # %% [markdown]
 # ### Implementation
 #
-# The cell below names the steps as comments. Replace each
-# `raise NotImplementedError(...)` line with the code of the step above it; keep the
-# order of the steps.
+# The cell gives the bookkeeping as written code: the checks, the chunks, the
+# parameters' shards and `as_params`. Below it, the three steps of the technique are
+# named as comments: replace each `raise NotImplementedError(...)` line with the code
+# of the step above it, in order.
 
 # %% tags=["solution"]
 def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8,
@@ -835,9 +824,10 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
             a worker's gradients differ from params in keys or shapes, if worker_states is not N
             shards of these parameters, or as local_shard_adam_update (learning rate, betas).
     """
-    # Step 1 · Check the input (ValueError: no workers, more workers than parameter elements, a worker's
-    #          gradients of other keys or shapes, not N state shards); a new Cluster(N) when cluster is None.
-    ### BEGIN SOLUTION
+    # Given (bookkeeping, not the technique): the checks of the input, the cluster, the flat vectors cut as the
+    # state is (lesson 032), and as_params. chunks[r][c]: chunk c of worker r's flat gradient; param_shards[r]:
+    # shard r of the flat parameters; as_params(vector): a flat vector cut back into a dict of params' keys and
+    # shapes (views of the vector).
     n = len(worker_grads)
     if n < 1:
         raise ValueError("worker_grads is empty: a step needs at least one worker")
@@ -851,18 +841,22 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
         raise ValueError(f"{len(worker_states)} state shards for {n} workers")
     if cluster is None:
         cluster = Cluster(n)
-    ### END SOLUTION
-    # Step 2 · Flatten each worker's gradients (every array raveled, in the order of params) and cut the
-    #          flat vector into N chunks with np.array_split(flat, N): the cut of the state's shards.
-    ### BEGIN SOLUTION
     chunks = [np.array_split(np.concatenate([grads[key].ravel() for key in params]), n) for grads in worker_grads]
-    ### END SOLUTION
-    # Step 3 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends chunk
-    #          (r - 1 - s) % N to worker (r + 1) % N. After the round every worker r receives from (r - 1) % N
-    #          and adds it to its own chunk (r - 2 - s) % N: a new array, never in place. Worker r ends with
-    #          the sum of chunk r.
+    param_shards = np.array_split(np.concatenate([value.ravel() for value in params.values()]), n)
+
+    def as_params(vector):
+        mine, offset = {}, 0
+        for key, value in params.items():
+            mine[key] = vector[offset:offset + value.size].reshape(value.shape)
+            offset += value.size
+        return mine
+
+    # Step 1 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends
+    #          chunks[r][(r - 1 - s) % N] to worker (r + 1) % N. After the round every worker r receives from
+    #          (r - 1) % N and adds it to its chunk (r - 2 - s) % N, the index its left neighbour sent: a new
+    #          array, never in place. Worker r ends with the sum of chunk r, its own shard.
     ### BEGIN SOLUTION
-    for step in range(n - 1):  # reduce-scatter: worker r ends with the sum of chunk r
+    for step in range(n - 1):
         with cluster.round():
             for rank in range(n):
                 cluster.send(rank, (rank + 1) % n, chunks[rank][(rank - 1 - step) % n])
@@ -870,10 +864,10 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
             index = (rank - 2 - step) % n  # the chunk that the left neighbour sent
             chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
     ### END SOLUTION
-    # Step 4 · Local update: cut the flat parameters the same way; worker r runs local_shard_adam_update on
-    #          its parameter shard r, its mean gradient (chunk r / N) and worker_states[r].
+    # Step 2 · Local update: worker r runs local_shard_adam_update on param_shards[r], its mean gradient
+    #          chunks[r][r] / N and worker_states[r] (with learning_rate, beta1, beta2, eps), and keeps what it
+    #          returns: its new shard and its new state.
     ### BEGIN SOLUTION
-    param_shards = np.array_split(np.concatenate([value.ravel() for value in params.values()]), n)
     new_shards, new_states = [], []
     for rank in range(n):  # each worker updates its own shard, with its own state
         shard, state = local_shard_adam_update(param_shards[rank], chunks[rank][rank] / n, worker_states[rank],
@@ -881,18 +875,12 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
         new_shards.append(shard)
         new_states.append(state)
     ### END SOLUTION
-    # Step 5 · All-gather the new shards with all_gather_param_shards on the same cluster; cut each worker's
-    #          vector back into a dict of params' keys and shapes. Return (worker_params, new states, traffic).
+    # Step 3 · All-gather the new shards with all_gather_param_shards on the same cluster. Return
+    #          ([as_params(vector) for each worker's vector], the new states, the traffic the all-gather returns:
+    #          the ledger of the whole step, as both collectives ran on one cluster).
     ### BEGIN SOLUTION
     vectors, traffic = all_gather_param_shards(new_shards, cluster)
-    worker_params = []
-    for vector in vectors:
-        mine, offset = {}, 0
-        for key, value in params.items():
-            mine[key] = vector[offset:offset + value.size].reshape(value.shape)
-            offset += value.size
-        worker_params.append(mine)
-    return worker_params, new_states, traffic
+    return [as_params(vector) for vector in vectors], new_states, traffic
     ### END SOLUTION
 
 # %% [markdown]
@@ -1004,13 +992,10 @@ lesson_passed("035")
 # - **All-reducing the gradients**: a whole ring all-reduce (lesson 028) and then the
 #   parameters' all-gather gives the right parameters for $3(N-1)/N$ of the bytes
 #   instead of $2(N-1)/N$. Each worker needs only its own shard's mean: a
-#   reduce-scatter. (Libraries do not all send only that: DeepSpeed's early ZeRO-1
-#   code all-reduced the gradients, 1.5 times the traffic, and reports on its issue
-#   tracker in 2024 and 2025 say its stages 1 and 2 still reduce them with an
-#   all-reduce by default. $2(N-1)/N$ is what the technique needs, not what every
-#   implementation sends.)
-# - **Every worker keeping the full moments**: every worker updates all the
-#   parameters with `m` and `v` of all of them. The numbers are right, and the
+#   reduce-scatter. (DeepSpeed's early ZeRO-1 code all-reduced the gradients, and
+#   reports on its issue tracker in 2024 and 2025 say stages 1 and 2 still do by
+#   default: $2(N-1)/N$ is what the technique needs, not what every library sends.)
+# - **Every worker keeping the full moments**: the numbers are right and the
 #   memory is plain data parallelism's; the tests look at the states you return
 #   and measure what your result keeps alive.
 # - **A step counter advanced once per worker**: the step count is the
