@@ -6,7 +6,9 @@ check strings of the "iri" format, and that import compiles some forty Earley gr
 three to four seconds of CPU in every nbgrader process before it does anything
 (python-jsonschema/jsonschema#1428).  No schema that nbgrader or nbformat reads uses the
 "iri" format (nbformat checks no string format at all), so the grading processes start
-nbgrader without it.
+nbgrader without it.  (pyproject.toml also keeps jsonschema below 4.24, the first release that
+imports it, so that no other process of the course pays for it either: the Jupyter servers,
+nbconvert, pytest's workers.  This stays for an environment that installs a newer jsonschema.)
 
 nbgrader grades one assignment per command, and each command is a new process: a second to
 import nbgrader and half a second to shut it down, more than a solved notebook of a small part
