@@ -70,15 +70,12 @@ class Lesson:
 
 
 PARTS = tuple(Part(number, slug, title) for number, slug, title, _ in _TABLE)
-_FUNCTIONS_BY_PART = {number: list(functions) for number, _, _, functions in _TABLE}
 
 
 def _build_lessons() -> tuple[Lesson, ...]:
-    lessons = []
-    for part in PARTS:
-        for function in _FUNCTIONS_BY_PART[part.number]:
-            lessons.append(Lesson(len(lessons) + 1, function, part))
-    return tuple(lessons)
+    """The lessons in the table's order, numbered 1, 2, ... through the parts."""
+    functions = [(part, function) for part, (*_, names) in zip(PARTS, _TABLE) for function in names]
+    return tuple(Lesson(number, function, part) for number, (part, function) in enumerate(functions, 1))
 
 
 LESSONS = _build_lessons()
