@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .course_table import PARTS as _TABLE
+from .course_table import POINTS_PER_LESSON
 from .lesson_minutes import MINUTES as _MINUTES
 
-POINTS_PER_LESSON = 5
 _ACRONYMS = {"mlp": "MLP", "mse": "MSE", "relu": "ReLU", "adam": "Adam", "zero": "ZeRO"}
 
 

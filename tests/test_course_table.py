@@ -11,13 +11,14 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
 
 from course import ROOT, master_headings, tool
 from shared import course_table as stored
-from shared.lessons import LESSONS, PARTS
+from shared.lessons import LESSONS, PARTS, lessons_of
 
 table = tool("course_table")
 
@@ -76,6 +77,35 @@ def test_a_lesson_appended_to_a_master_joins_the_table(masters, tmp_path):
     namespace: dict = {}
     exec(written.read_text(), namespace)  # noqa: S102 (the table just written)
     assert namespace["PARTS"][-1][3][-1] == "overlap_all_gather"
+
+
+def test_a_lesson_appended_to_a_master_changes_the_readme_s_size_and_its_parts_range(masters):
+    readme = (ROOT / "README.md").read_text()
+    assert table.readme_text(readme, table.course_rows()) == readme, "run `make build`"
+    master = last_master(masters)
+    master.write_text(master.read_text() + NEW_LESSON)
+    rows = table.course_rows(masters)
+    written = table.readme_text(readme, rows)
+    lessons, last = len(LESSONS) + 1, PARTS[-1]
+    sentence = (f"{table.number_words(len(PARTS)).capitalize()} notebooks, {table.number_words(lessons)} lessons, "
+                f"one\ngraded function per lesson, 5 XP each, {5 * lessons} XP in all.")
+    assert sentence in written and sentence not in readme
+    first = lessons_of(last.number)[0].code
+    assert re.search(rf"^\| {last.number} \| `notebooks/{last.slug}\.ipynb`.*\| {first}–{lessons:03d} \|", written,
+                     re.MULTILINE)
+    changed = [(old, new) for old, new in zip(readme.splitlines(), written.splitlines()) if old != new]
+    assert len(changed) == 3 and len(written.splitlines()) == len(readme.splitlines()), changed  # nothing else
+
+
+@pytest.mark.parametrize("n, words", [(0, "zero"), (7, "seven"), (19, "nineteen"), (40, "forty"), (41, "forty-one"),
+                                      (99, "ninety-nine"), (200, "200")])
+def test_numbers_are_written_in_words(n, words):
+    assert table.number_words(n) == words
+
+
+def test_a_readme_without_its_size_markers_is_refused():
+    with pytest.raises(table.TableError, match="course-size sentence"):
+        table.readme_text("Seven notebooks, forty lessons.", table.course_rows())
 
 
 @pytest.mark.parametrize("change, message", [

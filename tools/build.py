@@ -15,6 +15,8 @@ From them this script writes, deterministically (a second build is byte-identica
 - ``shared/course_table.py``                  the parts and lessons the masters hold (tools/course_table.py);
                                              written first: a lesson added to a master changes it, and the
                                              build then starts again with the new table
+- ``README.md``, two spans of it              its sentence of the course's size (between its markers)
+                                             and the lesson range of each row of its parts table
 
 Cells in a master are marked with tags on their ``# %%`` line; the build turns
 them into nbgrader metadata, so the master stays readable:
@@ -412,7 +414,10 @@ def lesson_blocks_module() -> str:
 
 
 def build_all(only: list[str] | None = None, execute: bool = True) -> dict[Path, str]:
-    outputs: dict[Path, str] = {Path("shared") / "course_table.py": course_table.module_text(course_table.course_rows(PARTS)),
+    rows = course_table.course_rows(PARTS)
+    outputs: dict[Path, str] = {Path("shared") / "course_table.py": course_table.module_text(rows),
+                                # the README's sentence of the course's size and its parts table's lesson ranges
+                                Path("README.md"): course_table.readme_text((ROOT / "README.md").read_text(), rows),
                                 Path("shared") / "lesson_blocks.py": lesson_blocks_module(),
                                 Path("shared") / "lesson_minutes.py": clock.minutes_module(
                                     clock.estimates(clock.course_features(PARTS)))}
@@ -657,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(problems) if problems else "all generated files are fresh")
             return 1 if problems else 0
         write_outputs(outputs, args.force)
-    except BuildError as error:
+    except (BuildError, course_table.TableError) as error:
         print(f"build failed: {error}", file=sys.stderr)
         return 1
     return 0
