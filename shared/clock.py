@@ -254,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     print("lesson  words  solution lines  reading  writing  overhead  estimate  (walked text)")
     for code, item in features.items():
         print(f"  {code}  {item.words:5d}  {item.solution_lines:14d}  {MODEL.reading(item):7.1f}  "
-              f"{MODEL.writing(item):7.1f}  {MODEL.overhead:8.2f}  {minutes[code]:4d} min  ({walked[code]} min)")
+              f"{MODEL.writing(item):7.1f}  {MODEL.overhead:8.2f}  {minutes[code]:4d} min  "
+              + (f"({walked[code]} min)" if code in walked else "(written since)"))
     print(f"course today: {format_minutes(sum(minutes.values()))} ({sum(minutes.values())} min); "
           f"the walked text: {format_minutes(sum(walked.values()))}")
     for item, estimate in compared(walked, record.recorded):

@@ -82,7 +82,8 @@ def test_the_model_agrees_with_the_recorded_walkthrough_on_the_walked_text():
     record = clock.walkthrough()
     recorded, tolerance = record.recorded, record.tolerance
     assert tolerance == {"span_fraction": 0.15, "lesson_minutes": 5, "course_fraction": 0.10}
-    assert list(record.walked) == [item.code for item in LESSONS]
+    codes = [item.code for item in LESSONS]
+    assert list(record.walked) == codes[:len(record.walked)]  # lessons written since are not in it
     minutes = clock.estimates(record.walked)
     spans = [item for item in recorded if len(item.codes) > 1]
     singles = [item for item in recorded if len(item.codes) == 1]

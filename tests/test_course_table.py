@@ -22,9 +22,10 @@ from shared.lessons import LESSONS, PARTS, lessons_of
 
 table = tool("course_table")
 
-NEW_LESSON = '''
+NEXT, LAST = f"{len(LESSONS) + 1:03d}", LESSONS[-1].code  # a lesson appended after the course's last
+NEW_LESSON = f'''
 # %% [markdown]
-# ## 041 · Overlap all gather
+# ## {NEXT} · Overlap all gather
 #
 # A throwaway lesson, appended to the last part.
 
@@ -109,8 +110,8 @@ def test_a_readme_without_its_size_markers_is_refused():
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda text: text + NEW_LESSON.replace("041", "042"), "lesson 042 is out of order"),
-    (lambda text: text + NEW_LESSON.replace("041", "040"), "lesson 040 is out of order"),
+    (lambda text: text + NEW_LESSON.replace(NEXT, f"{int(NEXT) + 1:03d}"), f"lesson {int(NEXT) + 1:03d} is out of order"),
+    (lambda text: text + NEW_LESSON.replace(NEXT, LAST), f"lesson {LAST} is out of order"),
     (lambda text: text + NEW_LESSON.replace("def overlap_all_gather", "def overlap"),
      "no solution cell defines overlap_all_gather"),
     (lambda text: text.replace(' part_title="', ' other="', 1), "the master's first cell names the part"),
