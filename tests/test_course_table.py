@@ -89,7 +89,7 @@ def test_a_lesson_appended_to_a_master_changes_the_readme_s_size_and_its_parts_r
     written = table.readme_text(readme, rows)
     lessons, last = len(LESSONS) + 1, PARTS[-1]
     sentence = (f"{table.number_words(len(PARTS)).capitalize()} notebooks, {table.number_words(lessons)} lessons, "
-                f"one\ngraded function per lesson, 5 XP each, {5 * lessons} XP in all.")
+                f"one\ngraded function per lesson, {table.POINTS_PER_LESSON} XP each, {table.POINTS_PER_LESSON * lessons} XP in all.")
     assert sentence in written and sentence not in readme
     first = lessons_of(last.number)[0].code
     assert re.search(rf"^\| {last.number} \| `notebooks/{last.slug}\.ipynb`.*\| {first}–{lessons:03d} \|", written,

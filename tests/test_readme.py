@@ -17,18 +17,14 @@ import re
 import nbformat
 import pytest
 
-from course import ROOT, built_parts, student_path
+from course import ROOT, built_parts, student_path, tool
 from shared.lessons import LESSONS, PARTS, POINTS_PER_LESSON, TOTAL_POINTS, lessons_of
 
 README = (ROOT / "README.md").read_text()
 FENCED = re.compile(r"^[ \t]*```[^\n]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)  # indented in a list too
 
-_ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-         "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
-_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
-         "ninety": 90}
-NUMBER_WORDS = {word: value for value, word in enumerate(_ONES)} | _TENS | {
-    f"{tens}-{one}": value + index for tens, value in _TENS.items() for index, one in enumerate(_ONES[1:10], 1)}
+# Number words as the build writes them (tools/course_table.number_words), read back.
+NUMBER_WORDS = {tool("course_table").number_words(n): n for n in range(100)}
 # A number the README states as a fact: "about thirty notebooks" (a batch) is an estimate, not a count.
 NUMBER = r"(?<!about )(\d[\d,]*|" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True)) + r")"
 
