@@ -85,14 +85,13 @@ def _load_lesson(code: str) -> dict[str, Any] | None:
 
 def _aliases(result: Any, args: dict[str, Any], earlier: list[tuple[str, np.ndarray]]) -> list[str]:
     """Which arrays of the result share memory with an input or with an earlier call's result."""
-    from shared.cluster import arrays_held
+    from shared.cluster import arrays_held, first_shared
     found = []
-    inputs = [item for name, value in args.items() for item in arrays_held(value, f"`{name}`")]
+    sources = [item for name, value in args.items() for item in arrays_held(value, f"`{name}`")] + earlier
     for where, array in arrays_held(result, "the result"):
-        for source, other in inputs + earlier:
-            if array.size and other.size and np.shares_memory(array, other):
-                found.append(f"{where} shares memory with {source}")
-                break
+        index = first_shared(array, [other for _, other in sources])
+        if index is not None:
+            found.append(f"{where} shares memory with {sources[index][0]}")
     return found
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .cluster import arrays_held, arrays_shared_between_workers, arrays_shared_within  # noqa: F401
+from .cluster import arrays_held, arrays_shared_between_workers, arrays_shared_within, first_shared  # noqa: F401
 
 # Bound once, at import: see the module docstring.
 _ndarray = np.ndarray
@@ -35,7 +35,6 @@ _abs = np.abs
 _argmax = np.argmax
 _unravel_index = np.unravel_index
 _array_equal = np.array_equal
-_shares_memory = np.shares_memory
 _issubdtype = np.issubdtype
 _floating = np.floating
 _number = np.number
@@ -402,7 +401,7 @@ def recognise_mutating_mistake(mutated: Sequence[Any], mistakes: Sequence[Mistak
 def shared_arrays(result: Any, args: Sequence[Any]) -> bool:
     """Whether an array inside ``result`` shares memory with an array inside ``args``."""
     inputs = arrays_in(list(args))
-    return any(a.size and b.size and _shares_memory(a, b) for a in arrays_in(result) for b in inputs)
+    return any(first_shared(a, inputs) is not None for a in arrays_in(result))
 
 
 def recognise_aliasing_mistake(mistakes: Sequence[Mistake], args: tuple, *, expected: Any,
@@ -563,7 +562,7 @@ def check_fresh(result: Any, args: Sequence[Any], names: Sequence[str], label: s
     """No array of ``result`` shares memory with an argument (the result must be new arrays)."""
     for name, arg in zip(names, args):
         for given in arrays_in(arg):
-            if any(out.size and given.size and np.shares_memory(out, given) for out in arrays_in(result)):
+            if first_shared(given, arrays_in(result)) is not None:
                 raise CheckFailure(f"the result of {label} shares memory with its input `{name}`: return new "
                                    f"arrays (e.g. x.astype(dtype) or x.copy()), so that changing the result can "
                                    f"never change the caller's data")

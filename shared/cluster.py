@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -280,8 +280,7 @@ class Cluster:
     def holds_received(self, rank: int, value: Any) -> bool:
         """Whether an array in ``value`` shares memory with an array worker ``rank`` received."""
         received = [array for ref in self._received.get(rank, []) if (array := ref()) is not None]
-        return any(np.shares_memory(mine, got) for _, mine in arrays_held(value) for got in received
-                   if mine.size and got.size)
+        return any(first_shared(mine, received) is not None for _, mine in arrays_held(value))
 
     def estimated_seconds(self) -> float:
         """The alpha-beta estimate of the communication so far, with this cluster's latency and bandwidth."""
@@ -299,6 +298,26 @@ def arrays_held(value: Any, where: str = "the value") -> list[tuple[str, np.ndar
     return []
 
 
+# Bound once, when the helper package is imported (before any learner code runs): a notebook that later
+# rebinds np.shares_memory cannot change what these checks find (shared.checking binds its NumPy alike).
+_np_shares_memory = np.shares_memory
+
+
+def share_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether arrays ``a`` and ``b`` (any shapes and dtypes) share memory: writing into one may change the
+    other.  An empty array holds no number, so it shares nothing (not even with itself)."""
+    return bool(a.size and b.size and _np_shares_memory(a, b))
+
+
+def first_shared(array: np.ndarray, candidates: Iterable[np.ndarray]) -> int | None:
+    """The index of the first of ``candidates`` (arrays) that shares memory with ``array``
+    (:func:`share_memory`), or None when none does."""
+    for index, other in enumerate(candidates):
+        if share_memory(array, other):
+            return index
+    return None
+
+
 #: Arrays of one result compared pairwise for shared memory, at most (a result holds a few dozen).
 SHARING_CHECKED = 256
 
@@ -309,10 +328,9 @@ def arrays_shared_within(value: Any, name: str = "the result") -> list[str]:
     held = arrays_held(value, name)[:SHARING_CHECKED]
     found = []
     for i, (where, array) in enumerate(held):
-        for other_where, other in held[:i]:
-            if array.size and other.size and np.shares_memory(array, other):
-                found.append(f"{where} shares memory with {other_where}")
-                break
+        other = first_shared(array, [earlier for _, earlier in held[:i]])
+        if other is not None:
+            found.append(f"{where} shares memory with {held[other][0]}")
     return found
 
 
@@ -330,8 +348,9 @@ def arrays_shared_between_workers(per_worker: Any, name: str = "the result") -> 
             for where, array in arrays_held(item, f"{name}[{rank}]")]
     found = []
     for i, (rank, where, array) in enumerate(held):
-        for other_rank, other_where, other in held[:i]:
-            if other_rank != rank and array.size and other.size and np.shares_memory(array, other):
-                found.append(f"{where} (worker {rank}) shares memory with {other_where} (worker {other_rank})")
-                break
+        others = [(other_rank, other_where, other) for other_rank, other_where, other in held[:i] if other_rank != rank]
+        index = first_shared(array, [other for _, _, other in others])
+        if index is not None:
+            other_rank, other_where, _ = others[index]
+            found.append(f"{where} (worker {rank}) shares memory with {other_where} (worker {other_rank})")
     return found
