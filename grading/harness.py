@@ -45,7 +45,7 @@ import numpy as np
 
 from . import wire
 from .meter import Meter
-from .protocol import ANSWERS_MIME, CASES_FILE_ENV, REVEAL_DIR_ENV
+from .protocol import ANSWERS_MIME, CASES_FILE_ENV, MESSAGE_CUT, REVEAL_DIR_ENV
 
 OUTPUT_CAP = 4000            # characters of the learner's printed output kept per lesson
 CHILD_MEMORY = 3 * 2**30     # bytes of address space a lesson's child may add to the kernel's
@@ -132,7 +132,7 @@ def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
                 result = function(*args.values(), **extra)
     except BaseException as error:  # SystemExit and KeyboardInterrupt too: they end this case only
         frames = traceback.extract_tb(error.__traceback__)[1:]  # drop this harness's own frame
-        return {"kind": "raised", "error": type(error).__name__, "message": str(error)[:2000],
+        return {"kind": "raised", "error": type(error).__name__, "message": str(error)[:MESSAGE_CUT],
                 "traceback": "".join(traceback.format_list(frames[-5:]))[:4000],
                 "seconds": time.perf_counter() - started}
     seconds = time.perf_counter() - started

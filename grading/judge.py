@@ -34,12 +34,13 @@ from typing import Any
 import numpy as np
 
 from shared.checking import (Mistake, describe_args, difference, mutation_message, parts_shared_problem,
-                             recognise_aliasing_mistake, recognise_mistake, recognise_mutating_mistake)
+                             recognise_aliasing_mistake, recognise_crashing_mistake, recognise_mistake,
+                             recognise_mutating_mistake)
 from shared.lessons import Lesson, lesson as find_lesson, lessons_of
 from shared.mistakes import mistakes_of
 
 from . import wire
-from .protocol import CASES_FILE_ENV, RUN_SEED_ENV, Reason
+from .protocol import CASES_FILE_ENV, MESSAGE_CUT, RUN_SEED_ENV, Reason
 from .spec import Case, LessonSpec, Raises, draw_cases
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -235,7 +236,7 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
     if kind == "raised":
         error_name, text = answer.get("error"), answer.get("message", "")
         message = f"{name} raised {error_name}: {text}"
-        crash = _crashing_mistake(error_name, text, mistakes, values)
+        crash = recognise_crashing_mistake(error_name, text, mistakes, tuple(values), cut=MESSAGE_CUT)
         where = answer.get("traceback", "").strip()
         return Reason.CRASH, _with_mistake(message + (f"\n  where:\n{where}" if where else ""), crash)
     if kind != "returned":
@@ -357,17 +358,6 @@ def _sharing_mistake(mistakes: Sequence[Mistake], values: list) -> Mistake | Non
             continue
         if arrays_shared_between_workers(_per_worker(result)):
             return mistake
-    return None
-
-
-def _crashing_mistake(error_name: str, text: str, mistakes: Sequence[Mistake], values: list) -> Mistake | None:
-    for mistake in mistakes:  # the mistake that crashes the same way on the same inputs
-        try:
-            with np.errstate(all="ignore"):
-                mistake.compute(*copy.deepcopy(values))
-        except Exception as other:
-            if type(other).__name__ == error_name and str(other)[:2000] == text:
-                return mistake
     return None
 
 

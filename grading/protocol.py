@@ -3,9 +3,9 @@
 The grader (nbgrader's process: :mod:`grading.preprocessors`, :mod:`grading.judge`, and the tools
 that start it), the sandbox's launcher (:mod:`grading.sandbox`) and the kernel (:mod:`grading.harness`)
 agree on a few names: the environment variables they set for one another, the paths at which the
-sandbox shows the kernel what it may read, the MIME type of the answers' message, and the reasons a
-verdict gives.  Each is spelled here and nowhere else in ``grading/`` and ``tools/``
-(``tests/test_protocol.py`` fails on an ``MCT_`` name written out there).
+sandbox shows the kernel what it may read, the MIME type of the answers' message and how much of a
+crash's message it carries, and the reasons a verdict gives.  Each is spelled here and nowhere else
+in ``grading/`` and ``tools/`` (``tests/test_protocol.py`` fails on an ``MCT_`` name written out there).
 
 This module is copied into the kernel's tree beside the harness (:data:`grading.kernel_tree.KERNEL_SIDE`):
 it imports nothing but the standard library and holds names only, nothing that decides a point.
@@ -77,6 +77,10 @@ INSIDE_IP = f"{INSIDE_RUN}/kernel"         # the ipc address prefix in the conne
 
 #: The MIME type of the one message a test cell displays with its lesson's answers (grading.wire's JSON).
 ANSWERS_MIME = "application/vnd.mct.answers+json"
+
+#: Characters of a crash's message that the kernel sends (grading.harness); the judge compares a mistake's
+#: crash on as many (shared.checking.recognise_crashing_mistake), so that a long message still matches.
+MESSAGE_CUT = 2000
 
 # --------------------------------------------------------------------------
 # Why a lesson got its points, or not
