@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from shared.checking import (Mistake, describe_args, difference, mutation_message, parts_shared_problem,
-                             recognise_aliasing_mistake, recognise_crashing_mistake, recognise_mistake,
-                             recognise_mutating_mistake)
+from shared.checking import (Mistake, alias_message, describe_args, difference, memory_message, mutation_message,
+                             parts_shared_problem, recognise_aliasing_mistake, recognise_crashing_mistake,
+                             recognise_mistake, recognise_mutating_mistake, with_mistake, workers_apart_message)
 from shared.lessons import Lesson, lesson as find_lesson, lessons_of
 from shared.mistakes import mistakes_of
 
@@ -208,10 +208,6 @@ class Verdict:
         return find_lesson(self.code).points if self.passed else 0
 
 
-def _with_mistake(message: str, mistake: Mistake | None) -> str:
-    return message if mistake is None else f"{message}\n  This is a common mistake: {mistake.name}. {mistake.hint}"
-
-
 def _case_label(index: int, total: int, case: Case | Raises) -> str:
     about = f": {case.about}" if case.about else ""
     return f"(hidden case {index + 1} of {total}{about}; called with {describe_args(list(case.args), list(case.args.values()))})"
@@ -238,7 +234,7 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
         message = f"{name} raised {error_name}: {text}"
         crash = recognise_crashing_mistake(error_name, text, mistakes, tuple(values), cut=MESSAGE_CUT)
         where = answer.get("traceback", "").strip()
-        return Reason.CRASH, _with_mistake(message + (f"\n  where:\n{where}" if where else ""), crash)
+        return Reason.CRASH, with_mistake(message + (f"\n  where:\n{where}" if where else ""), crash)
     if kind != "returned":
         return Reason.GRADING, f"the answer to this case is malformed ({kind!r})"
     result = wire.from_plain(answer["result"])
@@ -248,14 +244,14 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
         for arg_name, old, new in zip(case.args, values, after_values):
             if difference(new, old, arg_name, exact=True) is not None:
                 mistake = recognise_mutating_mistake(after_values, mistakes, tuple(copy.deepcopy(values)))
-                return Reason.MUTATION, _with_mistake(mutation_message(name, arg_name, old), mistake)
+                return Reason.MUTATION, with_mistake(mutation_message(name, arg_name, old), mistake)
     expected, sent = reference_answer(lesson, spec, case)
     tolerances = spec.tolerances(case)
     message = difference(result, expected, f"the result of {name}", **tolerances)
     if message is not None:
         mistake = recognise_mistake(result, mistakes, tuple(copy.deepcopy(values)), expected=expected,
                                     **tolerances)
-        return _value_or_form(result, expected), _with_mistake(message, mistake)
+        return _value_or_form(result, expected), with_mistake(message, mistake)
     if sent is not None:
         problem = _traffic_problem(name, spec, answer, sent)
         if problem:
@@ -265,9 +261,8 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
         if problem:
             return Reason.MEMORY, problem
     if spec.workers_apart and answer.get("workers_shared"):
-        from shared.checking import WORKERS_APART_HINT
-        return Reason.ALIAS, _with_mistake(f"{answer['workers_shared'][0]}: {WORKERS_APART_HINT}",
-                                           _sharing_mistake(mistakes, values))
+        return Reason.ALIAS, with_mistake(workers_apart_message(answer["workers_shared"][0]),
+                                          _sharing_mistake(mistakes, values))
     problem = parts_shared_problem(answer.get("parts_shared") or [], expected)
     if problem:
         return Reason.ALIAS, problem
@@ -276,8 +271,7 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
         return Reason.TRAFFIC, problem
     if spec.fresh_result and answer.get("aliases"):
         mistake = recognise_aliasing_mistake(mistakes, tuple(copy.deepcopy(values)), expected=expected, **tolerances)
-        return Reason.ALIAS, _with_mistake(f"{answer['aliases'][0]}: return new arrays (e.g. x + 0 or x.copy()), "
-                                           f"so that changing the result can never change the caller's data", mistake)
+        return Reason.ALIAS, with_mistake(alias_message(answer["aliases"][0]), mistake)
     return None
 
 
@@ -329,7 +323,6 @@ def _value_or_form(result: Any, expected: Any) -> Reason:
 
 
 def _memory_problem(name: str, spec: LessonSpec, case: Case, answer: dict[str, Any]) -> str | None:
-    from shared.memory import format_bytes
     kept = spec.memory.kind == "kept"
     measured = answer.get("kept_bytes" if kept else "peak_bytes")
     if type(measured) is not int:
@@ -338,12 +331,8 @@ def _memory_problem(name: str, spec: LessonSpec, case: Case, answer: dict[str, A
     allowed = int(spec.memory.allowed(case.args))
     if measured <= allowed:
         return None
-    if kept:
-        return (f"{name} gives the right numbers but its result keeps {format_bytes(measured)} alive after the "
-                f"call, and this lesson allows {format_bytes(allowed)} ({spec.memory.rule}): "
-                f"{spec.memory.shortcut}")
-    return (f"{name} gives the right numbers but allocated {format_bytes(measured)} at its peak, and this lesson "
-            f"allows {format_bytes(allowed)} ({spec.memory.rule}): {spec.memory.shortcut}")
+    return (f"{memory_message(name, measured, allowed, spec.memory.rule, kind=spec.memory.kind, right_numbers=True)}"
+            f": {spec.memory.shortcut}")
 
 
 def _sharing_mistake(mistakes: Sequence[Mistake], values: list) -> Mistake | None:

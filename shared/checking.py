@@ -315,6 +315,15 @@ def _leaf_difference(actual: Any, expected: Any, name: str, **tolerances: Any) -
 # Checks: raise CheckFailure with the explanation
 # --------------------------------------------------------------------------
 
+#: How a message names a recognised mistake (tools/report.py counts the mistakes named in verdicts by it).
+MISTAKE_SAYS = "This is a common mistake: "
+
+
+def with_mistake(message: str, mistake: Mistake | None) -> str:
+    """``message``, followed (when ``mistake`` is not None) by a line that names the mistake and gives its hint."""
+    return message if mistake is None else f"{message}\n  {MISTAKE_SAYS}{mistake.name}. {mistake.hint}"
+
+
 def check_equal(actual: Any, expected: Any, name: str, *, mistakes: Sequence[Mistake] = (),
                 mistake_args: tuple = (), mistake_view: Callable[[Any], Any] | None = None,
                 context: str = "", **tolerances: Any) -> None:
@@ -329,8 +338,7 @@ def check_equal(actual: Any, expected: Any, name: str, *, mistakes: Sequence[Mis
         return
     recognised = recognise_mistake(actual, mistakes, mistake_args, view=mistake_view,
                                    expected=expected, **tolerances)
-    if recognised is not None:
-        message += f"\n  This is a common mistake: {recognised.name}. {recognised.hint}"
+    message = with_mistake(message, recognised)
     if context:
         message += f"\n  ({context})"
     raise CheckFailure(message)
@@ -451,7 +459,13 @@ def check_workers_apart(per_worker: Any, name: str) -> None:
     """Raise CheckFailure if arrays of different workers in ``per_worker`` (a list by rank) share memory."""
     found = arrays_shared_between_workers(per_worker, name)
     if found:
-        raise CheckFailure(f"{found[0]}: {WORKERS_APART_HINT}")
+        raise CheckFailure(workers_apart_message(found[0]))
+
+
+def workers_apart_message(shared: str) -> str:
+    """What to tell a learner whose workers share an array (``shared``: a line of
+    :func:`shared.cluster.arrays_shared_between_workers`)."""
+    return f"{shared}: {WORKERS_APART_HINT}"
 
 
 # --------------------------------------------------------------------------
@@ -523,8 +537,7 @@ def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: 
             type(crash).__name__, str(crash), mistakes, tuple(snapshot(values)))
         if recognised is None:
             raise
-        raise CheckFailure(f"{failure}\n  This is a common mistake: {recognised.name}. "
-                           f"{recognised.hint}") from failure.__cause__
+        raise CheckFailure(with_mistake(str(failure), recognised)) from failure.__cause__
     if type(expected) is Deferred:  # e.g. the reference's answer, computed only now (see Deferred)
         expected = expected.compute()
     try:
@@ -533,8 +546,7 @@ def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: 
         recognised = recognise_mutating_mistake(given, mistakes, tuple(snapshot(values)))
         if recognised is None:
             raise
-        raise CheckFailure(f"{failure}\n  This is a common mistake: {recognised.name}. "
-                           f"{recognised.hint}") from None
+        raise CheckFailure(with_mistake(str(failure), recognised)) from None
     check_equal(result, expected, output or f"{label}({', '.join(names)})", mistakes=mistakes,
                 mistake_args=tuple(snapshot(values)), **tolerances)
     problem = parts_shared_problem(arrays_shared_within(result), expected)
@@ -566,9 +578,14 @@ def check_fresh(result: Any, args: Sequence[Any], names: Sequence[str], label: s
     for name, arg in zip(names, args):
         for given in arrays_in(arg):
             if first_shared(given, arrays_in(result)) is not None:
-                raise CheckFailure(f"the result of {label} shares memory with its input `{name}`: return new "
-                                   f"arrays (e.g. x.astype(dtype) or x.copy()), so that changing the result can "
-                                   f"never change the caller's data")
+                raise CheckFailure(alias_message(f"the result of {label} shares memory with its input `{name}`"))
+
+
+def alias_message(shared: str) -> str:
+    """What to tell a learner whose result shares memory with an input (``shared`` says which array with which:
+    "the result['W1'] shares memory with `params`")."""
+    return (f"{shared}: return new arrays (e.g. x + 0 or x.copy()), so that changing the result can never "
+            f"change the caller's data")
 
 
 class Deferred:
@@ -680,18 +697,29 @@ def check_memory(function: Callable[..., Any], args: Mapping[str, Any], allowed_
     base array).  ``rule`` says in words what the bound is; the message gives measured and
     allowed bytes.  Returns the call's result.
     """
-    from .memory import format_bytes, measure_peak_memory
+    from .memory import measure_peak_memory
     names, values = list(args), snapshot(list(args.values()))
     label = _label(function)
     measured = measure_peak_memory(lambda: call_learner(function, values, names))
-    if kind == "kept":
-        if measured.retained_bytes > allowed_bytes:
-            raise CheckFailure(f"{label}'s result keeps {format_bytes(measured.retained_bytes)} alive after the call "
-                               f"on this case, and this lesson allows {format_bytes(allowed_bytes)} ({rule})")
-    elif measured.peak_bytes > allowed_bytes:
-        raise CheckFailure(f"{label} allocated {format_bytes(measured.peak_bytes)} at its peak on this case, "
-                           f"and this lesson allows {format_bytes(allowed_bytes)} ({rule})")
+    used = measured.retained_bytes if kind == "kept" else measured.peak_bytes
+    if used > allowed_bytes:
+        raise CheckFailure(memory_message(label, used, allowed_bytes, rule, kind=kind))
     return measured.result
+
+
+def memory_message(label: str, measured: int, allowed: int, rule: str, *, kind: str = "peak",
+                   right_numbers: bool = False) -> str:
+    """What to tell a learner whose function ``label`` used ``measured`` bytes where the lesson allows ``allowed``
+    (``rule`` says the bound in words): at its peak (``kind="peak"``), or kept alive by its result once the call
+    has returned (``kind="kept"``).  ``right_numbers``: the answer is known to be right (the grader's case)."""
+    from .memory import format_bytes
+    if kind == "kept":
+        whose = f"{label} gives the right numbers but its" if right_numbers else f"{label}'s"
+        what = f"{whose} result keeps {format_bytes(measured)} alive after the call"
+    else:
+        who = f"{label} gives the right numbers but" if right_numbers else label
+        what = f"{who} allocated {format_bytes(measured)} at its peak"
+    return f"{what}, and this lesson allows {format_bytes(allowed)} ({rule})"
 
 
 # --------------------------------------------------------------------------

@@ -37,10 +37,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import instructor  # noqa: E402
+from shared.checking import MISTAKE_SAYS  # noqa: E402
 from shared.lessons import Lesson, lesson_of_grade_id, lessons_of  # noqa: E402
 from shared.mistakes import mistakes_of  # noqa: E402
 
-MISTAKE_SAYS = "This is a common mistake: "
 NOT_STARTED_SAYS = "not started: "
 TOP_MISTAKES = 3  # the most common named mistakes listed per lesson
 
