@@ -40,23 +40,14 @@ from shared.lessons import Lesson, lesson as find_lesson, lessons_of
 from shared.mistakes import mistakes_of
 
 from . import wire
+from .course import PARTS_DIR, reference_module
 from .protocol import CASES_FILE_ENV, MESSAGE_CUT, RUN_SEED_ENV, Reason
 from .spec import Case, LessonSpec, Raises, draw_cases
-
-ROOT = Path(__file__).resolve().parent.parent
-PARTS_DIR = ROOT / "autograde" / "parts"
-SOLUTIONS_DIR = ROOT / "solutions"
-
 
 def run_seed() -> int:
     """The seed the hidden cases are drawn from: MCT_RUN_SEED if set (by tools/instructor.py, one seed for
     a whole autograde, and by the tests), else a fresh one of 48 bits."""
     return int(os.environ.get(RUN_SEED_ENV) or secrets.randbits(48))
-
-
-def landed_parts() -> list[str]:
-    """Slugs of the parts that have landed: a folder in autograde/parts/ with a master."""
-    return [p.parent.name for p in sorted(PARTS_DIR.glob("[0-9][0-9]_*/master.py"))]
 
 
 # --------------------------------------------------------------------------
@@ -92,7 +83,7 @@ def lesson_spec(code: str) -> LessonSpec:
 
 
 def reference_function(lesson: Lesson) -> Any:
-    module = _load(SOLUTIONS_DIR / f"{lesson.part.slug}.py", f"_mct_reference_{lesson.part.slug}")
+    module = _load(reference_module(lesson.part.slug), f"_mct_reference_{lesson.part.slug}")
     return getattr(module, lesson.function)
 
 

@@ -24,11 +24,11 @@ from pathlib import Path
 import nbformat
 
 from grading import nbgrader_cli
+from grading.course import source_notebook, write_course_config
 from grading.protocol import COURSE_DIR_ENV, SANDBOX_ENV
 from grading.sandbox import bwrap_path, preflight, sandbox_wanted
 from shared.lessons import lesson_of_grade_id
 
-ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 STUDENT = "me"
 
@@ -68,11 +68,8 @@ def prepare(course: Path, parts: list[str]) -> None:
     for slug in parts:
         target = course / "source" / slug
         target.mkdir(parents=True)
-        shutil.copy(ROOT / "autograde" / "source" / slug / f"{slug}.ipynb", target)
-    (course / "nbgrader_config.py").write_text(
-        "c = get_config()  # noqa: F821\n"
-        f"load_subconfig({str(ROOT / 'autograde' / 'nbgrader_config.py')!r})  # noqa: F821\n"
-        f"c.CourseDirectory.root = {str(course)!r}\n")
+        shutil.copy(source_notebook(slug), target)
+    write_course_config(course)
 
 
 def submit(course: Path, slug: str, notebook: Path) -> None:

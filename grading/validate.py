@@ -42,8 +42,9 @@ from pathlib import Path
 
 from nbgrader.validator import Validator
 
-from grading.private_course import (ROOT, autograde, failure_reason, graded_notebook, grading_env, nbgrader,
-                                    prepare, release, submit, unsandboxed_reason, verdicts)
+from grading.course import ROOT
+from grading.private_course import (autograde, failure_reason, graded_notebook, grading_env, nbgrader, prepare,
+                                    release, submit, unsandboxed_reason, verdicts)
 from shared.lessons import lesson as find_lesson, lesson_of_grade_id, lessons_of
 from shared.progress import record_graded
 

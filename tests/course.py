@@ -24,7 +24,7 @@ from types import ModuleType
 
 import nbformat
 
-from grading.judge import landed_parts
+from grading.course import landed_parts
 from grading.protocol import COURSE_DIR_ENV
 from shared.lessons import LESSONS, Lesson, lessons_of
 
@@ -38,11 +38,6 @@ def master_headings() -> dict[str, list[str]]:
     as plain text, apart from the build's reading of the masters (tools/course_table.py)."""
     return {master.parent.name: re.findall(r"^# ## (\d{3}) · ", master.read_text(), re.MULTILINE)
             for master in sorted((ROOT / "autograde" / "parts").glob("[0-9][0-9]_*/master.py"))}
-
-
-def built_parts() -> list[str]:
-    """Slugs of the parts that have a master (the parts that have landed)."""
-    return landed_parts()
 
 
 def tool(name: str) -> ModuleType:
@@ -60,7 +55,7 @@ def tool(name: str) -> ModuleType:
 
 
 def built_lessons() -> list[Lesson]:
-    return [lesson for slug in built_parts() for lesson in lessons_of(slug)]
+    return [lesson for slug in landed_parts() for lesson in lessons_of(slug)]
 
 
 def tagged(lesson: Lesson, *values):

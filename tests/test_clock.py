@@ -20,7 +20,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from course import ROOT, built_parts, read, solved_path, source_path, student_path, tool
+from course import ROOT, read, solved_path, source_path, student_path, tool
+from grading.course import landed_parts
 from shared import clock, lesson_minutes, progress
 from shared.lessons import LESSONS, PARTS, lesson, lessons_of
 
@@ -177,7 +178,7 @@ def test_calibration_finds_the_constants_that_made_a_recording():
 # what the notebooks say
 # --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("slug", built_parts())
+@pytest.mark.parametrize("slug", landed_parts())
 def test_every_notebook_states_each_lessons_minutes_and_the_parts_total(slug):
     stated = notebook_minutes(slug)
     assert stated == {item.code: item.minutes for item in lessons_of(slug)}
@@ -189,7 +190,7 @@ def test_every_notebook_states_each_lessons_minutes_and_the_parts_total(slug):
         assert minutes_of(f"about {match.group(2)} left") == [sum(stated.values())]
 
 
-@pytest.mark.parametrize("slug", built_parts())
+@pytest.mark.parametrize("slug", landed_parts())
 def test_no_master_writes_the_clock_by_hand(slug):
     master = (ROOT / "autograde" / "parts" / slug / "master.py").read_text()
     assert not re.search(r"\*About \d+ minutes|lessons, about", master)
@@ -209,7 +210,7 @@ def test_a_master_that_writes_the_clock_by_hand_stops_the_build(tmp_path):
 # --------------------------------------------------------------------------
 
 def test_the_panel_shows_the_minutes_of_the_lessons_not_passed(progress_file):
-    stated = {code: minutes for slug in built_parts() for code, minutes in notebook_minutes(slug).items()}
+    stated = {code: minutes for slug in landed_parts() for code, minutes in notebook_minutes(slug).items()}
     assert len(stated) == len(LESSONS)
     for code in ("025", "026", "028", "003"):
         progress.lesson_passed(code)
@@ -229,7 +230,7 @@ def test_a_part_with_every_lesson_passed_has_nothing_left(progress_file):
         progress.lesson_passed(item.code)
     panel = repr(progress.ProgressPanel("02_gradient_accumulation")).splitlines()[0]
     assert "20/20 XP · nothing left" in panel
-    stated = {code: minutes for slug in built_parts() for code, minutes in notebook_minutes(slug).items()}
+    stated = {code: minutes for slug in landed_parts() for code, minutes in notebook_minutes(slug).items()}
     assert minutes_of(panel) == [sum(stated.values()) - sum(notebook_minutes("02_gradient_accumulation").values())]
 
 
@@ -238,7 +239,7 @@ def test_make_progress_prints_each_parts_time_left_and_the_total(progress_file):
     out = subprocess.run([sys.executable, "-m", "shared.progress"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     lines = out.splitlines()
-    stated = {slug: notebook_minutes(slug) for slug in built_parts()}
+    stated = {slug: notebook_minutes(slug) for slug in landed_parts()}
     for part in PARTS:
         line = next(line for line in lines if line.startswith(f"Part {part.number} · "))
         left = sum(m for code, m in stated[part.slug].items() if code != "040")

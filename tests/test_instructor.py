@@ -40,14 +40,15 @@ import pytest
 from playwright.sync_api import expect
 
 from classroom import MISTAKES, MIXED_CLASS, full_marks_expected, mixed_class
-from course import ROOT, built_parts, make_submission, submit, tool
+from course import ROOT, make_submission, submit, tool
+from grading.course import BEGIN_SETTINGS, END_SETTINGS, landed_parts
 from lab_driver import SCREENSHOTS, LabServer, free_port, screenshot
 from shared.lessons import lessons_of
 
 instructor = tool("instructor")
 
 pytestmark = pytest.mark.slow
-PARTS = built_parts()
+PARTS = landed_parts()
 SLUG = PARTS[0]  # every landed part is released; Part 1 is handed in (tests/test_nbgrader_loop.py grades them all)
 LESSONS = lessons_of(SLUG)
 SOLVED, UNTOUCHED, ALL_MISTAKES = "ada", "dennis", "ivan"  # three students of MIXED_CLASS
@@ -160,8 +161,8 @@ def shown_name(student: str) -> str:
 
 def test_the_instructor_s_own_settings_are_kept_and_a_late_submission_is_penalised(workflow):
     config = workflow["config"]
-    assert OWN_SETTING in config and config.index(instructor.END_SETTINGS) < config.index(OWN_SETTING)
-    assert config.count(instructor.BEGIN_SETTINGS) == 1  # the make runs rewrote the block, not the file
+    assert OWN_SETTING in config and config.index(END_SETTINGS) < config.index(OWN_SETTING)
+    assert config.count(BEGIN_SETTINGS) == 1  # the make runs rewrote the block, not the file
     late = workflow["rows"]["late"]
     assert float(late[f"part_{SLUG}"]) == 0 and float(late["total"]) == 0  # nbgrader's "zero" penalty
     assert float(workflow["rows"][SOLVED][f"part_{SLUG}"]) == 5 * len(LESSONS)

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from grading import wire
-from grading.judge import (QUICK_CASES, case_seed, drawn_cases, grade_cases, grade_in_process, landed_parts,
+from grading.course import landed_parts
+from grading.judge import (QUICK_CASES, case_seed, drawn_cases, grade_cases, grade_in_process,
                            lesson_spec, lesson_specs, reference_function)
 from grading.spec import Raises, draw_cases
 from shared import lesson_blocks

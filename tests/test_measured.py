@@ -25,14 +25,15 @@ import numpy as np
 import pytest
 from nbformat import NotebookNode
 
-from course import built_parts, read, student_path
+from course import read, student_path
+from grading.course import landed_parts
 from grading import kernel_tree, meter
 from grading.inputs import order_revealing_vectors
 from grading.protocol import ANSWERS_MIME as MIME
 from shared.answers import answers as _answers_decorator  # noqa: F401  (the marker the redaction reads)
 from shared.lessons import lessons_of
 
-PARTS = built_parts()
+PARTS = landed_parts()
 
 
 # --------------------------------------------------------------------------

@@ -44,7 +44,8 @@ from nbgrader.api import Gradebook, MissingEntry
 
 import adversarial
 from adversarial import HOLES, MARKER, NEIGHBOURS, RUN_SEED, Adversary
-from course import ROOT, built_parts, read, student_path, submit, tool
+from course import ROOT, read, student_path, submit, tool
+from grading.course import landed_parts
 from grading import protocol
 from grading.feedback_text import plain_words
 from shared.lessons import TOTAL_POINTS, lessons_of
@@ -52,7 +53,7 @@ from shared.mistakes import mistakes_of
 
 pytestmark = pytest.mark.slow
 instructor = tool("instructor")
-PARTS = built_parts()
+PARTS = landed_parts()
 JOBS = 2
 CELL_TIMEOUT = 6  # seconds per cell while autograding in this test
 NOTEBOOK_SECONDS = 40  # seconds per notebook (the sandbox kills the kernel after that)

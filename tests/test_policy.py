@@ -14,11 +14,12 @@ import textwrap
 
 import pytest
 
-from course import built_parts, read, solved_path, source_path, student_path
+from course import read, solved_path, source_path, student_path
+from grading.course import landed_parts
 from grading import rules
 from shared.policy import ALLOWED_MODULES, Break, check_source, course_imports, describe
 
-PARTS = built_parts()
+PARTS = landed_parts()
 COURSE = course_imports("import numpy as np\nimport matplotlib.pyplot as plt\nfrom shared import mlp\n"
                         "from shared.checking import check, call\nfrom shared.cluster import Cluster\n"
                         "from grading.harness import answer_hidden_cases\n")

@@ -17,7 +17,8 @@ import re
 import nbformat
 import pytest
 
-from course import ROOT, built_parts, student_path, tool
+from course import ROOT, student_path, tool
+from grading.course import landed_parts
 from shared.lessons import LESSONS, PARTS, POINTS_PER_LESSON, TOTAL_POINTS, lessons_of
 
 README = (ROOT / "README.md").read_text()
@@ -151,7 +152,7 @@ def existing(path: str) -> bool:
     """Whether ``path`` (from the root; ``NN_slug`` for every landed part) exists."""
     if "NN_slug" not in path:
         return (ROOT / path).exists()
-    return all((ROOT / path.replace("NN_slug", slug)).exists() for slug in built_parts())
+    return all((ROOT / path.replace("NN_slug", slug)).exists() for slug in landed_parts())
 
 
 def test_the_table_is_read():

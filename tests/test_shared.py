@@ -314,7 +314,7 @@ BLOCKS = _blocks()
 
 
 def test_every_isolated_function_has_a_block():
-    from grading.judge import landed_parts
+    from grading.course import landed_parts
     isolated = {name for slug in landed_parts() for spec in lesson_specs(slug).values() for name in spec.isolate}
     assert isolated <= {param.values[0] for param in BLOCKS}
 

@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from course import built_parts, master_headings, read, solved_path, source_path, student_path, tagged
+from course import master_headings, read, solved_path, source_path, student_path, tagged
+from grading.course import landed_parts
 from shared.lessons import TOTAL_POINTS, lessons_of
 
 SECTIONS = ["Intuition", "Concepts", "Math", "Implementation", "Tests", "Common mistakes", "Checkpoint"]
@@ -33,7 +34,7 @@ def nbgrader(cell):
     return cell.metadata.get("nbgrader", {})
 
 
-PARTS = built_parts()
+PARTS = landed_parts()
 LESSONS = [tagged(lesson, slug, lesson) for slug in PARTS for lesson in lessons_of(slug)]
 
 

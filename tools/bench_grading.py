@@ -33,7 +33,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from grading.judge import landed_parts
+from grading.course import landed_parts
 from grading.protocol import COURSE_DIR_ENV, ENV_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -64,13 +64,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import course_table  # noqa: E402  (tools/course_table.py: the lesson table, read from the masters)
 
 from grading import nbgrader_cli
+from grading.course import NBGRADER_CONFIG, write_course_config
 from grading.judge import lesson_specs
 from grading.protocol import COURSE_DIR_ENV, GRADING_ENV, PROGRESS_FILE_ENV
 from shared import clock
 from shared.lessons import PARTS as PARTS_OF_COURSE, Lesson, lesson as find_lesson, lessons_of
 
 PARTS = ROOT / "autograde" / "parts"
-NBGRADER_CONFIG = ROOT / "autograde" / "nbgrader_config.py"
 SANITIZE_CONFIG = ROOT / "tests" / "nbval_sanitize.cfg"
 HEADING = re.compile(r"^## (\d{3}) · ", re.MULTILINE)
 HEADING_LINE = re.compile(r"^## (\d{3}) · [^\n]*$", re.MULTILINE)
@@ -251,9 +251,7 @@ def student_notebooks(sources: dict[str, str], workdir: Path) -> dict[Path, str]
     for slug, text in sources.items():
         (course / "source" / slug).mkdir(parents=True)
         (course / "source" / slug / f"{slug}.ipynb").write_text(text)
-    (course / "nbgrader_config.py").write_text(
-        f"c = get_config()\nload_subconfig({str(NBGRADER_CONFIG)!r})\n"
-        f"c.CourseDirectory.root = {str(course)!r}\n")
+    write_course_config(course)
     env = {**os.environ, COURSE_DIR_ENV: str(course)}
     run = subprocess.run(nbgrader_cli.command("generate_assignment", "*", "--force", "--no-db"),
                          cwd=course, env=env, capture_output=True, text=True)

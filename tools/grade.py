@@ -28,8 +28,8 @@ nbgrader_cli.skip_iri_grammars()  # before nbformat is imported (grading/nbgrade
 
 # The grading itself is grading.private_course's (the course's validator grades the same way); this is the command.
 
-from grading.judge import landed_parts  # noqa: E402
-from grading.private_course import (ROOT, STUDENT, autograde, failure_reason, grading_env,  # noqa: E402
+from grading.course import ROOT, landed_parts  # noqa: E402
+from grading.private_course import (STUDENT, autograde, failure_reason, grading_env,  # noqa: E402
                                     graded_notebook, nbgrader, prepare, release, submit, unsandboxed_reason,
                                     verdicts)
 from shared.lessons import lesson as find_lesson, lessons_of  # noqa: E402

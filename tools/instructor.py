@@ -55,7 +55,7 @@ from grading import nbgrader_cli
 nbgrader_cli.skip_iri_grammars()  # before anything imports nbformat (grading/nbgrader_cli.py)
 
 from grading.judge import run_seed  # noqa: E402
-from grading.judge import landed_parts as judge_landed_parts
+from grading.course import landed_parts, source_notebook, write_course_config
 from grading.cgroups import describe as describe_limits, probe as probe_limits
 from grading.feedback_math import MATHML_TAGS, mathml_attribute_allowed
 from grading.protocol import ANSWERS_MIME, COURSE_DIR_ENV, RUN_SEED_ENV, SANDBOX_ENV
@@ -70,12 +70,6 @@ SECRETS_IN_FEEDBACK = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "answer_hidden_
 NO_SANDBOX_NOTE = f"graded WITHOUT a sandbox ({SANDBOX_ENV}=off): the notebooks ran with the grader's rights"
 
 
-def landed_parts() -> list[str]:
-    """Slugs of the landed parts whose source notebook is built."""
-    return [slug for slug in judge_landed_parts()
-            if (ROOT / "autograde" / "source" / slug / f"{slug}.ipynb").is_file()]
-
-
 # --------------------------------------------------------------------------
 # The course directory and the environment nbgrader runs in
 # --------------------------------------------------------------------------
@@ -86,38 +80,12 @@ def prepare_course(course: Path, parts: list[str]) -> None:
     if course.resolve() == DEFAULT_COURSE.resolve():
         return
     for slug in parts:
-        source = ROOT / "autograde" / "source" / slug / f"{slug}.ipynb"
+        source = source_notebook(slug)
         target = course / "source" / slug / f"{slug}.ipynb"
         if not target.is_file() or target.read_bytes() != source.read_bytes():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(source, target)
-    path = course / "nbgrader_config.py"
-    text = path.read_text() if path.is_file() else ""
-    config = with_course_settings(text, course)
-    if config != text:
-        path.write_text(config)
-
-
-BEGIN_SETTINGS = "# BEGIN the course's settings (written by tools/instructor.py: keep your own below END)"
-END_SETTINGS = "# END the course's settings"
-
-
-def with_course_settings(text: str, course: Path) -> str:
-    """``text`` (a course directory's nbgrader_config.py, or "") with the block that loads the course's
-    configuration at its top, written anew; everything else in it is the instructor's and is kept.
-    Settings below the block (a late penalty, an exchange folder) override the course's."""
-    block = (f"{BEGIN_SETTINGS}\n"
-             f"c = get_config()  # noqa: F821\n"
-             f"load_subconfig({str(ROOT / 'autograde' / 'nbgrader_config.py')!r})  # noqa: F821\n"
-             f"c.CourseDirectory.root = {str(course.resolve())!r}\n"
-             f"{END_SETTINGS}\n")
-    if BEGIN_SETTINGS in text and END_SETTINGS in text:
-        before, rest = text.split(BEGIN_SETTINGS, 1)
-        text = before + rest.split(END_SETTINGS, 1)[1].lstrip("\n")
-    elif text.startswith("c = get_config()  # noqa: F821\n# Written by tools/instructor.py"):
-        text = ""  # the file an earlier version wrote: all of it the course's
-    own = text.strip("\n")
-    return block + (f"\n{own}\n" if own else "")
+    write_course_config(course)
 
 
 _private: list[Path] = []
@@ -601,7 +569,7 @@ def feedback(course: Path, parts: list[str], wanted: list[str] | None, jobs: int
 
 def hidden_lines(slug: str) -> set[str]:
     """Lines of the part's hidden tests that appear nowhere in the learner's copy (to spot a leak)."""
-    source = json.loads((ROOT / "autograde" / "source" / slug / f"{slug}.ipynb").read_text())
+    source = json.loads(source_notebook(slug).read_text())
     release = (ROOT / "notebooks" / f"{slug}.ipynb").read_text()
     found = set()
     for cell in source["cells"]:
@@ -851,7 +819,8 @@ def formgrader(course: Path, parts: list[str], port: int | None, open_browser: b
 
 def part_slugs(name: str) -> list[str]:
     """The landed part(s) ``name`` means: a slug, or a part's number ("5", "05")."""
-    return [slug for slug in landed_parts() if name == slug or (name.isdigit() and slug[:2] == name.zfill(2))]
+    return [slug for slug in landed_parts(built=source_notebook)
+            if name == slug or (name.isdigit() and slug[:2] == name.zfill(2))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -880,9 +849,10 @@ def main(argv: list[str] | None = None) -> int:
     course = (args.course_dir or Path(os.environ.get("COURSE_DIR") or DEFAULT_COURSE)).resolve()
     wanted_parts = [p for p in args.parts.replace(",", " ").split() if p]
     unknown = [p for p in wanted_parts if not part_slugs(p)]
+    landed = landed_parts(built=source_notebook)
     if unknown:
-        parser.error(f"unknown or unbuilt part(s): {unknown}; landed: {landed_parts()}")
-    parts = [slug for slug in landed_parts() if any(slug in part_slugs(p) for p in wanted_parts)] or landed_parts()
+        parser.error(f"unknown or unbuilt part(s): {unknown}; landed: {landed}")
+    parts = [slug for slug in landed if any(slug in part_slugs(p) for p in wanted_parts)] or landed
     students = [s for item in (getattr(args, "students", None) or []) for s in item.split()] or None
     if args.command == "release":
         return release(course, parts)

@@ -38,20 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grading.course import ROOT, landed_parts, reference_module
 from grading.judge import Verdict, case_seed, drawn_cases, grade_cases, lesson_spec, reference_function
 from grading.protocol import PROGRESS_FILE_ENV, Reason
 from shared.lessons import Lesson, lesson as find_lesson, lessons_of
 
-ROOT = Path(__file__).resolve().parent.parent
-PARTS_DIR = ROOT / "autograde" / "parts"
-SOLUTIONS_DIR = ROOT / "solutions"
 SEPARATOR = " | "  # between the mutation and the line fragment in an equivalent_mutants entry
-
-
-def landed_parts() -> list[str]:
-    """Parts with declared hidden tests and built reference solutions."""
-    return [p.parent.name for p in sorted(PARTS_DIR.glob("[0-9][0-9]_*/cases.py"))
-            if (SOLUTIONS_DIR / f"{p.parent.name}.py").is_file()]
 
 
 # --------------------------------------------------------------------------
@@ -92,7 +84,7 @@ def reference_namespace(lesson: Lesson) -> dict[str, Any]:
 def function_source(lesson: Lesson) -> str:
     """The source of the lesson's reference function, with the blank lines before it kept,
     so that line numbers are those of ``solutions/NN_slug.py``."""
-    text = (SOLUTIONS_DIR / f"{lesson.part.slug}.py").read_text()
+    text = reference_module(lesson.part.slug).read_text()
     for node in ast.parse(text).body:
         if isinstance(node, ast.FunctionDef) and node.name == lesson.function:
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
@@ -537,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault(PROGRESS_FILE_ENV, os.devnull)
     scores = []
     started = time.perf_counter()
-    for slug in args.parts or landed_parts():
+    for slug in args.parts or landed_parts(built=reference_module):
         print(f"{slug}:", flush=True)
         scores.append(mutate_part(slug, args.functions, args.seed, args.jobs,
                                   log=lambda text: print(text, flush=True), grade_equivalent=args.grade_equivalent))

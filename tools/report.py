@@ -37,6 +37,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import instructor  # noqa: E402
+from grading.course import landed_parts, source_notebook  # noqa: E402
 from shared.checking import MISTAKE_SAYS  # noqa: E402
 from shared.lessons import Lesson, lesson_of_grade_id, lessons_of  # noqa: E402
 from shared.mistakes import mistakes_of  # noqa: E402
@@ -287,8 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     course = (args.course_dir or Path(os.environ.get("COURSE_DIR") or instructor.DEFAULT_COURSE)).resolve()
     wanted = [p for p in args.parts.replace(",", " ").split() if p]
-    parts = [slug for slug in instructor.landed_parts()
-             if any(slug in instructor.part_slugs(p) for p in wanted)] or instructor.landed_parts()
+    landed = landed_parts(built=source_notebook)
+    parts = [slug for slug in landed if any(slug in instructor.part_slugs(p) for p in wanted)] or landed
     if not (course / "gradebook.db").is_file():
         print(f"no gradebook in {course}: run `make release` and `make autograde` first", file=sys.stderr)
         return 1
