@@ -128,8 +128,25 @@ class Refusal:
             return False
 
 
+# --------------------------------------------------------------------------
+# Tolerances, named once: a part's cases use them as ``**FLOAT32`` (in a Case or a LessonSpec)
+# --------------------------------------------------------------------------
+
+#: float32 answers: the same operations in another order (a sum, a matrix product) change the last bits;
+#: float32 keeps about 7 digits, so 1e-5 relative passes them and still fails a wrong number.
+FLOAT32 = {"rtol": 1e-5, "atol": 1e-6}
+#: float64 answers whose additions may come in another order (a sum split among workers or micro-batches):
+#: they differ in the last bits only (float64 keeps about 16 digits).
+FLOAT64_REORDERED = {"rtol": 1e-12, "atol": 1e-14}
+#: float64 answers of long sums (a 1024-term matrix product) that einsum or np.dot may add in another order:
+#: they differ by ~1e-12 relative; a float32 anywhere inside is still off by ~1e-7, far outside.
+FLOAT64_LONG_SUMS = {"rtol": 1e-9, "atol": 1e-12}
+#: Counted numbers (bytes, skipped steps, a loss scale, a power of two): exactly the reference's.
+EXACT = {"rtol": 0.0, "atol": 0.0}
+
 #: (rtol, atol) by the narrowest float dtype among a case's input arrays, for a lesson that sets none.
-PRECISION_TOLERANCES = {np.dtype(np.float16): (1e-2, 1e-3), np.dtype(np.float32): (1e-5, 1e-6),
+PRECISION_TOLERANCES = {np.dtype(np.float16): (1e-2, 1e-3),
+                        np.dtype(np.float32): (FLOAT32["rtol"], FLOAT32["atol"]),
                         np.dtype(np.float64): (1e-12, DEFAULT_ATOL)}
 
 

@@ -8,9 +8,7 @@ admits, the degenerate sizes (1, square matrices), and every class of bad input.
 
 import numpy as np
 
-from grading.spec import Case, LessonSpec, Raises, Refusal
-
-F32 = {"rtol": 1e-5, "atol": 1e-6}  # float32 answers: summation order may differ in the last bits
+from grading.spec import FLOAT32, Case, LessonSpec, Raises, Refusal
 
 
 def _sizes(rng, count, low=1, high=10):
@@ -109,7 +107,7 @@ def mse_cases(rng):
         n, m = _sizes(rng, 2)
         cases.append(Case({"Y_hat": _normal(rng, (n, m)), "Y": _normal(rng, (n, m))}))
     cases.append(Case({"Y_hat": _normal(rng, (6, 2), np.float32), "Y": _normal(rng, (6, 2), np.float32)},
-                      "float32 (the loss is still a Python float)", **F32))
+                      "float32 (the loss is still a Python float)", **FLOAT32))
     cases.append(Case({"Y_hat": _normal(rng, (1, 1)), "Y": _normal(rng, (1, 1))}, "a single entry"))
     return cases
 

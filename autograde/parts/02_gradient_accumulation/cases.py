@@ -11,11 +11,10 @@ bad input.
 
 import numpy as np
 
-from grading.spec import Case, LessonSpec, MemoryBound, Raises, Refusal
+from grading.spec import FLOAT32, FLOAT64_REORDERED, Case, LessonSpec, MemoryBound, Raises, Refusal
 from shared.memory import accumulation_activation_bytes
 from shared import mlp
 
-F32 = {"rtol": 1e-5, "atol": 1e-6}  # float32 answers: the order of operations may differ in the last bits
 SHAPES = {"W1": (3, 4), "b1": (4,), "W2": (4, 2), "b2": (2,)}
 
 
@@ -89,9 +88,9 @@ def accumulate_cases(rng):
     cases.append(Case({"accumulated": _grads(rng), "micro_grads": _grads(rng), "micro_batch_size": 1},
                       "a later micro-batch of size 1 (accumulated must not change)"))
     cases.append(Case({"accumulated": None, "micro_grads": _grads(rng, np.float32), "micro_batch_size": 3},
-                      "float32 gradients, first micro-batch", **F32))
+                      "float32 gradients, first micro-batch", **FLOAT32))
     cases.append(Case({"accumulated": _grads(rng, np.float32), "micro_grads": _grads(rng, np.float32),
-                       "micro_batch_size": int(rng.integers(2, 9))}, "float32 gradients", **F32))
+                       "micro_batch_size": int(rng.integers(2, 9))}, "float32 gradients", **FLOAT32))
     return cases
 
 
@@ -199,7 +198,7 @@ LESSONS = (
         ("`list(x)` -> `x` | sizes = list(micro_batch_sizes)",
          "the contract takes a sequence of sizes, which min() and sum() can both read as it is "
          "(only a one-shot iterator, which the docstring does not allow, would differ)"),)),
-    LessonSpec("014", step_cases, rtol=1e-12, atol=1e-14, memory=STEP_MEMORY, refuses=STEP_REFUSALS,
+    LessonSpec("014", step_cases, **FLOAT64_REORDERED, memory=STEP_MEMORY, refuses=STEP_REFUSALS,
                isolate=("split_into_micro_batches", "accumulate_gradients", "scale_accumulated_gradients"),
                equivalent_mutants=(
         ("`float(x)` -> `x` | return new_params, float(loss_sum / sum(sizes))",

@@ -8,12 +8,8 @@ middle, that end inside the network and at its output; and every class of bad
 input.  Biases are perturbed so that every layer's ReLU mask has both signs.
 """
 
-from grading.spec import Case, LessonSpec, MemoryBound, Raises, Refusal
+from grading.spec import FLOAT64_LONG_SUMS, Case, LessonSpec, MemoryBound, Raises, Refusal
 from shared import mlp
-
-# Accepts einsum/np.dot answers, which may add in another order (a 1024-term sum differs by ~1e-12
-# relative); float32 anywhere inside is still off by ~1e-7.
-CLOSE = {"rtol": 1e-9, "atol": 1e-12}
 
 
 def _normal(rng, shape):
@@ -191,19 +187,19 @@ ESTIMATE_REFUSALS = tuple(Refusal(f"{name} < 1", ValueError, lambda a, name=name
 
 
 LESSONS = (
-    LessonSpec("015", forward_cases, **CLOSE, refuses=(SEGMENT_REFUSAL,), fresh_result=False, memory=FORWARD_MEMORY,  # the checkpoints hold X itself
+    LessonSpec("015", forward_cases, **FLOAT64_LONG_SUMS, refuses=(SEGMENT_REFUSAL,), fresh_result=False, memory=FORWARD_MEMORY,  # the checkpoints hold X itself
                equivalent_mutants=(
         ("`<` -> `<=` | if i < num_layers:",
          "it only adds a ReLU after the last layer, whose result `a` is never used again (z is returned)"),
         ("swap the first two arguments of `maximum` | a = np.maximum(z, 0)",
          "np.maximum is symmetric in its two arguments (and keeps the array's dtype either way)"))),
-    LessonSpec("016", recompute_cases, **CLOSE, fresh_result=False,  # the result holds the checkpoint itself
+    LessonSpec("016", recompute_cases, **FLOAT64_LONG_SUMS, fresh_result=False,  # the result holds the checkpoint itself
                equivalent_mutants=(
         ("swap the first two arguments of `min` | last_hidden = min(end_layer, mlp.num_layers(params) - 1)",
          "min is symmetric in its two arguments"),
         ("swap the first two arguments of `maximum` | a = np.maximum(z, 0)",
          "np.maximum is symmetric in its two arguments (and keeps the array's dtype either way)"))),
-    LessonSpec("017", backward_cases, **CLOSE, memory=BACKWARD_MEMORY,
+    LessonSpec("017", backward_cases, **FLOAT64_LONG_SUMS, memory=BACKWARD_MEMORY,
                isolate=("mlp_forward_checkpointed", "recompute_block_activations"),
                equivalent_mutants=(
         ("swap the first two arguments of `min` | end = min(start + segment_size, num_layers)",

@@ -21,12 +21,10 @@ worker computes on its own shard only.
 import numpy as np
 
 from grading.inputs import order_revealing_vectors
-from grading.spec import Case, LessonSpec, MemoryBound, OnCluster, Raises, Refusal
+from grading.spec import FLOAT32, FLOAT64_REORDERED, Case, LessonSpec, MemoryBound, OnCluster, Raises, Refusal
 from shared import mlp
 from shared.memory import data_parallel_step_allowed_bytes
 
-CLOSE = {"rtol": 1e-12, "atol": 1e-14}  # float64: the order of the additions may differ in the last bits
-F32 = {"rtol": 1e-5, "atol": 1e-6}     # float32 answers
 
 
 def _normal(rng, shape, dtype=np.float64):
@@ -138,7 +136,7 @@ def naive_cases(rng):
         cases.append(Case({"worker_arrays": _workers(rng, N, shape)}, f"{N} workers, arrays of shape {shape}"))
     cases.append(Case({"worker_arrays": _workers(rng, 2, (int(rng.integers(2, 9)),))}, "2 workers"))
     cases.append(Case({"worker_arrays": _workers(rng, int(rng.integers(3, 6)), (3, 2), np.float32)},
-                      "float32 arrays (4 bytes a number; keep the dtype)", **F32))
+                      "float32 arrays (4 bytes a number; keep the dtype)", **FLOAT32))
     cases.append(Case({"worker_arrays": _workers(rng, 3, (4,))}, "no cluster given: a new Cluster(N) of its own",
                       own_cluster=True))
     cases.append(Case({"worker_arrays": _workers(rng, 1, (4,))}, "one worker: nothing to send"))
@@ -360,10 +358,10 @@ BUCKET_REFUSALS = (
 
 LESSONS = (
     LessonSpec("025", shard_cases, refuses=SHARD_REFUSALS, fresh_result=False),  # shards may be views of X and Y
-    LessonSpec("026", local_cases, **CLOSE, refuses=LOCAL_REFUSALS, equivalent_mutants=(
+    LessonSpec("026", local_cases, **FLOAT64_REORDERED, refuses=LOCAL_REFUSALS, equivalent_mutants=(
         ("`float(x)` -> `x` | return float(weight * mean_loss)",
          "mlp.loss_and_grads gives the loss as a Python float, and a float times a float is one"),)),
-    LessonSpec("027", naive_cases, **CLOSE, refuses=COLLECTIVE_REFUSALS, workers_apart=True,
+    LessonSpec("027", naive_cases, **FLOAT64_REORDERED, refuses=COLLECTIVE_REFUSALS, workers_apart=True,
                on_cluster=OnCluster(ON_WORKERS.workers, results_received=True),
                equivalent_mutants=(FIRST_OR_LAST,)),
     LessonSpec("028", ring_cases, exact=True, refuses=COLLECTIVE_REFUSALS, workers_apart=True, on_cluster=ON_WORKERS,
@@ -374,7 +372,7 @@ LESSONS = (
            "for -N < r - s < N (the ranks and steps here)")
           for line in ("chunks[rank][(rank - step) % n])", "index = (rank - 1 - step) % n",
                        "chunks[rank][(rank - step) % n] = cluster.receive")))),
-    LessonSpec("029", step_cases, **CLOSE, refuses=STEP_REFUSALS, memory=STEP_MEMORY, workers_apart=True,
+    LessonSpec("029", step_cases, **FLOAT64_REORDERED, refuses=STEP_REFUSALS, memory=STEP_MEMORY, workers_apart=True,
                on_cluster=OnCluster(lambda a: a["num_workers"]),
                isolate=("shard_dataset_across_workers", "compute_local_gradients", "ring_all_reduce_mean"),
                equivalent_mutants=(

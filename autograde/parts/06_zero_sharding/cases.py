@@ -23,12 +23,10 @@ full copy per worker, or workers that keep the full moments, score 0.
 import numpy as np
 
 from grading.inputs import order_revealing_vectors
-from grading.spec import Case, LessonSpec, MemoryBound, OnCluster, Raises, Refusal
+from grading.spec import FLOAT32, FLOAT64_REORDERED, Case, LessonSpec, MemoryBound, OnCluster, Raises, Refusal
 from shared import mlp
 from shared.memory import partitioned_state_allowed_bytes, zero_step_allowed_bytes
 
-CLOSE = {"rtol": 1e-12, "atol": 1e-14}  # float64: only the order of the additions may differ
-F32 = {"rtol": 1e-5, "atol": 1e-6}     # float32 answers
 
 
 def _normal(rng, shape, dtype=np.float64):
@@ -172,7 +170,7 @@ def update_cases(rng):
     cases.append(Case(_update_args(rng, length(), beta1=0.0, beta2=0.0), "beta1 = beta2 = 0 (allowed)"))
     cases.append(Case(_update_args(rng, 1), "a shard of one element"))
     cases.append(Case(_update_args(rng, (3, 4)), "a 2-D array (any shape works: plain Adam on a matrix)"))
-    cases.append(Case(_update_args(rng, length(), dtype=np.float32), "float32 shards", **F32))
+    cases.append(Case(_update_args(rng, length(), dtype=np.float32), "float32 shards", **FLOAT32))
     good = _update_args(rng, 5)
     bad = [({"learning_rate": 0.0}, "the learning rate is 0"),
            ({"learning_rate": -float(rng.uniform(0.01, 1))}, "the learning rate is negative"),
@@ -297,7 +295,7 @@ def step_cases(rng):
     cases.append(Case(_step_args(rng, _params(rng, widths=[5, 6, 3]), 8), "8 workers"))
     params32 = _params(rng, dtype=np.float32)
     cases.append(Case(_step_args(rng, params32, _uneven_workers(rng, _size(params32))),
-                      "float32 parameters, gradients and state", **F32))
+                      "float32 parameters, gradients and state", **FLOAT32))
     ordered = _params(rng, widths=[3, 4, 2])
     N = int(rng.integers(3, 6))
     flat = order_revealing_vectors(rng, N, _size(ordered), lambda c: (c + 1, c + 2))
@@ -394,11 +392,11 @@ LESSONS = (
     LessonSpec("031", init_cases, exact=True),
     LessonSpec("032", partition_cases, exact=True, refuses=PARTITION_REFUSALS, memory=PARTITION_MEMORY,
                workers_apart=True, equivalent_mutants=PARTITION_EQUIVALENT),
-    LessonSpec("033", update_cases, **CLOSE, refuses=UPDATE_REFUSALS),
+    LessonSpec("033", update_cases, **FLOAT64_REORDERED, refuses=UPDATE_REFUSALS),
     LessonSpec("034", gather_cases, exact=True, refuses=GATHER_REFUSALS, workers_apart=True,
                on_cluster=OnCluster(lambda a: len(a["param_shards"])),
                equivalent_mutants=(FIRST_OR_LAST,)),
-    LessonSpec("035", step_cases, **CLOSE, refuses=STEP_REFUSALS, memory=STEP_MEMORY, workers_apart=True,
+    LessonSpec("035", step_cases, **FLOAT64_REORDERED, refuses=STEP_REFUSALS, memory=STEP_MEMORY, workers_apart=True,
                on_cluster=OnCluster(lambda a: len(a["worker_grads"])),
                isolate=("local_shard_adam_update", "all_gather_param_shards"), equivalent_mutants=STEP_EQUIVALENT),
 )

@@ -22,13 +22,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from grading.spec import Case, LessonSpec, MemoryBound, OnCluster, Raises, Refusal
+from grading.spec import EXACT, FLOAT32, Case, LessonSpec, MemoryBound, OnCluster, Raises, Refusal
 from shared import mlp
 from shared.memory import BYTES_PER_NUMBER, training_loop_allowed_bytes
 from shared.training import TrainingConfig
 
 DTYPES = ("float16", "float32", "float64", "mixed")
-EXACT_COUNTS = {"rtol": 0.0, "atol": 0.0}
 #: Measured bytes: the learner's kernel and the judge measure the same steps; a few percent and a few
 #: KiB of Python objects apart at most, while a switch that is ignored costs far more.
 MEASURED = {"rtol": 0.05, "atol": 4096}
@@ -324,7 +323,7 @@ def loop_cases(rng):
               case(replace(plain, steps=3, mixed_precision=True, zero_stage=1, num_workers=2, loss_scale=4.0,
                            growth_interval=1), "growth_interval 1: the scale doubles after every clean step", **F16),
               case(replace(plain, num_workers=3, zero_stage=1, num_micro_batches=2), "float32 parameters, ZeRO",
-                   dtype=np.float32, rtol=1e-5, atol=1e-6)]
+                   dtype=np.float32, **FLOAT32)]
     # Accumulation at a scale where the running sum of 32-row micro-batches, 32 * 2**12 * g, overflows float16
     # while the mean, 2**12 * g, fits (targets three times larger than usual, gradients around 1): summed in
     # float32 no step is skipped, summed in float16 the first one is (checked on 30 draws)
@@ -437,9 +436,9 @@ LOOP_EQUIVALENT = (
      "expected float as that float"),
 )
 
-LOOP_KEYS = {"skipped": EXACT_COUNTS, "loss_scale": EXACT_COUNTS}
-COMPARE_KEYS = {"parameters": EXACT_COUNTS, "gradients": EXACT_COUNTS, "optimizer": EXACT_COUNTS,
-                "activations": EXACT_COUNTS, "predicted": EXACT_COUNTS, "measured": MEASURED}
+LOOP_KEYS = {"skipped": EXACT, "loss_scale": EXACT}
+COMPARE_KEYS = {"parameters": EXACT, "gradients": EXACT, "optimizer": EXACT,
+                "activations": EXACT, "predicted": EXACT, "measured": MEASURED}
 
 #: The building blocks 040 uses, from Parts 3 to 6 (worker_gradients in shared.training calls 015 and 017's,
 #: and 017's calls 016's: revealed together, a block finds the blocks it calls).
@@ -448,11 +447,11 @@ LOOP_BLOCKS = ("shard_dataset_across_workers", "ring_all_reduce_mean", "local_sh
                "mlp_backward_checkpointed")
 
 LESSONS = (
-    LessonSpec("036", layout_cases, rtol=0.0, atol=0.0, exact=True, refuses=LAYOUT_REFUSALS,
+    LessonSpec("036", layout_cases, **EXACT, exact=True, refuses=LAYOUT_REFUSALS,
                equivalent_mutants=LAYOUT_EQUIVALENT),
-    LessonSpec("037", layout_cases, rtol=0.0, atol=0.0, exact=True, refuses=LAYOUT_REFUSALS,
+    LessonSpec("037", layout_cases, **EXACT, exact=True, refuses=LAYOUT_REFUSALS,
                equivalent_mutants=LAYOUT_EQUIVALENT),
-    LessonSpec("038", activation_cases, rtol=0.0, atol=0.0, exact=True, refuses=ACTIVATION_REFUSALS,
+    LessonSpec("038", activation_cases, **EXACT, exact=True, refuses=ACTIVATION_REFUSALS,
                isolate=("estimate_checkpointing_memory_savings",), equivalent_mutants=ACTIVATION_EQUIVALENT),
     LessonSpec("039", compare_cases, refuses=COMPARE_REFUSALS, key_tolerances=COMPARE_KEYS, time_limit=40.0,
                equivalent_mutants=COMPARE_EQUIVALENT,
