@@ -400,28 +400,43 @@ def judge_lesson(code: str, cases: Sequence[Case | Raises], payload: dict[str, A
 
 
 
-QUICK_CASES = 3  # the first pass of grade_in_process: most wrong functions fail one of the first cases
+QUICK_CASES = 3  # cases of a quick pass: most wrong functions fail one of the first few cases
 
 
 def grade_in_process(code: str, namespace: dict[str, Any], run_seed: int = 0,
-                     time_limit: float | None = None) -> Verdict:
+                     time_limit: float | None = None, *, pass_only: bool = False,
+                     name_mistakes: bool = True) -> Verdict:
     """Grade lesson ``code`` with the functions in ``namespace``, without nbgrader or a sandbox.
 
     The same cases, harness and judge as a real grading run; the learner's side runs in a
-    forked child of this process.  For tests and the mutation tool, which grade thousands of
-    wrong functions; ``time_limit`` replaces the lesson's own (seconds for all its cases).
+    forked child of this process.  For tests, the catalogue and the mutation tool, which grade
+    thousands of wrong functions; ``time_limit`` replaces the lesson's own (seconds for all its
+    cases).  A case's verdict never depends on the cases after it, so both policies below start
+    with quick passes and grade every case only for a function that survives them:
 
-    In two passes: the first QUICK_CASES cases, then, if they are right, every case.  The
-    judge stops at the first wrong case and a case's verdict never depends on the cases after
-    it, so a function that fails the first pass gets the verdict one pass on every case would
-    give, for a fraction of the time.
+    - by default, the first QUICK_CASES cases, then (if they are right) every case: a function that
+      fails the first pass gets the verdict one pass on every case would give, word for word;
+    - ``pass_only``: only whether the function passes counts (the mutation tool).  The cases that
+      are not measured are graded QUICK_CASES at a time, in order, until one fails; a measured case
+      is large, for memory to show (024's first trains on 16,384 examples in float16, 040's a
+      32-layer MLP), so it waits for the last pass.  A failure reported may not be the first that
+      one pass would report.
+
+    ``name_mistakes``: recognise the catalogued mistake in a failure (off where only the verdict counts).
     """
     cases = drawn_cases(code, case_seed(run_seed, code))
-    if len(cases) > QUICK_CASES:
-        quick = grade_cases(code, namespace, cases[:QUICK_CASES], len(cases), time_limit)
-        if not quick.passed and quick.reason != Reason.NOT_STARTED:  # "not started" needs every answer
-            return quick
-    return grade_cases(code, namespace, cases, len(cases), time_limit)
+    if pass_only:
+        quick = [case for case in cases if not getattr(case, "measure", False)]
+        batches = [quick[start:start + QUICK_CASES] for start in range(0, len(quick), QUICK_CASES)]
+        if len(batches) == 1 and len(quick) == len(cases):
+            batches = []  # one pass is all of it
+    else:
+        batches = [cases[:QUICK_CASES]] if len(cases) > QUICK_CASES else []
+    for batch in batches:
+        verdict = grade_cases(code, namespace, batch, len(cases), time_limit, name_mistakes)
+        if not verdict.passed and verdict.reason != Reason.NOT_STARTED:  # "not started" needs every answer
+            return verdict
+    return grade_cases(code, namespace, cases, len(cases), time_limit, name_mistakes)
 
 
 def grade_cases(code: str, namespace: dict[str, Any], cases: list[Case | Raises], of: int | None = None,

@@ -108,10 +108,12 @@ def visible_failure(lesson: Lesson, function: Callable[..., Any]) -> str | None:
     return None if passed == [lesson.code] else f"the cell ended without lesson_passed({lesson.code!r})"
 
 
-def hidden_verdict(lesson: Lesson, function: Callable[..., Any], seed: int = 0) -> Verdict:
+def hidden_verdict(lesson: Lesson, function: Callable[..., Any], seed: int = 0, name_mistakes: bool = False) -> Verdict:
+    """The grader's verdict on ``function`` as the learner's (the catalogue asks why an answer fails,
+    not which mistake it is: tests/test_mistakes.py checks the naming)."""
     namespace = dict(reference_function(lesson).__globals__)
     namespace[lesson.function] = function
-    return grade_in_process(lesson.code, namespace, seed)
+    return grade_in_process(lesson.code, namespace, seed, name_mistakes=name_mistakes)
 
 
 # --------------------------------------------------------------------------

@@ -30,7 +30,7 @@ def test_every_wrong_answer_scores_nothing_on_every_seed(lesson):
     for entry in catalogue(lesson):
         if entry.kind not in WRONG:
             continue
-        verdicts = {seed: hidden_verdict(lesson, entry.function, seed) for seed in SEEDS}
+        verdicts = {seed: hidden_verdict(lesson, entry.function, seed, name_mistakes=True) for seed in SEEDS}
         passed = [seed for seed, verdict in verdicts.items() if verdict.passed]
         if passed:
             lucky.append(f"{entry.kind} '{entry.name}' passes on run seeds {passed} of {len(SEEDS)}")

@@ -7,7 +7,7 @@ changed by one small mechanical mutation at a time: ``+`` for ``-``, ``*`` for
 term dropped, a comparison flipped (``>`` for ``>=``), a dict key or function
 swapped, ... (see ``Mutator``).  Every mutant is defined in a copy of the
 reference module's namespace, in place of the lesson's function, and graded by
-:func:`grading.judge.grade_cases`: the lesson's declared cases
+:func:`grading.judge.grade_in_process`: the lesson's declared cases
 (``autograde/parts/NN_slug/cases.py``), the grading harness (a forked child
 under the lesson's time limit) and the judge, exactly as in real grading (first
 on a few quick cases, see :func:`grade`).  The mutant is *killed* when the
@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from grading.course import ROOT, landed_parts, reference_module
-from grading.judge import Verdict, case_seed, drawn_cases, grade_cases, lesson_spec, reference_function
-from grading.protocol import PROGRESS_FILE_ENV, Reason
+from grading.judge import Verdict, grade_in_process, lesson_spec, reference_function
+from grading.protocol import PROGRESS_FILE_ENV
 from shared.lessons import Lesson, lesson as find_lesson, lessons_of
 
 SEPARATOR = " | "  # between the mutation and the line fragment in an equivalent_mutants entry
@@ -50,30 +50,13 @@ SEPARATOR = " | "  # between the mutation and the line fragment in an equivalent
 # Grading a function as the grader would
 # --------------------------------------------------------------------------
 
-QUICK_CASES = 3  # cases of a mutant's first pass
 NOT_GRADED = "declared equivalent: not graded"
 
 
 def grade(code: str, namespace: dict[str, Any], run_seed: int = 0, time_limit: float | None = None) -> Verdict:
-    """Lesson ``code``'s verdict for the functions in ``namespace`` (the real cases and judge), or the
-    first failure of an earlier pass: a mutant is killed when it fails any case.
-
-    Most mutants fail one of the first few cases, and a case's verdict never depends on the others, so
-    the cases that are not measured are graded QUICK_CASES at a time, in order, until one fails (a
-    measured case is large, for memory to show: lesson 024's first trains on 16384 examples in float16,
-    040's train a 32-layer MLP, 16,384 examples and 49,794 float16 parameters); only a mutant that
-    passes them all is graded on every case.  (The failure reported may not be the first of a single
-    pass over every case; only whether it fails counts here.)
-    """
-    cases = drawn_cases(code, case_seed(run_seed, code))
-    unmeasured = [case for case in cases if not getattr(case, "measure", False)]
-    if len(unmeasured) < len(cases) or len(unmeasured) > QUICK_CASES:
-        for start in range(0, len(unmeasured), QUICK_CASES):
-            verdict = grade_cases(code, namespace, unmeasured[start:start + QUICK_CASES], time_limit=time_limit,
-                                  name_mistakes=False)
-            if not verdict.passed and verdict.reason != Reason.NOT_STARTED:  # "not started" needs every answer
-                return verdict
-    return grade_cases(code, namespace, cases, time_limit=time_limit, name_mistakes=False)
+    """Lesson ``code``'s verdict for the functions in ``namespace``: the real cases and judge, with the
+    quick passes of ``grade_in_process(pass_only=True)`` (a mutant is killed when it fails any case)."""
+    return grade_in_process(code, namespace, run_seed, time_limit, pass_only=True, name_mistakes=False)
 
 
 def reference_namespace(lesson: Lesson) -> dict[str, Any]:
