@@ -233,3 +233,32 @@ def test_given_code_between_regions_reaches_the_learner_and_the_untouched_copy_i
 def test_code_between_regions_without_a_given_comment_stops_the_build(source):
     with pytest.raises(build.BuildError, match="code between solution regions"):
         build.check_solution_regions(source, 0)
+
+
+def test_a_solved_notebook_that_prints_an_error_stops_the_build(tmp_path):
+    # A display that fails (a repr that raises inside display()) is an error output, and the cell goes on:
+    # nbclient does not stop there (how a stale lesson table once reached a solved notebook).
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from IPython.display import display\nclass Broken:\n    def __repr__(self):\n        raise KeyError('041')\n"
+        "display(Broken())\nprint('went on')")])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    with pytest.raises(build.BuildError, match=r"cell 0 printed an error, KeyError: '041'"):
+        build.solved_notebook(notebook, tmp_path)
+
+
+def test_the_helper_modules_are_written_before_any_notebook_runs(tmp_path, monkeypatch):
+    # The kernels that run the solved notebooks import shared/lesson_minutes.py and its siblings: a lesson
+    # added to a master must be in them before the first notebook runs, not only once the build is done.
+    monkeypatch.setattr(build, "ROOT", tmp_path)
+    monkeypatch.setattr(build, "refresh_course_table", lambda argv: None)
+    modules = build.helper_modules()
+    assert {path.name for path in modules} == {"course_table.py", "lesson_blocks.py", "lesson_minutes.py"}
+    seen = {}
+
+    def build_all(only=None, execute=True):
+        seen.update({path: (tmp_path / path).read_text() for path in modules})
+        return {}
+
+    monkeypatch.setattr(build, "build_all", build_all)
+    assert build.main([]) == 0
+    assert seen == modules

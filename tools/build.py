@@ -286,10 +286,14 @@ def solved_notebook(notebook: nbformat.NotebookNode, workdir: Path, execute: boo
     finally:
         os.environ.clear()
         os.environ.update(env_backup)
-    for cell in solved.cells:
+    for index, cell in enumerate(solved.cells):
         cell.metadata.pop("execution", None)
         if cell.cell_type == "code":
             cell.outputs = coalesced_streams(cell.outputs)
+            raised = next((o for o in cell.outputs if o.get("output_type") == "error"), None)
+            if raised is not None:  # e.g. a display that failed: nbclient goes on, a solved notebook must not
+                raise BuildError(f"the solved notebook's cell {index} printed an error, "
+                                 f"{raised.get('ename')}: {raised.get('evalue')}")
     return nbformat.writes(solved) + "\n"
 
 
@@ -411,14 +415,20 @@ def lesson_blocks_module() -> str:
     return "".join(parts)
 
 
+def helper_modules() -> dict[Path, str]:
+    """The generated modules of the helper package (the lesson table, the building blocks, the clock's
+    minutes), by path: the kernels that run the solved notebooks import them, so a build writes them first."""
+    rows = course_table.course_rows(PARTS)
+    return {Path("shared") / "course_table.py": course_table.module_text(rows),
+            Path("shared") / "lesson_blocks.py": lesson_blocks_module(),
+            Path("shared") / "lesson_minutes.py": clock.minutes_module(clock.estimates(clock.course_features(PARTS)))}
+
+
 def build_all(only: list[str] | None = None, execute: bool = True) -> dict[Path, str]:
     rows = course_table.course_rows(PARTS)
-    outputs: dict[Path, str] = {Path("shared") / "course_table.py": course_table.module_text(rows),
+    outputs: dict[Path, str] = {**helper_modules(),
                                 # the README's sentence of the course's size and its parts table's lesson ranges
-                                Path("README.md"): course_table.readme_text((ROOT / "README.md").read_text(), rows),
-                                Path("shared") / "lesson_blocks.py": lesson_blocks_module(),
-                                Path("shared") / "lesson_minutes.py": clock.minutes_module(
-                                    clock.estimates(clock.course_features(PARTS)))}
+                                Path("README.md"): course_table.readme_text((ROOT / "README.md").read_text(), rows)}
     slugs = [master.parent.name for master in sorted(PARTS.glob("[0-9][0-9]_*/master.py"))
              if not only or master.parent.name in only]
     for slug in slugs:
@@ -654,6 +664,8 @@ def main(argv: list[str] | None = None) -> int:
             raise BuildError("--sources-only goes with --check: a build always runs the solved notebooks")
         if not args.check:
             refresh_course_table(argv)
+            # before any notebook runs: its kernel imports them (a new lesson's minutes, a changed block)
+            write_outputs(helper_modules(), args.force)
         outputs = build_all(args.parts or None, execute=not args.sources_only)
         if args.check:
             problems = stale_files(outputs, args.sources_only)
