@@ -43,7 +43,7 @@ from classroom import MISTAKES, MIXED_CLASS, full_marks_expected, mixed_class
 from course import ROOT, make_submission, submit, tool
 from grading.course import BEGIN_SETTINGS, END_SETTINGS, landed_parts
 from lab_driver import SCREENSHOTS, LabServer, free_port, screenshot
-from shared.lessons import lessons_of
+from shared.lessons import TOTAL_POINTS, lessons_of
 
 instructor = tool("instructor")
 
@@ -186,7 +186,7 @@ def test_grades_csv_has_every_student_s_points_lesson_by_lesson(workflow):
         points = {lesson.code: expected_points(student, lesson) for lesson in LESSONS}
         assert {code: float(rows[student][f"lesson_{code}"]) for code in points} == points, student
         assert float(rows[student][f"part_{SLUG}"]) == float(rows[student]["total"]) == sum(points.values())
-    assert {row["out_of"] for row in rows.values()} == {"200"}
+    assert {row["out_of"] for row in rows.values()} == {str(TOTAL_POINTS)}
     for slug in PARTS[1:]:  # not handed in: blank, not 0 (an LMS tells the two apart)
         assert rows[UNTOUCHED][f"part_{slug}"] == rows[SOLVED][f"part_{slug}"] == "", slug
         assert all(rows[SOLVED][f"lesson_{lesson.code}"] == "" for lesson in lessons_of(slug)), slug
