@@ -1,7 +1,8 @@
-"""Where the course's files are, which parts have landed, and an nbgrader course directory's configuration.
+"""Where the course's files are, which parts have landed, each part's declared hidden tests and reference
+solutions, and an nbgrader course directory's configuration.
 
-Every tool that needs one of these asks here: the judge (the parts' declarations and reference
-solutions), the instructor's tools (the parts to release and grade), ``make grade`` and the
+Every tool that needs one of these asks here: the judge (the parts' declarations, ``cases.py``, and
+reference solutions, ``solutions/NN_slug.py``, each loaded once by path), the instructor's tools (the parts to release and grade), ``make grade`` and the
 Validate button (:mod:`grading.private_course`), the build (its scratch course), the mutation tool
 and the tests.  A part has *landed* when its folder in ``autograde/parts/`` has a master; the tools
 that need a part's built files ask for the landed parts whose files are built.
@@ -14,8 +15,15 @@ written again.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from shared.lessons import Lesson, lesson as find_lesson, lessons_of
+
+from .spec import LessonSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS_DIR = ROOT / "autograde" / "parts"
@@ -76,3 +84,42 @@ def write_course_config(course: Path) -> None:
     config = with_course_settings(text, course)
     if config != text:
         path.write_text(config)
+
+
+# --------------------------------------------------------------------------
+# Declarations and reference solutions, loaded by path
+# --------------------------------------------------------------------------
+
+_modules: dict[Path, ModuleType] = {}
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    if path not in _modules:
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing (run `make build`?)")
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _modules[path] = module
+    return _modules[path]
+
+
+def lesson_specs(slug: str) -> dict[str, LessonSpec]:
+    """The declared hidden tests of a part, by lesson code."""
+    module = _load(PARTS_DIR / slug / "cases.py", f"_mct_cases_{slug}")
+    specs = {spec.code: spec for spec in module.LESSONS}
+    expected = {lesson.code for lesson in lessons_of(slug)}
+    if set(specs) != expected:
+        raise ValueError(f"{slug}/cases.py declares lessons {sorted(specs)}, expected {sorted(expected)}")
+    return specs
+
+
+def lesson_spec(code: str) -> LessonSpec:
+    """Lesson ``code``'s declared hidden tests (its part's ``cases.py``)."""
+    return lesson_specs(find_lesson(code).part.slug)[code]
+
+
+def reference_function(lesson: Lesson) -> Any:
+    """The reference solution of ``lesson`` (from the built ``solutions/NN_slug.py``)."""
+    module = _load(reference_module(lesson.part.slug), f"_mct_reference_{lesson.part.slug}")
+    return getattr(module, lesson.function)

@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib.util
 import os
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -36,11 +34,11 @@ import numpy as np
 from shared.checking import (Mistake, alias_message, describe_args, difference, memory_message, mutation_message,
                              parts_shared_problem, recognise_aliasing_mistake, recognise_crashing_mistake,
                              recognise_mistake, recognise_mutating_mistake, with_mistake, workers_apart_message)
-from shared.lessons import Lesson, lesson as find_lesson, lessons_of
+from shared.lessons import Lesson, lesson as find_lesson
 from shared.mistakes import mistakes_of
 
 from . import wire
-from .course import PARTS_DIR, reference_module
+from .course import lesson_spec, lesson_specs, reference_function  # noqa: F401  (the judge's, and its callers')
 from .protocol import CASES_FILE_ENV, MESSAGE_CUT, RUN_SEED_ENV, Reason
 from .spec import Case, LessonSpec, Raises, draw_cases
 
@@ -48,43 +46,6 @@ def run_seed() -> int:
     """The seed the hidden cases are drawn from: MCT_RUN_SEED if set (by tools/instructor.py, one seed for
     a whole autograde, and by the tests), else a fresh one of 48 bits."""
     return int(os.environ.get(RUN_SEED_ENV) or secrets.randbits(48))
-
-
-# --------------------------------------------------------------------------
-# Declarations and reference solutions, loaded by path
-# --------------------------------------------------------------------------
-
-_modules: dict[Path, ModuleType] = {}
-
-
-def _load(path: Path, name: str) -> ModuleType:
-    if path not in _modules:
-        if not path.is_file():
-            raise FileNotFoundError(f"{path} is missing (run `make build`?)")
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        _modules[path] = module
-    return _modules[path]
-
-
-def lesson_specs(slug: str) -> dict[str, LessonSpec]:
-    """The declared hidden tests of a part, by lesson code."""
-    module = _load(PARTS_DIR / slug / "cases.py", f"_mct_cases_{slug}")
-    specs = {spec.code: spec for spec in module.LESSONS}
-    expected = {lesson.code for lesson in lessons_of(slug)}
-    if set(specs) != expected:
-        raise ValueError(f"{slug}/cases.py declares lessons {sorted(specs)}, expected {sorted(expected)}")
-    return specs
-
-
-def lesson_spec(code: str) -> LessonSpec:
-    return lesson_specs(find_lesson(code).part.slug)[code]
-
-
-def reference_function(lesson: Lesson) -> Any:
-    module = _load(reference_module(lesson.part.slug), f"_mct_reference_{lesson.part.slug}")
-    return getattr(module, lesson.function)
 
 
 # --------------------------------------------------------------------------
