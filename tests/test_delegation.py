@@ -62,7 +62,7 @@ import pytest
 
 import shared
 from course import built_lessons, tagged
-from grading import wire
+from grading import harness, wire
 from grading.judge import case_seed, grade_in_process, lesson_spec, reference_answer, reference_function
 from grading.spec import Case, draw_cases
 from shared import answers
@@ -335,12 +335,13 @@ def screen(lesson: Lesson) -> tuple[list[Candidate], dict[int, list[int]], list[
                     os._exit(0)
                 except BaseException:
                     os._exit(70)
-            status = _wait(pid, time.monotonic() + SCREEN_SECONDS)
+            how, status = harness._wait(pid, time.monotonic() + SCREEN_SECONDS)  # the grading child's own wait
             with open(at_path) as handle:
                 at = int(handle.read())
-            if status == 0:
+            if (how, status) == ("exited", 0):
                 break
-            how = "ran out of time" if status is None else f"ended with status {status}"
+            how = {"timeout": "ran out of time", "killed": f"was killed by signal {status}"}.get(
+                how, f"ended with status {status}")
             if at < 0:
                 pytest.fail(f"lesson {lesson.code}: the screen's child {how} before it screened a candidate")
             notes.append(f"the screen's child {how} at candidate {at}: graded in full")
@@ -356,28 +357,6 @@ def screen(lesson: Lesson) -> tuple[list[Candidate], dict[int, list[int]], list[
         for seed in seeds:
             survivors[seed].add(index)
     return candidates, {seed: sorted(found) for seed, found in survivors.items()}, notes
-
-
-def _wait(pid: int, deadline: float) -> int | None:
-    """The child's exit status (negative: the signal that ended it), or None once ``deadline`` passed."""
-    try:
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-            if time.monotonic() > deadline:
-                return None
-            time.sleep(0.002)
-    finally:
-        for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-            try:
-                kill()
-            except (ProcessLookupError, PermissionError):
-                pass
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
 
 
 def delegating_to(candidate: Candidate, lesson: Lesson, *, refusing: bool = False):
