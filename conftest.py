@@ -13,6 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 # Chromium and a page for the browser checks, in tests/ (the instructor's pages) and tests_browser/.
 sys.path.insert(0, str(Path(__file__).resolve().parent / "tests_browser"))
 pytest_plugins = ["browser_fixtures"]
@@ -64,3 +66,12 @@ def pytest_collection_modifyitems(session, config, items):
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     # A stable sort: every other test (and each notebook's cells) keeps its order.
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
+@pytest.fixture
+def progress_file(tmp_path, monkeypatch):
+    """A fresh progress file of the test's own (grading mode off), for the tests that record XP."""
+    path = tmp_path / "progress.json"
+    monkeypatch.setenv("MCT_PROGRESS_FILE", str(path))
+    monkeypatch.delenv("MCT_GRADING", raising=False)
+    return path

@@ -41,14 +41,6 @@ def notebook_minutes(slug: str) -> dict[str, int]:
     return {code: int(minutes) for code, minutes in LESSON_LINE.findall(text)}
 
 
-@pytest.fixture
-def progress_file(tmp_path, monkeypatch):
-    path = tmp_path / "progress.json"
-    monkeypatch.setenv("MCT_PROGRESS_FILE", str(path))
-    monkeypatch.delenv("MCT_GRADING", raising=False)
-    return path
-
-
 # --------------------------------------------------------------------------
 # one source of truth, and honest to the recording
 # --------------------------------------------------------------------------

@@ -18,14 +18,6 @@ from shared import answers, lesson_blocks, lessons, memory, progress
 from shared.checking import CheckFailure, difference, expect_error
 
 
-@pytest.fixture
-def progress_file(tmp_path, monkeypatch):
-    path = tmp_path / "progress.json"
-    monkeypatch.setenv("MCT_PROGRESS_FILE", str(path))
-    monkeypatch.delenv("MCT_GRADING", raising=False)
-    return path
-
-
 def test_the_table_holds_every_lesson_the_masters_write_at_five_xp_each():
     headings = master_headings()
     codes = [code for part_codes in headings.values() for code in part_codes]
