@@ -540,6 +540,7 @@ def local_shard_adam_update(param_shard, grad_shard, state_shard, learning_rate,
         ValueError: if learning_rate <= 0, if beta1 or beta2 is outside [0, 1), or if grad_shard,
             m or v is not shaped like param_shard.
     """
+    # Given · checking the input: bookkeeping, written for you (Adam's update on the shard is the lesson).
     if not learning_rate > 0:
         raise ValueError(f"learning_rate must be positive, got {learning_rate}")
     if not 0 <= beta1 < 1:
@@ -577,6 +578,7 @@ def all_gather_param_shards(param_shards, cluster=None):
     Raises:
         ValueError: if param_shards is empty, if the shards differ in dtype, or if a shard is not 1-D.
     """
+    # Given · checking the input and the cluster: bookkeeping, written for you (the ring's rounds are the lesson).
     if len(param_shards) == 0:
         raise ValueError("param_shards is empty: an all-gather needs at least one worker")
     dtype = param_shards[0].dtype
@@ -620,6 +622,7 @@ def compute_param_memory_bytes(num_params, dtype, zero_stage=0, num_workers=1, r
         ValueError: for an unknown dtype, Psi < 0, a stage outside {0, 1, 2, 3}, N < 1, or a rank
             outside [0, N).
     """
+    # Given · checking the input: bookkeeping, written for you (the bytes per worker are the lesson).
     if dtype != "mixed" and dtype not in BYTES_PER_NUMBER:
         raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(BYTES_PER_NUMBER)} or 'mixed'")
     if num_params < 0:
@@ -651,6 +654,7 @@ def compute_optimizer_memory_bytes(num_params, dtype, zero_stage=0, num_workers=
     Raises:
         ValueError: as compute_param_memory_bytes.
     """
+    # Given · checking the input, as in 036: bookkeeping, written for you (the optimizer's bytes are the lesson).
     if dtype != "mixed" and dtype not in BYTES_PER_NUMBER:
         raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(BYTES_PER_NUMBER)} or 'mixed'")
     if num_params < 0:

@@ -140,6 +140,8 @@ def mixed_precision_step(master_params, X, Y, scaler_state, learning_rate, growt
         TypeError: if a master weight is not float32.
         ValueError: if growth_interval < 1, or the scale is not positive and finite.
     """
+    # Given · checking the input: bookkeeping, written for you (the step and its loss scaling are the lesson;
+    #         scale_loss, your 022, refuses a scale that is not positive and finite).
     for key, value in master_params.items():
         if value.dtype != np.float32:
             raise TypeError(f"master_params[{key!r}] has dtype {value.dtype}: master weights are float32 "

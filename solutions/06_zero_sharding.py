@@ -52,6 +52,7 @@ def partition_optimizer_state(state, num_workers):
         ValueError: if N < 1, if N is larger than the number of elements, or if m and v
             differ in keys or shapes.
     """
+    # Given · checking the input: bookkeeping, written for you (cutting the state into shards is the lesson).
     m, v = state["m"], state["v"]
     if m.keys() != v.keys() or any(m[key].shape != v[key].shape for key in m):
         raise ValueError("m and v must have the same keys and shapes (they describe the same parameters)")
@@ -87,6 +88,7 @@ def local_shard_adam_update(param_shard, grad_shard, state_shard, learning_rate,
         ValueError: if learning_rate <= 0, if beta1 or beta2 is outside [0, 1), or if grad_shard,
             m or v is not shaped like param_shard.
     """
+    # Given · checking the input: bookkeeping, written for you (Adam's update on the shard is the lesson).
     if not learning_rate > 0:
         raise ValueError(f"learning_rate must be positive, got {learning_rate}")
     if not 0 <= beta1 < 1:
@@ -123,6 +125,7 @@ def all_gather_param_shards(param_shards, cluster=None):
     Raises:
         ValueError: if param_shards is empty, if the shards differ in dtype, or if a shard is not 1-D.
     """
+    # Given · checking the input and the cluster: bookkeeping, written for you (the ring's rounds are the lesson).
     if len(param_shards) == 0:
         raise ValueError("param_shards is empty: an all-gather needs at least one worker")
     dtype = param_shards[0].dtype

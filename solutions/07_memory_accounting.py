@@ -42,6 +42,7 @@ def compute_param_memory_bytes(num_params, dtype, zero_stage=0, num_workers=1, r
         ValueError: for an unknown dtype, Psi < 0, a stage outside {0, 1, 2, 3}, N < 1, or a rank
             outside [0, N).
     """
+    # Given · checking the input: bookkeeping, written for you (the bytes per worker are the lesson).
     if dtype != "mixed" and dtype not in BYTES_PER_NUMBER:
         raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(BYTES_PER_NUMBER)} or 'mixed'")
     if num_params < 0:
@@ -72,6 +73,7 @@ def compute_optimizer_memory_bytes(num_params, dtype, zero_stage=0, num_workers=
     Raises:
         ValueError: as compute_param_memory_bytes.
     """
+    # Given · checking the input, as in 036: bookkeeping, written for you (the optimizer's bytes are the lesson).
     if dtype != "mixed" and dtype not in BYTES_PER_NUMBER:
         raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(BYTES_PER_NUMBER)} or 'mixed'")
     if num_params < 0:

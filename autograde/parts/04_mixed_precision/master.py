@@ -623,13 +623,15 @@ def mixed_precision_step(master_params, X, Y, scaler_state, learning_rate, growt
         TypeError: if a master weight is not float32.
         ValueError: if growth_interval < 1, or the scale is not positive and finite.
     """
-    ### BEGIN SOLUTION
+    # Given · checking the input: bookkeeping, written for you (the step and its loss scaling are the lesson;
+    #         scale_loss, your 022, refuses a scale that is not positive and finite).
     for key, value in master_params.items():
         if value.dtype != np.float32:
             raise TypeError(f"master_params[{key!r}] has dtype {value.dtype}: master weights are float32 "
                             f"(make them with make_master_params)")
     if growth_interval < 1:
         raise ValueError(f"growth_interval must be at least 1, got {growth_interval}")
+    ### BEGIN SOLUTION
     scale = scaler_state["scale"]
     with np.errstate(over="ignore", invalid="ignore"):  # overflow in float16 is expected: the scaler handles it
         half = cast_to_half_precision(master_params)

@@ -229,7 +229,7 @@ def partition_optimizer_state(state, num_workers):
         ValueError: if N < 1, if N is larger than the number of elements, or if m and v
             differ in keys or shapes.
     """
-    ### BEGIN SOLUTION
+    # Given · checking the input: bookkeeping, written for you (cutting the state into shards is the lesson).
     m, v = state["m"], state["v"]
     if m.keys() != v.keys() or any(m[key].shape != v[key].shape for key in m):
         raise ValueError("m and v must have the same keys and shapes (they describe the same parameters)")
@@ -238,6 +238,7 @@ def partition_optimizer_state(state, num_workers):
     total = sum(value.size for value in m.values())
     if num_workers > total:
         raise ValueError(f"{num_workers} workers for {total} elements: some worker would own nothing")
+    ### BEGIN SOLUTION
     flat_m = np.concatenate([value.ravel() for value in m.values()])
     flat_v = np.concatenate([value.ravel() for value in v.values()])
     return [{"step": state["step"], "m": m_r.copy(), "v": v_r.copy()}
@@ -380,7 +381,7 @@ def local_shard_adam_update(param_shard, grad_shard, state_shard, learning_rate,
         ValueError: if learning_rate <= 0, if beta1 or beta2 is outside [0, 1), or if grad_shard,
             m or v is not shaped like param_shard.
     """
-    ### BEGIN SOLUTION
+    # Given · checking the input: bookkeeping, written for you (Adam's update on the shard is the lesson).
     if not learning_rate > 0:
         raise ValueError(f"learning_rate must be positive, got {learning_rate}")
     if not 0 <= beta1 < 1:
@@ -393,6 +394,7 @@ def local_shard_adam_update(param_shard, grad_shard, state_shard, learning_rate,
     if m.shape != param_shard.shape or v.shape != param_shard.shape:
         raise ValueError(f"the state's m and v have shapes {m.shape} and {v.shape}, param_shard "
                          f"{param_shard.shape}: the state must be the state of these parameters")
+    ### BEGIN SOLUTION
     step = state_shard["step"] + 1
     m = beta1 * m + (1 - beta1) * grad_shard
     v = beta2 * v + (1 - beta2) * grad_shard ** 2
@@ -534,7 +536,7 @@ def all_gather_param_shards(param_shards, cluster=None):
     Raises:
         ValueError: if param_shards is empty, if the shards differ in dtype, or if a shard is not 1-D.
     """
-    ### BEGIN SOLUTION
+    # Given · checking the input and the cluster: bookkeeping, written for you (the ring's rounds are the lesson).
     if len(param_shards) == 0:
         raise ValueError("param_shards is empty: an all-gather needs at least one worker")
     dtype = param_shards[0].dtype
@@ -546,6 +548,7 @@ def all_gather_param_shards(param_shards, cluster=None):
     n = len(param_shards)
     if cluster is None:
         cluster = Cluster(n)
+    ### BEGIN SOLUTION
     held = [{rank: param_shards[rank]} for rank in range(n)]  # what each worker has: shard index -> array
     for step in range(n - 1):
         with cluster.round():

@@ -122,7 +122,7 @@ def compute_param_memory_bytes(num_params, dtype, zero_stage=0, num_workers=1, r
         ValueError: for an unknown dtype, Psi < 0, a stage outside {0, 1, 2, 3}, N < 1, or a rank
             outside [0, N).
     """
-    ### BEGIN SOLUTION
+    # Given · checking the input: bookkeeping, written for you (the bytes per worker are the lesson).
     if dtype != "mixed" and dtype not in BYTES_PER_NUMBER:
         raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(BYTES_PER_NUMBER)} or 'mixed'")
     if num_params < 0:
@@ -133,6 +133,7 @@ def compute_param_memory_bytes(num_params, dtype, zero_stage=0, num_workers=1, r
         raise ValueError(f"num_workers must be at least 1, got {num_workers}")
     if not 0 <= rank < num_workers:
         raise ValueError(f"rank must be in [0, {num_workers}), got {rank}")
+    ### BEGIN SOLUTION
     size = 2 if dtype == "mixed" else BYTES_PER_NUMBER[dtype]
     owned = num_params // num_workers + (1 if rank < num_params % num_workers else 0)
     return {"parameters": size * (owned if zero_stage == 3 else num_params),
@@ -239,7 +240,7 @@ def compute_optimizer_memory_bytes(num_params, dtype, zero_stage=0, num_workers=
     Raises:
         ValueError: as compute_param_memory_bytes.
     """
-    ### BEGIN SOLUTION
+    # Given · checking the input, as in 036: bookkeeping, written for you (the optimizer's bytes are the lesson).
     if dtype != "mixed" and dtype not in BYTES_PER_NUMBER:
         raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(BYTES_PER_NUMBER)} or 'mixed'")
     if num_params < 0:
@@ -250,6 +251,7 @@ def compute_optimizer_memory_bytes(num_params, dtype, zero_stage=0, num_workers=
         raise ValueError(f"num_workers must be at least 1, got {num_workers}")
     if not 0 <= rank < num_workers:
         raise ValueError(f"rank must be in [0, {num_workers}), got {rank}")
+    ### BEGIN SOLUTION
     per_param = 12 if dtype == "mixed" else 2 * BYTES_PER_NUMBER[dtype]
     owned = num_params // num_workers + (1 if rank < num_params % num_workers else 0)
     return per_param * (owned if zero_stage >= 1 else num_params)
