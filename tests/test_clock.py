@@ -244,3 +244,11 @@ def test_make_progress_prints_each_parts_time_left_and_the_total(progress_file):
     assert minutes_of(f"about {of} left") == [course]
     row = next(line for line in lines if line.startswith("  040"))
     assert "passed" in row and f"{stated['07_memory_accounting']['040']} min" in row
+
+
+def test_the_readme_quotes_the_clock_of_todays_text():
+    # The README states the course's total twice in words; they drift when a lesson changes (as they did once).
+    total = sum(lesson_minutes.MINUTES.values())
+    readme = (ROOT / "README.md").read_text()
+    assert f"(about {clock.format_minutes(total)} in all)" in readme
+    assert f"Today's text: {clock.format_minutes(total)} ({total} minutes)" in readme
