@@ -216,6 +216,7 @@ def mlp_forward_checkpointed(X, params, segment_size):
     Raises:
         ValueError: if segment_size < 1.
     """
+    # Given · checking the input: bookkeeping, written for you (where the checkpoints go is the lesson).
     if segment_size < 1:
         raise ValueError(f"segment_size must be at least 1, got {segment_size}")
     num_layers = mlp.num_layers(params)
@@ -302,6 +303,7 @@ def estimate_checkpointing_memory_savings(batch_size, width, num_layers, segment
     Raises:
         ValueError: if any argument is smaller than 1.
     """
+    # Given · checking the input: bookkeeping, written for you (the two bills are the lesson).
     for name, value in (("batch_size", batch_size), ("width", width), ("num_layers", num_layers),
                         ("segment_size", segment_size), ("bytes_per_element", bytes_per_element)):
         if value < 1:

@@ -95,9 +95,10 @@ def mlp_forward_checkpointed(X, params, segment_size):
     Raises:
         ValueError: if segment_size < 1.
     """
-    ### BEGIN SOLUTION
+    # Given · checking the input: bookkeeping, written for you (where the checkpoints go is the lesson).
     if segment_size < 1:
         raise ValueError(f"segment_size must be at least 1, got {segment_size}")
+    ### BEGIN SOLUTION
     num_layers = mlp.num_layers(params)
     checkpoints = {}
     a = X
@@ -400,11 +401,12 @@ def estimate_checkpointing_memory_savings(batch_size, width, num_layers, segment
     Raises:
         ValueError: if any argument is smaller than 1.
     """
-    ### BEGIN SOLUTION
+    # Given · checking the input: bookkeeping, written for you (the two bills are the lesson).
     for name, value in (("batch_size", batch_size), ("width", width), ("num_layers", num_layers),
                         ("segment_size", segment_size), ("bytes_per_element", bytes_per_element)):
         if value < 1:
             raise ValueError(f"{name} must be at least 1, got {value}")
+    ### BEGIN SOLUTION
     array = batch_size * width * bytes_per_element
     working = 2 * array + batch_size * width
     standard = 2 * (num_layers - 1) * array + working
