@@ -6,8 +6,10 @@ traffic (what the ledger records) is part of its answer, as it is of the lesson'
 Nothing here computes a lesson's right answer (``tests/test_delegation.py``): a
 function that several mistakes share takes the mistake as a required argument,
 which has no right value, and what lesson 035's mistakes share with the right
-answer is the helper's lessons 033 (Adam on a shard) and 034 (the all-gather) in
-``shared.lesson_blocks``, which refuse to run while their own lesson is graded.
+answer is the helper's lessons 028 (the ring all-reduce, which one mistake uses in place of the
+reduce-scatter), 033 (Adam on a shard) and 034 (the all-gather) in ``shared.lesson_blocks``, which
+refuse to run while their own lesson is graded.  The reduce-scatter is written here (as sums: one
+mistake forgets the division), because the helper's ``reduce_scatter_mean`` answers lesson 035 itself.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from ..checking import Mistake
 from ..cluster import Cluster
-from ..lesson_blocks import all_gather_param_shards, local_shard_adam_update
+from ..lesson_blocks import all_gather_param_shards, local_shard_adam_update, ring_all_reduce_mean
 
 
 def _check(mistake, known):
@@ -197,26 +199,6 @@ def _reduce_scatter(flat_grads, cluster):
     return [chunks[r][r] for r in range(n)]
 
 
-def _ring_all_reduce_sum(flat_grads, cluster):
-    """Lesson 028's ring (chunk r + 1 finished at worker r), summing: every worker gets the whole sum."""
-    n = len(flat_grads)
-    chunks = [np.array_split(flat, n) for flat in flat_grads]
-    for step in range(n - 1):
-        with cluster.round():
-            for r in range(n):
-                cluster.send(r, (r + 1) % n, chunks[r][(r - step) % n])
-        for r in range(n):
-            index = (r - 1 - step) % n
-            chunks[r][index] = chunks[r][index] + cluster.receive(r, (r - 1) % n)
-    for step in range(n - 1):
-        with cluster.round():
-            for r in range(n):
-                cluster.send(r, (r + 1) % n, chunks[r][(r + 1 - step) % n])
-        for r in range(n):
-            chunks[r][(r - step) % n] = cluster.receive(r, (r - 1) % n)
-    return [np.concatenate(chunks[r]) for r in range(n)]
-
-
 _ZERO_MISTAKES = ("all-reduced", "counter per worker", "summed")
 
 
@@ -230,18 +212,19 @@ def _zero(mistake):
         n = len(worker_grads)
         cluster = cluster or Cluster(n)
         flat_grads = [_flat(grads) for grads in worker_grads]
-        if mistake == "all-reduced":
-            sums = [np.array_split(total, n)[r] for r, total in enumerate(_ring_all_reduce_sum(flat_grads, cluster))]
+        if mistake == "all-reduced":  # lesson 028's ring all-reduce, then each worker keeps its chunk of the mean
+            means, _ = ring_all_reduce_mean(flat_grads, cluster)
+            means = [np.array_split(mean, n)[r] for r, mean in enumerate(means)]
         else:
             sums = _reduce_scatter(flat_grads, cluster)
+            means = sums if mistake == "summed" else [total / n for total in sums]
         flat_params = np.array_split(_flat(params), n)
         shards, states = [], []
         for r in range(n):
             state = worker_states[r]
             if mistake == "counter per worker":  # one counter, advanced for every worker's update
                 state = {**state, "step": state["step"] + r}
-            mean = sums[r] if mistake == "summed" else sums[r] / n
-            shard, new_state = local_shard_adam_update(flat_params[r], mean, state, learning_rate, beta1, beta2, eps)
+            shard, new_state = local_shard_adam_update(flat_params[r], means[r], state, learning_rate, beta1, beta2, eps)
             shards.append(shard)
             states.append(new_state)
         vectors, traffic = all_gather_param_shards(shards, cluster)
