@@ -183,3 +183,28 @@ def test_every_lesson_declares_hidden_cases_of_every_kind_its_contract_has(slug,
     assert [sorted(c.args) for c in first] == [sorted(c.args) for c in again]
     other = draw_cases(spec, 8)
     assert len(other) == len(first), "the number of cases must not depend on the seed"
+
+
+NAMED_MODULE = re.compile(r"`shared\.(\w+)")
+
+
+@pytest.mark.parametrize("slug", PARTS)
+def test_no_helper_module_a_part_sends_the_learner_to_holds_a_later_lessons_answer(slug):
+    """A module the text names (`shared.x`) may answer only lessons taught before the part.
+
+    A helper marked ``@answers(...)`` computes a lesson's answer (shared.answers); its first code is
+    the lesson that teaches it (later codes only lock it against delegation, as ``mlp.backward``
+    for 017's checkpointed gradients). Read before that lesson, it gives the answer away.
+    """
+    import importlib
+    first = lessons_of(slug)[0].code
+    named = {module for cell in read(student_path(slug)).cells if cell.cell_type == "markdown"
+             for module in NAMED_MODULE.findall(cell.source)}
+    early = []
+    for module_name in sorted(named):
+        module = importlib.import_module(f"shared.{module_name}")
+        for name, value in vars(module).items():
+            codes = getattr(value, "answers_lessons", ())
+            if codes and getattr(value, "__module__", "") == module.__name__ and min(codes) >= first:
+                early.append(f"shared.{module_name}.{name} (lesson {min(codes)})")
+    assert not early, f"{slug}'s text names modules holding answers of lessons not yet taught: {early}"

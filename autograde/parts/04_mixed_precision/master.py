@@ -23,7 +23,7 @@
 #    NumPy's float16 matrix products already accumulate in float32,
 #    `shared.mlp` sums the bias gradient over the batch in float32, and when
 #    Part 7's loop accumulates several micro-batches' gradients (Part 2),
-#    `shared.training.worker_gradients` keeps their running sum in float32.
+#    its helper `worker_gradients` keeps their running sum in float32.
 #
 # PyTorch's `GradScaler` adds **dynamic** loss scaling: start with a large
 # scale, halve it whenever a step overflows, double it after a run of clean steps.
