@@ -83,11 +83,11 @@ def _load_lesson(code: str) -> dict[str, Any] | None:
         return json.load(handle)["lessons"].get(code)
 
 
-def _aliases(result: Any, args: dict[str, Any], earlier: list[tuple[str, np.ndarray]]) -> list[str]:
-    """Which arrays of the result share memory with an input or with an earlier call's result."""
+def _aliases(result: Any, args: dict[str, Any]) -> list[str]:
+    """Which arrays of the result share memory with an input."""
     from shared.cluster import arrays_held, first_shared
     found = []
-    sources = [item for name, value in args.items() for item in arrays_held(value, f"`{name}`")] + earlier
+    sources = [item for name, value in args.items() for item in arrays_held(value, f"`{name}`")]
     for where, array in arrays_held(result, "the result"):
         index = first_shared(array, [other for _, other in sources])
         if index is not None:
@@ -118,7 +118,7 @@ def _cluster_for(case: dict[str, Any]) -> tuple[str, Any] | None:
 
 
 def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
-                earlier: list[tuple[str, np.ndarray]], workers_apart: bool = False) -> dict[str, Any]:
+                earlier: list[tuple[str, Any]], workers_apart: bool = False) -> dict[str, Any]:
     args = wire.from_plain(case["args"])
     on_cluster = _cluster_for(case)
     extra = {on_cluster[0]: on_cluster[1]} if on_cluster else {}
@@ -136,9 +136,9 @@ def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
                 "traceback": "".join(traceback.format_list(frames[-5:]))[:4000],
                 "seconds": time.perf_counter() - started}
     seconds = time.perf_counter() - started
-    from shared.cluster import arrays_shared_within
+    from shared.cluster import arrays_shared_within, parts_held, parts_reused
     answer: dict[str, Any] = {"kind": "returned", "seconds": seconds,
-                              "aliases": _aliases(result, args, earlier),
+                              "aliases": _aliases(result, args), "reused": parts_reused(result, earlier),
                               "parts_shared": arrays_shared_within(result)}
     if on_cluster:  # read off the cluster the harness made: what was really sent
         answer["traffic"] = on_cluster[1].ledger.summary()
@@ -160,8 +160,8 @@ def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
     except wire.WireError as error:
         answer["args_after"] = None
         answer["args_note"] = f"the inputs after the call cannot be compared: {error}"
-    from shared.cluster import arrays_held
-    earlier.extend((f"the result of case {index + 1}", a) for _, a in arrays_held(result, "r"))
+    # kept alive to the end of the lesson, so that a later result can be compared with them (and no id is reused)
+    earlier.extend(parts_held(result, f"case {index + 1}'s result"))
     return answer
 
 
@@ -210,7 +210,7 @@ def _run_child(code: str, lesson: dict[str, Any], namespace: MutableMapping[str,
     answers.lock(code)
     _use_helper_versions(code, namespace, lesson.get("isolate", []))
     function = namespace[lesson["function"]]
-    earlier: list[tuple[str, np.ndarray]] = []
+    earlier: list[tuple[str, Any]] = []
     workers_apart = bool(lesson.get("workers_apart"))
     results = [_answer_one(function, case, i, earlier, workers_apart) for i, case in enumerate(lesson["cases"])]
     text = json.dumps({"lesson": code, "status": "answered", "answers": results,

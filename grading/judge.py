@@ -8,8 +8,9 @@ For each lesson of a submitted notebook the judge
 3. after the kernel has run the notebook, reads the learner's answers (plain
    data displayed by :mod:`grading.harness`) and compares each with the
    reference solution's answer on the judge's own copy of the inputs, checks
-   that no input was changed in place and no result aliases an input, and
-   names the lesson's common mistakes;
+   that no input was changed in place, no result aliases an input and none holds
+   what an earlier call returned (a buffer or dict filled again at every call),
+   and names the lesson's common mistakes;
 4. replaces the test cell's outputs by one verdict: a line that passes, or an
    error with the reason.  Nothing the notebook printed or displayed in a test
    cell can carry points.
@@ -33,7 +34,8 @@ import numpy as np
 
 from shared.checking import (Mistake, alias_message, describe_args, difference, memory_message, mutation_message,
                              parts_shared_problem, recognise_aliasing_mistake, recognise_crashing_mistake,
-                             recognise_mistake, recognise_mutating_mistake, with_mistake, workers_apart_message)
+                             recognise_mistake, recognise_mutating_mistake, reuse_message, with_mistake,
+                             workers_apart_message)
 from shared.lessons import Lesson, lesson as find_lesson
 from shared.mistakes import mistakes_of
 
@@ -221,6 +223,8 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
     problem = _received_problem(name, answer, sent) if sent is not None else None
     if problem:
         return Reason.TRAFFIC, problem
+    if answer.get("reused"):
+        return Reason.ALIAS, reuse_message(answer["reused"][0])
     if spec.fresh_result and answer.get("aliases"):
         mistake = recognise_aliasing_mistake(mistakes, tuple(copy.deepcopy(values)), expected=expected, **tolerances)
         return Reason.ALIAS, with_mistake(alias_message(answer["aliases"][0]), mistake)

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from .cluster import arrays_held, arrays_shared_between_workers, arrays_shared_within, first_shared  # noqa: F401
+from .cluster import (arrays_held, arrays_shared_between_workers, arrays_shared_within, first_shared,  # noqa: F401
+                      parts_held, parts_reused)
 
 # Bound once, at import: see the module docstring.
 _ndarray = np.ndarray
@@ -245,7 +246,8 @@ def difference(actual: Any, expected: Any, name: str, **tolerances: Any) -> str 
     ``key_tolerances`` (optional, ``{dict key: {"rtol": ..., "atol": ..., "exact": ...}}``) sets
     other tolerances for the values under a dict key, at any depth: e.g. bytes measured with
     tracemalloc compared within a few percent, or counted bytes compared exactly
-    (``{"rtol": 0, "atol": 0}``), beside values compared with the default tolerances.
+    (``{"rtol": 0, "atol": 0}``), beside values compared with the default tolerances.  An int key
+    stands for a position in a returned tuple (a float64 number beside a float16 array).
     """
     by_key = tolerances.pop("key_tolerances", None) or {}
     if isinstance(expected, _MAPPINGS) or isinstance(expected, (tuple, list)):
@@ -257,7 +259,7 @@ def _nested_difference(actual: Any, expected: Any, name: str, by_key: Mapping[An
                        tolerances: dict[str, Any]) -> str | None:
     def inner(a: Any, e: Any, where: str, key: Any = None) -> str | None:
         own = tolerances
-        if by_key and type(key) is str and key in by_key:
+        if by_key and type(key) in (str, int) and key in by_key:
             own = {**tolerances, **by_key[key]}
         return difference(a, e, where, key_tolerances=by_key, **own) if by_key else difference(a, e, where, **own)
     if isinstance(expected, _MAPPINGS):
@@ -280,10 +282,14 @@ def _nested_difference(actual: Any, expected: Any, name: str, by_key: Mapping[An
     if not isinstance(actual, (tuple, list)):
         return (f"{name} should be a {type(expected).__name__} of {len(expected)} values, "
                 f"but it is {describe(actual)}")
+    if type(expected) in (tuple, list) and type(actual) is not type(expected):
+        return (f"{name} should be a {type(expected).__name__} of {len(expected)} values, but it is "
+                f"{describe(actual)}" + (": return the values separated by commas, `return a, b`"
+                                         if type(expected) is tuple else ""))
     if len(actual) != len(expected):
         return f"{name} has {len(actual)} values, expected {len(expected)}"
     for i, (a, e) in enumerate(zip(actual, expected)):
-        message = inner(a, e, f"{name}[{i}]")
+        message = inner(a, e, f"{name}[{i}]", i if type(expected) is tuple else None)
         if message:
             return message
     return None
@@ -302,6 +308,9 @@ def _leaf_difference(actual: Any, expected: Any, name: str, **tolerances: Any) -
         if type(expected) is float and isinstance(actual, (np.generic, _ndarray)) and not isinstance(actual, float):
             return (f"{name} should be a Python float, but it is {describe(actual)}: "
                     f"convert it with float(...)")
+        if type(expected) is float and type(actual) in (int, bool):
+            return (f"{name} should be a Python float, but it is {describe(actual)}: a ratio or a mean is a "
+                    f"float even when it is a whole number (write 0.0, or convert it with float(...))")
         if type(expected) is int and (isinstance(actual, (np.generic, _ndarray, float))):
             return f"{name} should be a Python int, but it is {describe(actual)}: convert it with int(...)"
         scalar_tol = {k: v for k, v in tolerances.items() if k in ("rtol", "atol")}
@@ -516,14 +525,16 @@ def _short(value: Any) -> str:
 
 def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: Any, *,
                mistakes: Sequence[Mistake] = (), output: str | None = None, fresh: bool = False,
-               **tolerances: Any) -> Any:
+               again: bool = False, **tolerances: Any) -> Any:
     """Call the learner's function on ``args`` (name -> value) and check its answer.
 
     Checks, in this order: the call does not crash (``NotImplementedError``
     passes through), no argument is modified in place, the result equals
     ``expected`` (a wrong result that matches one of ``mistakes`` is named), and
     no two places of the result are one array where ``expected``'s are two.
-    With ``fresh=True``, no array of the result may share memory with an argument.
+    With ``fresh=True``, no array of the result may share memory with an argument.  With ``again=True``,
+    a second call on copies of the arguments may hand out no array, dict or list of the first result
+    (a buffer or dict filled again at every call).
     Returns the learner's result.
     """
     names, values = list(args), list(args.values())
@@ -554,6 +565,11 @@ def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: 
         raise CheckFailure(problem)
     if fresh:
         check_fresh(result, given, names, label)
+    if again:
+        second = call_learner(function, snapshot(values), names)
+        reused = parts_reused(second, parts_held(result, "the first call's result"), "the second call's result")
+        if reused:
+            raise CheckFailure(f"{label}: {reuse_message(reused[0])}")
     return result
 
 
@@ -586,6 +602,13 @@ def alias_message(shared: str) -> str:
     "the result['W1'] shares memory with `params`")."""
     return (f"{shared}: return new arrays (e.g. x + 0 or x.copy()), so that changing the result can never "
             f"change the caller's data")
+
+
+def reuse_message(reused: str) -> str:
+    """What to tell a learner whose result holds what an earlier call returned (``reused`` says which part:
+    "the result['Z1'] shares memory with the result of case 1['Z1']")."""
+    return (f"{reused}: every call must return new arrays and dicts; a buffer or dict kept between calls and "
+            f"filled again is changed under the caller who holds the earlier result")
 
 
 class Deferred:

@@ -298,6 +298,36 @@ def arrays_held(value: Any, where: str = "the value") -> list[tuple[str, np.ndar
     return []
 
 
+def parts_held(value: Any, where: str = "the value") -> list[tuple[str, Any]]:
+    """Every array, dict and list inside a nest of dicts, lists and tuples (the value itself included), with
+    where it is: what a later call of a function must not hand out again."""
+    found = [(where, value)] if type(value) in (np.ndarray, dict, list) else []
+    if type(value) in (list, tuple):
+        found += [item for i, v in enumerate(value) for item in parts_held(v, f"{where}[{i}]")]
+    elif type(value) is dict:
+        found += [item for k, v in value.items() for item in parts_held(v, f"{where}[{k!r}]")]
+    return found
+
+
+def parts_reused(result: Any, earlier: list[tuple[str, Any]], where: str = "the result") -> list[str]:
+    """Which parts of ``result`` an earlier call returned already (``earlier``: :func:`parts_held` of the earlier
+    results): an array sharing its memory, or the very same dict or list.  A function that fills one buffer or
+    one module-level dict again at every call changes what the caller of an earlier call holds."""
+    arrays = [(name, item) for name, item in earlier if type(item) is np.ndarray]
+    boxes = [(name, item) for name, item in earlier if type(item) is not np.ndarray]
+    found = []
+    for place, part in parts_held(result, where):
+        if type(part) is np.ndarray:
+            index = first_shared(part, [other for _, other in arrays])
+            if index is not None:
+                found.append(f"{place} shares memory with {arrays[index][0]}")
+        else:
+            same = next((name for name, other in boxes if other is part), None)
+            if same is not None:
+                found.append(f"{place} is the same {type(part).__name__} object as {same}")
+    return found
+
+
 # Bound once, when the helper package is imported (before any learner code runs): a notebook that later
 # rebinds np.shares_memory cannot change what these checks find (shared.checking binds its NumPy alike).
 _np_shares_memory = np.shares_memory

@@ -187,3 +187,16 @@ def test_key_tolerances_compare_measured_bytes_loosely_and_counted_bytes_exactly
     far = {"loss": [0.5, 0.25], "memory": [{"parameters": 1000, "activations": 120_000}]}
     assert "['activations'] is 120,000" in difference(far, expected, "h", key_tolerances=keys)
     assert "['loss'][1]" in difference({**close, "loss": [0.5, 0.26]}, expected, "h", key_tolerances=keys)
+
+
+def test_a_list_is_not_the_promised_tuple_nor_an_int_the_promised_float():
+    from shared.checking import difference
+    pair = (np.zeros(2), np.ones(2))
+    said = difference([np.zeros(2), np.ones(2)], pair, "the result")
+    assert said.startswith("the result should be a tuple of 2 values, but it is a list") and "return a, b" in said
+    assert "should be a list" in difference(tuple(pair), list(pair), "the result")
+    assert difference(pair, pair, "the result") is None
+    said = difference({"saved_fraction": 0}, {"saved_fraction": 0.0}, "the result")
+    assert "the result['saved_fraction'] should be a Python float, but it is the int 0" in said
+    assert difference({"saved_fraction": 0.0}, {"saved_fraction": 0.0}, "the result") is None
+    assert "Python float" in difference(True, 1.0, "x")

@@ -404,3 +404,56 @@ def test_a_test_cell_waits_for_its_lessons_hidden_cases_whatever_the_cells_own_l
     assert execute._get_timeout(new_code_cell()) == 30
     loop_cell = new_code_cell(metadata={"nbgrader": {"grade_id": "lesson_040_full_distributed_training_loop"}})
     assert execute._get_timeout(loop_cell) >= 90
+
+
+# --------------------------------------------------------------------------
+# Every call returns new arrays and containers, in every lesson
+# --------------------------------------------------------------------------
+
+def _refilling_forward(X, params):
+    """005 with one module-level cache dict, filled again at every call (right values at each call)."""
+    cache = _refilling_forward.cache
+    Z1 = X @ params["W1"] + params["b1"]
+    A1 = np.maximum(Z1, 0)
+    cache.clear()
+    cache.update({"A0": X, "Z1": Z1, "A1": A1})
+    return A1 @ params["W2"] + params["b2"], cache
+
+
+_refilling_forward.cache = {}
+
+
+def _pooled_recompute(checkpoint, params, start_layer, end_layer):
+    """016 writing into buffers kept between calls (one pair per layer and shape)."""
+    last = min(end_layer, len(params) // 2 - 1)
+    cache, a = {f"A{start_layer}": checkpoint}, checkpoint
+    for i in range(start_layer + 1, last + 1):
+        shape = (a.shape[0], params[f"W{i}"].shape[1])
+        key = (i, shape, np.result_type(a, params[f"W{i}"]).str)
+        if key not in _pooled_recompute.pool:
+            _pooled_recompute.pool[key] = (np.empty(shape, key[2]), np.empty(shape, key[2]))
+        z, act = _pooled_recompute.pool[key]
+        np.matmul(a, params[f"W{i}"], out=z)
+        z += params[f"b{i}"]
+        np.maximum(z, 0, out=act)
+        cache[f"Z{i}"], cache[f"A{i}"] = z, act
+        a = act
+    return cache
+
+
+_pooled_recompute.pool = {}
+
+
+@pytest.mark.parametrize("code, name, function, said", [
+    ("005", "mlp_forward", _refilling_forward, "is the same dict object as case 1's result[1]"),
+    ("016", "recompute_block_activations", _pooled_recompute, "shares memory with case 1's result"),
+])
+def test_a_result_that_an_earlier_call_handed_out_loses_the_points(code, name, function, said):
+    """Where a result may hold an input (fresh_result off), it may still never hold an earlier call's result."""
+    assert not lesson_spec(code).fresh_result
+    namespace = reference_namespace(code)
+    namespace[name] = function
+    for seed in (0, 1, 2):
+        verdict = grade_in_process(code, namespace, seed)
+        assert not verdict.passed and verdict.reason == "alias", verdict.message
+        assert said in verdict.message and "every call must return new arrays and dicts" in verdict.message
