@@ -2044,6 +2044,277 @@ NAMED_MISTAKES = {
 }
 
 
+# --------------------------------------------------------------------------
+# Wrong answers of a sweep (each earned the points before a case of its kind was drawn on every seed)
+# --------------------------------------------------------------------------
+
+def batch_as_list(batch_size, in_features, out_features, seed):
+    """001 wrong: the pair returned as a list, not the tuple ``X, Y``."""
+    _positive_sizes(batch_size, in_features, out_features)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((batch_size, in_features))
+    return [X, np.sin(X @ (rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)))]
+
+
+def relu_input_when_nonnegative(z):
+    """004 wrong: the input itself handed back when nothing in it is negative."""
+    return z if not (z < 0).any() else np.maximum(z, 0)
+
+
+def relu_max_shortcut(z):
+    """004 wrong: z.max() first, which an empty array cannot give."""
+    return np.zeros_like(z) if z.max() <= 0 else np.maximum(z, 0)
+
+
+_REFILLED_CACHE: dict = {}
+
+
+def mlp_forward_refilled_cache(X, params):
+    """005 wrong: one module-level cache dict, cleared and filled again at every call."""
+    Z1 = X @ params["W1"] + params["b1"]
+    A1 = np.maximum(Z1, 0)
+    _REFILLED_CACHE.clear()
+    _REFILLED_CACHE.update({"A0": X, "Z1": Z1, "A1": A1})
+    return A1 @ params["W2"] + params["b2"], _REFILLED_CACHE
+
+
+_FORWARD_BUFFERS: dict = {}
+
+
+def mlp_forward_buffer_pool(X, params):
+    """005 wrong: Z1 and A1 written into buffers kept between calls (one pair per shape and dtype)."""
+    dtype = np.result_type(X, params["W1"])
+    shape = (X.shape[0], params["W1"].shape[1])
+    Z1, A1 = _FORWARD_BUFFERS.setdefault((shape, dtype.str), (np.empty(shape, dtype), np.empty(shape, dtype)))
+    np.matmul(X, params["W1"], out=Z1)
+    Z1 += params["b1"]
+    np.maximum(Z1, 0, out=A1)
+    return A1 @ params["W2"] + params["b2"], {"A0": X, "Z1": Z1, "A1": A1}
+
+
+def mse_nanmean(Y_hat, Y):
+    """006 wrong: np.nanmean, which hides a NaN prediction (a diverged model)."""
+    diff = Y_hat - Y
+    return float(np.nanmean(diff ** 2)), 2 * diff / diff.size
+
+
+def linear_backward_squeezed_db(dZ, x, W):
+    """007 wrong: db squeezed, shape () when fan_out is 1."""
+    return dZ @ W.T, x.T @ dZ, np.squeeze(dZ.sum(axis=0, keepdims=True))
+
+
+def linear_backward_as_list(dZ, x, W):
+    """007 wrong: the three gradients as a list, not a tuple."""
+    return [dZ @ W.T, x.T @ dZ, dZ.sum(axis=0)]
+
+
+def relu_backward_input_when_open(dA, Z):
+    """008 wrong: dA itself handed back when every gate is open."""
+    return dA if (Z > 0).all() else dA * (Z > 0)
+
+
+def relu_backward_heaviside(dA, Z):
+    """008 wrong: np.heaviside(Z, 0) is Z's dtype, so a float16 dA with a float64 Z comes back float64."""
+    return dA * np.heaviside(Z, 0)
+
+
+def first_backward_squeezed_db(dZ1, X, W1):
+    """009 wrong: db1 squeezed, shape () with one hidden unit."""
+    return X.T @ dZ1, dZ1.sum(axis=0, keepdims=True).squeeze()
+
+
+def first_backward_db_by_ones(dZ1, X, W1):
+    """009 wrong: db1 as a float64 vector of ones times dZ1 (float32 in, float64 out)."""
+    return X.T @ dZ1, np.ones(X.shape[0]) @ dZ1
+
+
+_REFILLED_GRADS: dict = {}
+
+
+def mlp_backward_refilled_dict(dY_hat, params, cache):
+    """010 wrong: one module-level gradient dict, filled again at every call."""
+    dZ1 = (dY_hat @ params["W2"].T) * (cache["Z1"] > 0)
+    _REFILLED_GRADS.update({"W1": cache["A0"].T @ dZ1, "b1": dZ1.sum(axis=0),
+                            "W2": cache["A1"].T @ dY_hat, "b2": dY_hat.sum(axis=0)})
+    return _REFILLED_GRADS
+
+
+def split_list_of_lists(X, Y, num_micro_batches):
+    """011 wrong: each micro-batch a list ``[X_j, Y_j]``, not a tuple."""
+    return [list(pair) for pair in split_loop(X, Y, num_micro_batches)]
+
+
+_ACCUMULATOR: dict = {}
+
+
+def accumulate_into_module_dict(accumulated, micro_grads, micro_batch_size):
+    """012 wrong: one module-level result dict (the previous result, passed back in, is cleared)."""
+    base = {} if accumulated is None else dict(accumulated)
+    _ACCUMULATOR.clear()
+    for key, grad in micro_grads.items():
+        _ACCUMULATOR[key] = micro_batch_size * grad if accumulated is None else base[key] + micro_batch_size * grad
+    return _ACCUMULATOR
+
+
+_CHECKPOINT_POOL: dict = {}
+
+
+def forward_checkpointed_pooled(X, params, segment_size):
+    """015 wrong: the checkpoints written into buffers kept between calls."""
+    if segment_size < 1:
+        raise ValueError("segment_size must be at least 1")
+    num_layers = mlp.num_layers(params)
+    checkpoints, a = {0: X}, X
+    for i in range(1, num_layers + 1):
+        z = a @ params[f"W{i}"] + params[f"b{i}"]
+        if i < num_layers:
+            if i % segment_size == 0:
+                a = np.maximum(z, 0, out=_CHECKPOINT_POOL.setdefault((i, z.shape, z.dtype.str), np.empty_like(z)))
+                checkpoints[i] = a
+            else:
+                a = np.maximum(z, 0)
+    return z, checkpoints
+
+
+_SEGMENT_POOL: dict = {}
+
+
+def recompute_pooled(checkpoint, params, start_layer, end_layer):
+    """016 wrong: Z and A written into buffers kept between calls (one pair per layer, shape and dtype)."""
+    last = min(end_layer, mlp.num_layers(params) - 1)
+    cache, a = {f"A{start_layer}": checkpoint}, checkpoint
+    for i in range(start_layer + 1, last + 1):
+        W = params[f"W{i}"]
+        shape, dtype = (a.shape[0], W.shape[1]), np.result_type(a, W)
+        z, act = _SEGMENT_POOL.setdefault((i, shape, dtype.str), (np.empty(shape, dtype), np.empty(shape, dtype)))
+        np.matmul(a, W, out=z)
+        z += params[f"b{i}"]
+        np.maximum(z, 0, out=act)
+        cache[f"Z{i}"], cache[f"A{i}"] = z, act
+        a = act
+    return cache
+
+
+def estimate_int_zero_saved(batch_size, width, num_layers, segment_size, bytes_per_element=8):
+    """018 wrong: saved_fraction the int 0 (not 0.0) when one segment saves nothing."""
+    result = estimate_integer_ceil(batch_size, width, num_layers, segment_size, bytes_per_element)
+    return {**result, "saved_fraction": 0} if segment_size >= num_layers else result
+
+
+def half_refusing_signed_ints_only(params):
+    """019 wrong: only dtype kinds 'i' and 'b' refused, so unsigned ints are cast silently."""
+    for key, value in params.items():
+        if value.dtype.kind in ("i", "b"):
+            raise TypeError(f"params[{key!r}] has dtype {value.dtype}")
+    with np.errstate(over="ignore"):
+        return {key: value.astype(np.float16) for key, value in params.items()}
+
+
+def master_refusing_signed_ints_only(params):
+    """020 wrong: only dtype kinds 'i' and 'b' refused, so unsigned ints are converted silently."""
+    for key, value in params.items():
+        if value.dtype.kind in ("i", "b"):
+            raise TypeError(f"params[{key!r}] has dtype {value.dtype}")
+    return {key: value.astype(np.float32) for key, value in params.items()}
+
+
+def scale_in_the_inputs_dtype(loss, d_out, loss_scale):
+    """021 wrong: d_out * S in d_out's own dtype: a float16 d_out overflows where float32's product would not."""
+    _positive_finite_scale(loss_scale)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(loss) * loss_scale, (d_out * loss_scale).astype(np.float16)
+
+
+def scale_loss_rounded_to_half(loss, d_out, loss_scale):
+    """021 wrong: the loss rounded to float16 before it is scaled."""
+    _positive_finite_scale(loss_scale)
+    with np.errstate(over="ignore"):
+        scaled = (d_out.astype(np.float32) * np.float32(loss_scale)).astype(np.float16)
+    return float(np.float16(loss)) * loss_scale, scaled
+
+
+def non_finite_in_half(grads):
+    """023 wrong: the gradients cast to float16 first: a finite float32 value above 65504 counts as inf."""
+    with np.errstate(over="ignore"):
+        return any(not np.isfinite(value.astype(np.float16)).all() for value in grads.values())
+
+
+def non_finite_beyond_half_max(grads):
+    """023 wrong: |g| <= 65504 (float16's largest) taken for finite, in every dtype."""
+    return not all(bool(np.all(np.abs(value) <= np.finfo(np.float16).max)) for value in grads.values())
+
+
+def mixed_step_weights_checked(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """024 wrong: only the weights' gradients looked at for inf and NaN (a bias gradient, a sum over the
+    batch, can overflow alone)."""
+    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
+                              lambda tracker, interval: tracker == interval,
+                              lambda grads: [key for key in grads if key.startswith("W")])
+
+
+def shard_as_lists(X, Y, num_workers):
+    """025 wrong: each shard a list ``[X_r, Y_r]``, not a tuple."""
+    if num_workers < 1 or len(X) != len(Y) or num_workers > len(X):
+        raise ValueError(f"cannot shard {len(X)} examples across {num_workers} workers")
+    return [[X[r::num_workers], Y[r::num_workers]] for r in range(num_workers)]
+
+
+def buckets_as_tuples(worker_grads, bucket_cap_bytes, cluster=None):
+    """030 wrong: each bucket a tuple of keys, not a list."""
+    return _bucket_with(worker_grads, bucket_cap_bytes, cluster, lambda buckets: [tuple(b) for b in buckets])
+
+
+def optimizer_master_unsharded(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
+    """037 wrong: in mixed precision the float32 master weights kept whole at stages 1-3 (only m and v sharded)."""
+    _layout_checks(num_params, dtype, zero_stage, num_workers, rank)
+    owned = num_params // num_workers + (rank < num_params % num_workers)
+    if dtype == "mixed":
+        return 12 * num_params if zero_stage == 0 else 4 * num_params + 8 * owned
+    return 2 * (int(dtype[5:]) // 8) * (owned if zero_stage else num_params)
+
+
+def activations_rounded_micro_batch(batch_size, width, num_layers, dtype, segment_size=None, num_micro_batches=1):
+    """038 wrong: the micro-batch as round(B / k) rows (the nearest, not the largest)."""
+    _activation_checks(batch_size, width, num_layers, dtype, segment_size, num_micro_batches)
+    rows, b = round(batch_size / num_micro_batches), 2 if dtype == "mixed" else int(dtype[5:]) // 8
+    s = num_layers if segment_size is None else segment_size
+    stored = -(-num_layers // s) - 1 + 2 * min(s, num_layers - 1)
+    return (stored + 2) * rows * width * b + rows * width + (2 * rows * width if dtype == "mixed" else 0)
+
+
+SWEPT = {
+    "001": [("the pair as a list", batch_as_list)],
+    "004": [("the input itself when nothing is negative", relu_input_when_nonnegative),
+            ("z.max() first (an empty array crashes)", relu_max_shortcut)],
+    "005": [("one module-level cache dict, filled again", mlp_forward_refilled_cache),
+            ("Z1 and A1 in buffers kept between calls", mlp_forward_buffer_pool)],
+    "006": [("np.nanmean hides a NaN prediction", mse_nanmean)],
+    "007": [("db squeezed (shape () for one output)", linear_backward_squeezed_db),
+            ("the gradients as a list", linear_backward_as_list)],
+    "008": [("dA itself when every gate is open", relu_backward_input_when_open),
+            ("np.heaviside: Z's dtype leaks in", relu_backward_heaviside)],
+    "009": [("db1 squeezed (shape () for one hidden unit)", first_backward_squeezed_db),
+            ("db1 by a float64 vector of ones", first_backward_db_by_ones)],
+    "010": [("one module-level gradient dict, filled again", mlp_backward_refilled_dict)],
+    "011": [("each micro-batch a list", split_list_of_lists)],
+    "012": [("one module-level result dict", accumulate_into_module_dict)],
+    "015": [("the checkpoints in buffers kept between calls", forward_checkpointed_pooled)],
+    "016": [("Z and A in buffers kept between calls", recompute_pooled)],
+    "018": [("saved_fraction the int 0", estimate_int_zero_saved)],
+    "019": [("unsigned ints cast silently", half_refusing_signed_ints_only)],
+    "020": [("unsigned ints converted silently", master_refusing_signed_ints_only)],
+    "021": [("d_out scaled in its own float16", scale_in_the_inputs_dtype),
+            ("the loss rounded to float16 first", scale_loss_rounded_to_half)],
+    "023": [("cast to float16 before the check", non_finite_in_half),
+            ("|g| <= 65504 taken for finite", non_finite_beyond_half_max)],
+    "024": [("only the weights' gradients checked", mixed_step_weights_checked)],
+    "025": [("each shard a list", shard_as_lists)],
+    "030": [("each bucket a tuple", buckets_as_tuples)],
+    "037": [("mixed: the master weights not sharded", optimizer_master_unsharded)],
+    "038": [("the micro-batch rounded to the nearest", activations_rounded_micro_batch)],
+}
+
+
 PLAUSIBLE = {
     "001": [("W_true scaled by 1/d", batch_w_over_d), ("float32 draws", batch_float32)],
     "002": [("the second layer's scale from the first layer's fan-in", init_second_fan_in_wrong),
@@ -2115,6 +2386,8 @@ PLAUSIBLE = {
     "040": [("the scale after each step recorded", loop_scale_after_the_step),
             ("the micro-batches' float16 gradients summed in float16", loop_summing_micro_batches_in_float16)],
 }
+for _code, _swept in SWEPT.items():  # the sweep's wrong answers join the lessons' lists
+    PLAUSIBLE[_code] = PLAUSIBLE.get(_code, []) + _swept
 
 #: Other right numbers at a cost in memory the lesson does not allow.
 EXPENSIVE = {

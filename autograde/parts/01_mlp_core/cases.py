@@ -85,6 +85,8 @@ def relu_forward_cases(rng):
     cases.append(Case({"z": _normal(rng, (4, 3), np.float32)}, "float32: the result keeps it"))
     cases.append(Case({"z": _normal(rng, (3, 5), np.float16)}, "float16: the result keeps it"))
     cases.append(Case({"z": -np.abs(_normal(rng, (3, 2)))}, "all negative"))
+    cases.append(Case({"z": np.abs(_normal(rng, (3, 4))) + 0.5}, "no negative entry: still a new array"))
+    cases.append(Case({"z": np.zeros((0, 3))}, "an empty array (any shape, even one with no entry)"))
     return cases
 
 
@@ -109,6 +111,10 @@ def mse_cases(rng):
     cases.append(Case({"Y_hat": _normal(rng, (6, 2), np.float32), "Y": _normal(rng, (6, 2), np.float32)},
                       "float32 (the loss is still a Python float)", **FLOAT32))
     cases.append(Case({"Y_hat": _normal(rng, (1, 1)), "Y": _normal(rng, (1, 1))}, "a single entry"))
+    Y_hat = _normal(rng, (4, 3))
+    Y_hat[int(rng.integers(0, 4)), int(rng.integers(0, 3))] = np.nan
+    cases.append(Case({"Y_hat": Y_hat, "Y": _normal(rng, (4, 3))},
+                      "a NaN prediction: the mean over every entry is NaN (a diverged model must show)"))
     return cases
 
 
@@ -123,6 +129,9 @@ def linear_backward_cases(rng):
     n = int(rng.integers(2, 6))
     cases.append(Case({"dZ": _normal(rng, (n, n)), "x": _normal(rng, (n, n)), "W": _normal(rng, (n, n))},
                       "square W (a missing transpose keeps the shape)"))
+    n, i = _sizes(rng, 2, 2, 8)
+    cases.append(Case({"dZ": _normal(rng, (n, 1)), "x": _normal(rng, (n, i)), "W": _normal(rng, (i, 1))},
+                      "one output feature: db has shape (1,)"))
     return cases
 
 
@@ -141,6 +150,11 @@ def relu_backward_cases(rng):
     for dtype in (np.float32, np.float16):
         cases.append(Case({"dA": _normal(rng, shape, dtype), "Z": _normal(rng, shape, dtype)},
                           f"{np.dtype(dtype).name}: the result keeps it"))
+    for dtype in (np.float32, np.float16):
+        cases.append(Case({"dA": _normal(rng, shape, dtype), "Z": _normal(rng, shape)},
+                          f"dA {np.dtype(dtype).name}, Z float64: the result keeps dA's dtype"))
+    cases.append(Case({"dA": _normal(rng, shape), "Z": np.abs(_normal(rng, shape)) + 0.5},
+                      "every gate open: the result equals dA, and is still a new array"))
     return cases
 
 
@@ -154,6 +168,11 @@ def first_linear_backward_cases(rng):
     n = int(rng.integers(2, 6))
     cases.append(Case({"dZ1": _normal(rng, (n, n)), "X": _normal(rng, (n, n)), "W1": _normal(rng, (n, n))},
                       "square matrices"))
+    n, d, h = _sizes(rng, 3, 2, 8)
+    cases.append(Case({"dZ1": _normal(rng, (n, h), np.float32), "X": _normal(rng, (n, d), np.float32),
+                       "W1": _normal(rng, (d, h), np.float32)}, "float32: the result keeps it", **FLOAT32))
+    cases.append(Case({"dZ1": _normal(rng, (n, 1)), "X": _normal(rng, (n, d)), "W1": _normal(rng, (d, 1))},
+                      "one hidden unit: db1 has shape (1,)"))
     return cases
 
 

@@ -111,7 +111,9 @@ def make_synthetic_regression_batch(batch_size, in_features, out_features, seed)
 # written out below. The other checks are properties that any correct answer has.
 
 # %% tags=["tests"]
-X, Y = call(make_synthetic_regression_batch, 2, 3, 2, seed=0, returns=("X", "Y"))
+batch = call(make_synthetic_regression_batch, 2, 3, 2, seed=0, returns=("X", "Y"))
+check(type(batch) is tuple, f"return the pair as a tuple, `return X, Y`; got a {type(batch).__name__}")
+X, Y = batch
 check_shape(X, (2, 3), "X")
 check_shape(Y, (2, 2), "Y")
 check(X.dtype == np.float64 and Y.dtype == np.float64,
@@ -380,6 +382,9 @@ check_call(relu_forward, {"z": z}, np.array([[0.0, 0.0, 0.5],
            mistakes=mistakes_of("relu_forward"))
 check_call(relu_forward, {"z": np.array([-1.0, 2.0, -3.0, 4.0])}, np.array([0.0, 2.0, 0.0, 4.0]),
            mistakes=mistakes_of("relu_forward"))
+check_call(relu_forward, {"z": np.array([0.5, 2.0])}, np.array([0.5, 2.0]),
+           fresh=True)  # nothing negative: still a new array
+check_call(relu_forward, {"z": np.zeros((0, 3))}, np.zeros((0, 3)))  # any shape, even one with no entry
 for dtype in (np.float32, np.float16):  # the result keeps the input's dtype, whatever it is
     r = call(relu_forward, np.array([-1.0, 1.0], dtype=dtype))
     check(isinstance(r, np.ndarray) and r.dtype == dtype,
@@ -468,8 +473,8 @@ tiny = {"W1": np.array([[1.0, -1.0, 0.5],
 expected_cache = {"A0": X,
                   "Z1": np.array([[-1.0, -1.5, 1.0], [3.0, -1.0, 0.0]]),
                   "A1": np.array([[0.0, 0.0, 1.0], [3.0, 0.0, 0.0]])}
-check_call(mlp_forward, {"X": X, "params": tiny},
-           (np.array([[0.75], [3.25]]), expected_cache), mistakes=mistakes_of("mlp_forward"))
+check_call(mlp_forward, {"X": X, "params": tiny},  # again=True: a second call must give new arrays and dicts
+           (np.array([[0.75], [3.25]]), expected_cache), mistakes=mistakes_of("mlp_forward"), again=True)
 # With b2 = -5 the outputs are negative, which a ReLU on the output would hide:
 check_call(mlp_forward, {"X": X, "params": {**tiny, "b2": np.array([-5.0])}},
            (np.array([[-4.5], [-2.0]]), expected_cache), mistakes=mistakes_of("mlp_forward"))
@@ -547,6 +552,9 @@ check_call(mse_loss_and_grad, {"Y_hat": Y_hat, "Y": Y},
 loss, _ = call(mse_loss_and_grad, Y, Y, returns=("loss", "dY_hat"))
 check(loss == 0.0, f"the loss of a perfect prediction should be 0, got {loss}")
 check(isinstance(loss, float), f"the loss should be a Python float, got {type(loss).__name__}")
+loss, _ = call(mse_loss_and_grad, np.array([[np.nan, 1.0]]), np.array([[0.0, 1.0]]), returns=("loss", "dY_hat"))
+check(np.isnan(loss), f"a NaN prediction gives a NaN loss (the mean of every entry), got {loss}: a mean that "
+      f"skips NaN (np.nanmean) hides a model that has diverged")
 # float32 inputs: the gradient stays float32 and the loss is still a Python float (not np.float32):
 check_call(mse_loss_and_grad, {"Y_hat": np.array([[1.0, 2.0], [3.0, 5.0]], dtype=np.float32),
                                "Y": np.array([[1.0, 0.0], [2.0, 5.0]], dtype=np.float32)},
@@ -641,6 +649,9 @@ check_call(linear_backward, {"dZ": dZ, "x": x, "W": W},
             np.array([[1.0, 0.0, -1.0], [0.0, -1.0, -2.0]]),     # dW = x.T @ dZ
             np.array([3.0, 1.0, -1.0])),                         # db = dZ summed over the batch
            mistakes=mistakes_of("linear_backward"))
+check_call(linear_backward, {"dZ": dZ[:, :1], "x": x, "W": W[:, :1]},     # one output feature: db has shape (1,)
+           (np.array([[1.0, 0.0], [2.0, 0.0]]), np.array([[1.0], [0.0]]), np.array([3.0])),
+           mistakes=mistakes_of("linear_backward"))
 # Property: for a loss L = sum(Z * G), the gradient w.r.t. Z is G, and a finite
 # difference in W must agree with your dW.
 rng = np.random.default_rng(1)
@@ -724,6 +735,8 @@ Z = np.array([[0.5, 1.0, -1.0],
 check_call(relu_backward, {"dA": dA, "Z": Z},
            np.array([[1.0, -2.0, 0.0],
                      [-4.0, 0.0, 0.0]]), mistakes=mistakes_of("relu_backward"))
+check_call(relu_backward, {"dA": dA, "Z": np.abs(Z) + 1.0}, dA.copy(),
+           fresh=True)  # every gate open: still a new array
 for dtype in (np.float32, np.float16):  # the result keeps dA's dtype, whatever it is
     d = call(relu_backward, dA.astype(dtype), Z)
     check(isinstance(d, np.ndarray) and d.dtype == dtype,
@@ -800,6 +813,13 @@ W1 = np.ones((3, 2))
 check_call(first_linear_backward, {"dZ1": dZ1, "X": X, "W1": W1},
            (np.array([[2.0, 2.0], [0.5, 3.0], [2.0, -1.0]]), np.array([1.5, 2.0])),
            mistakes=mistakes_of("first_linear_backward"))
+# float32 in, float32 out (as in 007), and one hidden unit: db1 keeps its shape (1,)
+check_call(first_linear_backward, {"dZ1": dZ1.astype(np.float32), "X": X.astype(np.float32),
+                                   "W1": W1.astype(np.float32)},
+           (np.array([[2.0, 2.0], [0.5, 3.0], [2.0, -1.0]], np.float32), np.array([1.5, 2.0], np.float32)),
+           mistakes=mistakes_of("first_linear_backward"))
+check_call(first_linear_backward, {"dZ1": dZ1[:, :1], "X": X, "W1": W1[:, :1]},
+           (np.array([[2.0], [0.5], [2.0]]), np.array([1.5])), mistakes=mistakes_of("first_linear_backward"))
 lesson_passed("009")
 
 # %% [markdown]
@@ -881,7 +901,7 @@ tiny_cache = {"A0": np.array([[1.0, -1.0], [2.0, 0.5]]),
 check_call(mlp_backward, {"dY_hat": np.array([[1.0], [-1.0]]), "params": tiny, "cache": tiny_cache},
            {"W1": np.array([[-2.0, 0.0, 0.5], [-0.5, 0.0, -0.5]]), "b1": np.array([-1.0, 0.0, 0.5]),
             "W2": np.array([[-3.0], [0.0], [1.0]]), "b2": np.array([0.0])},
-           mistakes=mistakes_of("mlp_backward"))
+           mistakes=mistakes_of("mlp_backward"), again=True)  # a second call gives new arrays and a new dict
 # Property: every gradient agrees with a finite difference of the loss.
 rng = np.random.default_rng(2)
 X_fd, Y_fd = rng.standard_normal((5, 3)), rng.standard_normal((5, 2))

@@ -63,8 +63,9 @@ def forward_cases(rng):
     cases.append(Raises({"X": X, "params": params, "segment_size": 0}, ValueError, "segment_size is 0"))
     cases.append(Raises({"X": X, "params": params, "segment_size": -int(rng.integers(1, 4))},
                         ValueError, "segment_size is negative"))
-    X, params = _memory_network(rng)
-    cases.append(Case({"X": X, "params": params, "segment_size": MEMORY_SEGMENT}, _memory_about(), measure=True))
+    for segment in (MEMORY_SEGMENT, MEMORY_LAYERS):
+        X, params = _memory_network(rng)
+        cases.append(Case({"X": X, "params": params, "segment_size": segment}, _memory_about(segment), measure=True))
     return cases
 
 
@@ -109,10 +110,11 @@ def backward_cases(rng):
         # s < L puts segment boundaries inside the network, where the ReLU mask is easily skipped
         cases.append(Case({"d_out": d_out, "params": params, "checkpoints": checkpoints, "segment_size": s},
                           f"L = {L}, {about}"))
-    X, params = _memory_network(rng)
-    _, checkpoints = lesson_blocks.mlp_forward_checkpointed(X, params, MEMORY_SEGMENT)
-    cases.append(Case({"d_out": _normal(rng, (len(X), 4)), "params": params, "checkpoints": checkpoints,
-                       "segment_size": MEMORY_SEGMENT}, _memory_about(), measure=True))
+    for segment in (MEMORY_SEGMENT, MEMORY_SEGMENT + 1):
+        X, params = _memory_network(rng)
+        _, checkpoints = lesson_blocks.mlp_forward_checkpointed(X, params, segment)
+        cases.append(Case({"d_out": _normal(rng, (len(X), 4)), "params": params, "checkpoints": checkpoints,
+                           "segment_size": segment}, _memory_about(segment), measure=True))
     return cases
 
 
@@ -124,9 +126,9 @@ def _memory_network(rng):
     return _normal(rng, (MEMORY_BATCH, MEMORY_WIDTH)), _params(rng, [MEMORY_WIDTH] * MEMORY_LAYERS + [4])
 
 
-def _memory_about():
+def _memory_about(segment):
     return (f"memory measured: batch {MEMORY_BATCH}, width {MEMORY_WIDTH}, {MEMORY_LAYERS} layers, "
-            f"segments of {MEMORY_SEGMENT}")
+            + (f"segments of {segment}" if segment < MEMORY_LAYERS else "one segment: only X is kept"))
 
 
 def _activation_bytes(args):
@@ -139,10 +141,17 @@ def _layers(args):
     return sum(1 for key in args["params"] if key[0] == "W")
 
 
+def _output_bytes(args):
+    """Bytes of the network's output, (batch, outputs)."""
+    first, last = args["X"], args["params"][f"b{_layers(args)}"]
+    return first.shape[0] * last.shape[0] * first.itemsize
+
+
 FORWARD_MEMORY = MemoryBound(
-    lambda args: (-(-_layers(args) // args["segment_size"]) - 1 + 4) * _activation_bytes(args),
+    lambda args: (-(-_layers(args) // args["segment_size"]) - 1 + 4) * _activation_bytes(args)
+    + 2 * _output_bytes(args) + 64 * 1024,
     rule="the stored checkpoints (one per segment after the first) plus four activation arrays "
-         "of working space",
+         "of working space, the output twice (z, then z + b) and 64 KiB for small objects",
     shortcut="keep only each segment's input activation while you go forward; storing every layer's "
              "activations and picking the checkpoints afterwards saves nothing")
 

@@ -122,7 +122,8 @@ out_std, cache_std = mlp.forward(X6, params6)
 expected = {0: X6, 2: cache_std["A2"], 4: cache_std["A4"]}
 # Close to the last bits (rtol 1e-9): einsum or np.dot may sum in another order than @.
 check_call(mlp_forward_checkpointed, {"X": X6, "params": params6, "segment_size": 2},
-           (out_std, expected), mistakes=mistakes_of("mlp_forward_checkpointed"), rtol=1e-9, atol=1e-12)
+           (out_std, expected), mistakes=mistakes_of("mlp_forward_checkpointed"), rtol=1e-9, atol=1e-12,
+           again=True)  # a second call must give new arrays and a new dict
 check_call(mlp_forward_checkpointed, {"X": X6, "params": params6, "segment_size": 4},
            (out_std, {0: X6, 4: cache_std["A4"]}), mistakes=mistakes_of("mlp_forward_checkpointed"),
            rtol=1e-9, atol=1e-12)
@@ -220,7 +221,8 @@ _, cache5 = mlp.forward(rng.standard_normal((4, 3)), params5)
 check_call(recompute_block_activations,
            {"checkpoint": cache5["A2"], "params": params5, "start_layer": 2, "end_layer": 4},
            {key: cache5[key] for key in ("A2", "Z3", "A3", "Z4", "A4")},
-           mistakes=mistakes_of("recompute_block_activations"), rtol=1e-9, atol=1e-12)
+           mistakes=mistakes_of("recompute_block_activations"), rtol=1e-9, atol=1e-12,
+           again=True)  # a second call must give new arrays and a new dict
 # The last segment, layers 4 and 5: layer 5 is the output and is not cached.
 check_call(recompute_block_activations,
            {"checkpoint": cache5["A3"], "params": params5, "start_layer": 3, "end_layer": 5},
@@ -435,6 +437,8 @@ check_call(estimate_checkpointing_memory_savings,           # L = 10, s = 3: seg
 no_ckpt = call(estimate_checkpointing_memory_savings, 4, 3, 5, 5)
 check(no_ckpt["checkpointed_bytes"] == no_ckpt["standard_bytes"],
       "one segment (s >= L) stores the same as no checkpointing: the two estimates should be equal")
+check(type(no_ckpt["saved_fraction"]) is float,
+      f"saved_fraction is a float even when nothing is saved (0.0), got {no_ckpt['saved_fraction']!r}")
 good = {"batch_size": 4, "width": 3, "num_layers": 10, "segment_size": 3, "bytes_per_element": 8}
 for name in good:
     check_raises(estimate_checkpointing_memory_savings, {**good, name: 0}, ValueError, f"{name} is 0")

@@ -59,7 +59,9 @@ NOT_FLOAT = Refusal("a value of params is not a float array", TypeError, _not_fl
 
 def _bad_params(rng):
     return [Raises({"params": _with_bad_value(rng, np.int64)}, TypeError, "a value of params is an integer array"),
-            Raises({"params": _with_bad_value(rng, np.bool_)}, TypeError, "a value of params is a boolean array")]
+            Raises({"params": _with_bad_value(rng, np.bool_)}, TypeError, "a value of params is a boolean array"),
+            Raises({"params": _with_bad_value(rng, np.uint8)}, TypeError,
+                   "a value of params is an unsigned integer array")]
 
 
 # 019 cast_to_half_precision ----------------------------------------------------
@@ -142,6 +144,8 @@ def scale_cases(rng):
     cases.append(case(_small_gradients(rng, shape()), float(rng.uniform(100.0, 5000.0)),
                       "S not a power of two"))
     cases.append(case(_small_gradients(rng, shape()), _power_of_two(rng, -4, -1), "S below 1 (after many backoffs)"))
+    cases.append(case(_small_gradients(rng, shape(), np.float16), 65536.0,
+                      "d_out already float16 and S = 2**16, beyond float16's range: the product is float32's"))
     d_out = _small_gradients(rng, (3, 2))
     for bad, why in ((0.0, "loss_scale is 0"), (-_power_of_two(rng, 0, 16), "loss_scale is negative"),
                      (np.inf, "loss_scale is infinite"), (np.nan, "loss_scale is NaN")):
@@ -210,6 +214,8 @@ def finite_cases(rng):
         Case({"grads": grads(np.float32, later(), -np.inf)}, "a -inf in a later array only"),
         Case({"grads": grads(np.float32, 3, np.inf)}, "an inf in the last bias only"),
         Case({"grads": grads(np.float32)}, "all finite (float32)"),
+        Case({"grads": {**grads(np.float32), "W1": rng.uniform(7e4, 1e6, (3, 4)).astype(np.float32)}},
+             "all finite (float32), W1's values beyond float16's 65504: finite is the array's own dtype"),
     ]
 
 
@@ -259,6 +265,11 @@ def _confined_overflow(rng, layer: str):
             X = (X * 1e3).astype(np.float32)
             master["W1"] = (master["W1"] * 1e-4).astype(np.float32)
             scale, wanted = _power_of_two(rng, 10, 12), {"W1"}
+        elif layer == "bias":  # tiny weights and biases, targets far away: every weight gradient is tiny, but
+            #                    the last bias's gradient sums the scaled loss gradient over the whole batch
+            master = {key: (value * (1e-3 if key[0] == "W" else 0.0)).astype(np.float32) for key, value in master.items()}
+            Y = np.full_like(Y, -float(rng.uniform(1.0, 2.0)))
+            scale, wanted = 65536.0, {"b3"}
         else:
             master["W2"] = (master["W2"] * 30).astype(np.float32)
             master["W3"] = (master["W3"] * 1e-4).astype(np.float32)
@@ -315,6 +326,7 @@ def step_cases(rng):
              overflow("the forward pass overflows (an input beyond 65504): skipped", forward=True),
              confined("only the first layer's weight gradient overflows: skipped", "first"),
              confined("only the last layer's gradients overflow: skipped", "last"),
+             confined("only the last bias's gradient overflows (a sum over the batch): skipped", "bias"),
              clean("X and Y in float64 (cast them)", data=np.float64),
              clean("a deeper MLP with unequal widths", widths=[int(n) for n in rng.integers(2, 7, size=6)])]
     for case in cases:  # tracker=-1 stands for "one step from the growth interval"
@@ -360,7 +372,8 @@ STEP_REFUSALS = (
 LESSONS = (
     LessonSpec("019", cast_cases, **HALF, refuses=(NOT_FLOAT,)),  # casting via float32 may round twice
     LessonSpec("020", master_cases, exact=True, refuses=(NOT_FLOAT,)),
-    LessonSpec("021", scale_cases, **HALF, refuses=_scale_refusals("loss_scale", lambda a: a["loss_scale"])),
+    LessonSpec("021", scale_cases, **HALF, refuses=_scale_refusals("loss_scale", lambda a: a["loss_scale"]),
+               key_tolerances={0: {"rtol": 1e-12, "atol": 0.0}}),  # loss * S, a float64 product (S is exact)
     LessonSpec("022", unscale_cases, **SINGLE, refuses=_scale_refusals("loss_scale", lambda a: a["loss_scale"])),
     LessonSpec("023", finite_cases),
     LessonSpec("024", step_cases, **STEP, memory=STEP_MEMORY, refuses=STEP_REFUSALS,

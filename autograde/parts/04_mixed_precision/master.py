@@ -170,6 +170,8 @@ check_call(cast_to_half_precision, {"params": already_half}, {"w": np.array([1.5
            mistakes=mistakes_of("cast_to_half_precision"), fresh=True)
 expect_error(cast_to_half_precision, [{"W1": np.ones((2, 2)), "steps": np.array([3])}], ["params"], TypeError,
              "a value is an integer array")
+expect_error(cast_to_half_precision, [{"W1": np.ones((2, 2)), "pixels": np.array([255], np.uint8)}], ["params"],
+             TypeError, "a value is an unsigned integer array")
 lesson_passed("019")
 
 # %% [markdown]
@@ -268,6 +270,8 @@ check_call(make_master_params, {"params": single}, {"W1": np.array([[0.5, 0.25]]
            mistakes=mistakes_of("make_master_params"), fresh=True)
 expect_error(make_master_params, [{"W1": np.ones((1, 2)), "mask": np.array([True, False])}], ["params"], TypeError,
              "a value is a boolean array")
+expect_error(make_master_params, [{"W1": np.ones((1, 2)), "pixels": np.array([255], np.uint8)}], ["params"],
+             TypeError, "a value is an unsigned integer array")
 lesson_passed("020")
 
 # %% [markdown]

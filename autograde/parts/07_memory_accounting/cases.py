@@ -77,6 +77,10 @@ def layout_cases(rng):
     stage = int(rng.integers(0, 4))
     cases.append(Case({"num_params": 7_500_000_000, "dtype": "mixed", "zero_stage": stage, "num_workers": 64,
                        "rank": int(rng.integers(0, 64))}, f"the ZeRO paper's 7.5 billion parameters, stage {stage}"))
+    for stage in (1, 2, 3):  # mixed precision's 4 + 8 bytes split by stage, on every run
+        args = {**_layout_args(rng, stage=stage), "dtype": "mixed"}
+        cases.append(Case(args, f"mixed precision, stage {stage}: {args['num_params']} parameters on "
+                                f"{args['num_workers']} workers (N does not divide them), rank {args['rank']}"))
     good = _layout_args(rng)
     bad = [({"dtype": "bfloat16"}, "the dtype is bfloat16 (unknown)"), ({"dtype": "int8"}, "the dtype is int8"),
            ({"num_params": -int(rng.integers(2, 100))}, "num_params is negative"), ({"num_params": -1}, "num_params is -1"),
@@ -125,6 +129,10 @@ def activation_cases(rng):
     B = int(rng.integers(5, 50))
     cases.append(Case({"batch_size": B, "width": 8, "num_layers": 4, "dtype": "float32", "segment_size": None,
                        "num_micro_batches": B}, "one row per micro-batch"))
+    k, q = int(rng.integers(3, 10)), int(rng.integers(2, 40))
+    cases.append(Case({"batch_size": k * q + 1, "width": int(rng.integers(1, 100)), "num_layers": int(rng.integers(1, 9)),
+                       "dtype": _dtype(rng), "segment_size": None, "num_micro_batches": k},
+                      f"{k * q + 1} rows in {k} micro-batches: the largest holds {q + 1} (rounded up, not to the nearest)"))
     L = int(rng.integers(4, 17))
     cases.append(Case({"batch_size": int(rng.integers(50, 2000)), "width": int(rng.integers(8, 300)), "num_layers": L,
                        "dtype": "mixed", "segment_size": int(rng.integers(2, L)),
