@@ -129,6 +129,10 @@ def relu_mask(z):
     return z * (z > 0)
 
 
+def relu_clip(z):
+    return np.clip(z, 0, None)
+
+
 # 005-006 --------------------------------------------------------------------
 
 def mlp_forward_einsum(X, params):
@@ -2285,6 +2289,8 @@ def activations_rounded_micro_batch(batch_size, width, num_layers, dtype, segmen
 SWEPT = {
     "001": [("the pair as a list", batch_as_list)],
     "004": [("the input itself when nothing is negative", relu_input_when_nonnegative),
+            ("(z + |z|) / 2: NaN for -inf, inf past float16's 32752", relu_abs),
+            ("z * (z > 0): NaN for -inf (-inf * 0)", relu_mask),
             ("z.max() first (an empty array crashes)", relu_max_shortcut)],
     "005": [("one module-level cache dict, filled again", mlp_forward_refilled_cache),
             ("Z1 and A1 in buffers kept between calls", mlp_forward_buffer_pool)],
@@ -2401,7 +2407,7 @@ RIGHT = {
     "001": [("rng.normal and np.dot", batch_with_normal)],
     "002": [("rng.normal with the scale", init_with_normal)],
     "003": [("einsum", linear_einsum), ("loops", linear_loops)],
-    "004": [("(z + |z|) / 2", relu_abs), ("np.where", relu_where), ("z * (z > 0)", relu_mask)],
+    "004": [("np.where", relu_where), ("np.clip", relu_clip)],
     "005": [("einsum", mlp_forward_einsum)],
     "006": [("a Python loop for the loss", mse_loops)],
     "007": [("einsum", linear_backward_einsum)],

@@ -87,6 +87,9 @@ def relu_forward_cases(rng):
     cases.append(Case({"z": -np.abs(_normal(rng, (3, 2)))}, "all negative"))
     cases.append(Case({"z": np.abs(_normal(rng, (3, 4))) + 0.5}, "no negative entry: still a new array"))
     cases.append(Case({"z": np.zeros((0, 3))}, "an empty array (any shape, even one with no entry)"))
+    cases.append(Case({"z": np.array([np.inf, -np.inf, -2.0, 3.0])}, "inf and -inf: max(z, 0) is inf and 0"))
+    cases.append(Case({"z": np.array([60000.0, -60000.0, 33000.0, 0.5], dtype=np.float16)},
+                      "float16 near its largest value, 65504: nothing may overflow on the way"))
     return cases
 
 
