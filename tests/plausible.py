@@ -345,6 +345,14 @@ def forward_checkpointed_copies(X, params, segment_size):
     return z, checkpoints
 
 
+def forward_whole_pass_for_one_segment(X, params, segment_size):
+    """015 the expensive way: with one segment (s >= L), the helper's whole forward pass, which keeps every
+    activation, and X as the only checkpoint."""
+    if segment_size >= mlp.num_layers(params):
+        return mlp.forward(X, params)[0], {0: X}
+    return forward_checkpointed_einsum(X, params, segment_size)
+
+
 def recompute_einsum(checkpoint, params, start_layer, end_layer):
     last = min(end_layer, mlp.num_layers(params) - 1)
     cache, a = {f"A{start_layer}": checkpoint}, checkpoint
@@ -377,6 +385,23 @@ def backward_checkpointed_einsum(d_out, params, checkpoints, segment_size):
             if i > 1:
                 delta = np.einsum("bo,io->bi", delta, params[f"W{i}"]) * (a_prev > 0)
         del cache
+    return {key: grads[key] for key in params}
+
+
+def backward_checkpointed_segments_overlap(d_out, params, checkpoints, segment_size):
+    """017 the expensive way: without ``del cache`` the last segment's cache is alive while the next one is
+    recomputed (two segments at the peak)."""
+    layers = mlp.num_layers(params)
+    grads, delta = {}, d_out
+    for start in sorted(checkpoints, reverse=True):
+        end = min(start + segment_size, layers)
+        cache = recompute_einsum(checkpoints[start], params, start, end)
+        for i in range(end, start, -1):
+            a_prev = cache[f"A{i - 1}"]
+            grads[f"W{i}"] = a_prev.T @ delta
+            grads[f"b{i}"] = delta.sum(axis=0)
+            if i > 1:
+                delta = (delta @ params[f"W{i}"].T) * (a_prev > 0)
     return {key: grads[key] for key in params}
 
 
@@ -2397,7 +2422,9 @@ for _code, _swept in SWEPT.items():  # the sweep's wrong answers join the lesson
 
 #: Other right numbers at a cost in memory the lesson does not allow.
 EXPENSIVE = {
-    "015": [("the checkpoints copied", forward_checkpointed_copies)],
+    "015": [("the checkpoints copied", forward_checkpointed_copies),
+            ("the whole forward pass when there is one segment", forward_whole_pass_for_one_segment)],
+    "017": [("each segment's cache kept while the next is recomputed", backward_checkpointed_segments_overlap)],
     "040": [("checkpointing ignored (segment_size not passed on)", loop_without_checkpointing),
             ("accumulation ignored (num_micro_batches not passed on)", loop_without_accumulation),
             ("ZeRO's whole state kept on every worker, its shard handed back", loop_full_state_on_every_worker)],
