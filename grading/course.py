@@ -2,10 +2,11 @@
 solutions, and an nbgrader course directory's configuration.
 
 Every tool that needs one of these asks here: the judge (the parts' declarations, ``cases.py``, and
-reference solutions, ``solutions/NN_slug.py``, each loaded once by path), the instructor's tools (the parts to release and grade), ``make grade`` and the
-Validate button (:mod:`grading.private_course`), the build (its scratch course), the mutation tool
-and the tests.  A part has *landed* when its folder in ``autograde/parts/`` has a master; the tools
-that need a part's built files ask for the landed parts whose files are built.
+reference solutions, ``solutions/NN_slug.py``, each loaded once by path), the instructor's tools (the
+parts to release and grade), ``make grade`` and the Validate button (:mod:`grading.private_course`),
+the build (its scratch course), the mutation tool and the tests.  A part has *landed* when its folder
+in ``autograde/parts/`` has a master; the tools that need a part's built files ask for the landed parts
+whose files are built.
 
 An nbgrader course directory other than ``autograde/`` gets an ``nbgrader_config.py`` that loads the
 course's own configuration (``autograde/nbgrader_config.py``) and names the directory as the course's

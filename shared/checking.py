@@ -275,7 +275,7 @@ def _nested_difference(actual: Any, expected: Any, name: str, by_key: Mapping[An
                 parts.append(f"has unexpected key(s) {extra}")
             return f"{name} " + " and ".join(parts) + f" (expected exactly {list(expected)})"
         for key in expected:
-            message = inner(actual[key], expected[key], f"{name}[{key!r}]", key)
+            message = inner(actual[key], expected[key], f"{name}[{key!r}]", key if type(key) is str else None)
             if message:
                 return message
         return None

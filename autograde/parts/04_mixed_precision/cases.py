@@ -267,7 +267,8 @@ def _confined_overflow(rng, layer: str):
             scale, wanted = _power_of_two(rng, 10, 12), {"W1"}
         elif layer == "bias":  # tiny weights and biases, targets far away: every weight gradient is tiny, but
             #                    the last bias's gradient sums the scaled loss gradient over the whole batch
-            master = {key: (value * (1e-3 if key[0] == "W" else 0.0)).astype(np.float32) for key, value in master.items()}
+            master = {key: (value * (1e-3 if key[0] == "W" else 0.0)).astype(np.float32)
+                      for key, value in master.items()}
             Y = np.full_like(Y, -float(rng.uniform(1.0, 2.0)))
             scale, wanted = 65536.0, {"b3"}
         else:

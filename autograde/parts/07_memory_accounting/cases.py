@@ -130,9 +130,11 @@ def activation_cases(rng):
     cases.append(Case({"batch_size": B, "width": 8, "num_layers": 4, "dtype": "float32", "segment_size": None,
                        "num_micro_batches": B}, "one row per micro-batch"))
     k, q = int(rng.integers(3, 10)), int(rng.integers(2, 40))
-    cases.append(Case({"batch_size": k * q + 1, "width": int(rng.integers(1, 100)), "num_layers": int(rng.integers(1, 9)),
-                       "dtype": _dtype(rng), "segment_size": None, "num_micro_batches": k},
-                      f"{k * q + 1} rows in {k} micro-batches: the largest holds {q + 1} (rounded up, not to the nearest)"))
+    cases.append(Case({"batch_size": k * q + 1, "width": int(rng.integers(1, 100)),
+                       "num_layers": int(rng.integers(1, 9)), "dtype": _dtype(rng), "segment_size": None,
+                       "num_micro_batches": k},
+                      f"{k * q + 1} rows in {k} micro-batches: the largest holds {q + 1} (rounded up, "
+                      f"not to the nearest)"))
     L = int(rng.integers(4, 17))
     cases.append(Case({"batch_size": int(rng.integers(50, 2000)), "width": int(rng.integers(8, 300)), "num_layers": L,
                        "dtype": "mixed", "segment_size": int(rng.integers(2, L)),
