@@ -525,16 +525,16 @@ def _short(value: Any) -> str:
 
 def check_call(function: Callable[..., Any], args: Mapping[str, Any], expected: Any, *,
                mistakes: Sequence[Mistake] = (), output: str | None = None, fresh: bool = False,
-               again: bool = False, **tolerances: Any) -> Any:
+               again: bool = True, **tolerances: Any) -> Any:
     """Call the learner's function on ``args`` (name -> value) and check its answer.
 
     Checks, in this order: the call does not crash (``NotImplementedError``
     passes through), no argument is modified in place, the result equals
     ``expected`` (a wrong result that matches one of ``mistakes`` is named), and
     no two places of the result are one array where ``expected``'s are two.
-    With ``fresh=True``, no array of the result may share memory with an argument.  With ``again=True``,
+    With ``fresh=True``, no array of the result may share memory with an argument.  Unless ``again=False``,
     a second call on copies of the arguments may hand out no array, dict or list of the first result
-    (a buffer or dict filled again at every call).
+    (a buffer or dict filled again at every call), as the grader checks in every lesson.
     Returns the learner's result.
     """
     names, values = list(args), list(args.values())

