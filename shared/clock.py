@@ -13,7 +13,9 @@ One model, in one place.  A lesson's minutes are
 rounded to 5 minutes (at least 5).  A lesson's cells are those from its heading
 ``## 003 · ...`` to the next lesson's; the part's opening (before its first lesson) counts
 for its first lesson, and the sections after its last lesson (the measurements, the
-summary) for its last.
+summary) for its last.  A section whose ``## `` heading says ``(optional`` is reading a learner
+may skip: its words are not in the lesson's minutes, and the build writes its own reading time
+under its heading instead.
 
 The constants are fitted to a recorded walkthrough (``docs/walkthrough.toml``): learners'
 minutes for Parts 1 to 3, Parts 4 to 7 and the four longest lessons, and the features of the
@@ -48,16 +50,20 @@ WALKTHROUGH = ROOT / "docs" / "walkthrough.toml"
 STEP = 5  # the clock shows whole multiples of 5 minutes
 
 _HEADING = re.compile(r"^## (\d{3}) · ", re.MULTILINE)
+_SECTION = re.compile(r"^## .*$", re.MULTILINE)
+_OPTIONAL = "(optional"
 _SOLUTION = re.compile(r"^[ \t]*### BEGIN SOLUTION[^\n]*\n(.*?)^[ \t]*### END SOLUTION", re.MULTILINE | re.DOTALL)
 #: What the build writes under a lesson's heading and in a part's opening (a master must not hold it).
-CLOCK_LINE = re.compile(r"^\*(About \d.*|\d+ lessons?, about .*)\*$", re.MULTILINE)
+CLOCK_LINE = re.compile(r"^\*(About \d.*|\d+ lessons?, about .*|Optional, about .*)\*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
 class Features:
-    """What the model reads of a lesson: the words of its text and the lines of its solution."""
+    """What the model reads of a lesson: the words of its text and the lines of its solution
+    (``optional_words``: the words of its optional sections, which the minutes leave out)."""
     words: int
     solution_lines: int
+    optional_words: int = 0
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,7 @@ def rounded(minutes: float) -> int:
 def lesson_features(cells) -> dict[str, Features]:
     """Each lesson's features from a part's cells (objects with ``cell_type`` and ``source``), by code."""
     owner: str | None = None
+    optional = False  # inside a section whose heading says "(optional"
     opening = Features(0, 0)
     counts: dict[str, Features] = {}
     for cell in cells:
@@ -106,19 +113,40 @@ def lesson_features(cells) -> dict[str, Features]:
             if match:
                 owner = match.group(1)
                 counts.setdefault(owner, Features(0, 0))
+            section = _SECTION.search(cell.source)
+            if section:
+                optional = _OPTIONAL in section.group(0)
         words = len(cell.source.split()) if cell.cell_type == "markdown" else 0
         lines = sum(1 for block in _SOLUTION.findall(cell.source) for line in block.splitlines() if line.strip()) \
             if cell.cell_type == "code" else 0
+        now = opening if owner is None else counts[owner]
+        now = Features(now.words + (0 if optional else words), now.solution_lines + lines,
+                       now.optional_words + (words if optional else 0))
         if owner is None:
-            opening = Features(opening.words + words, opening.solution_lines + lines)
+            opening = now
         else:
-            now = counts[owner]
-            counts[owner] = Features(now.words + words, now.solution_lines + lines)
+            counts[owner] = now
     if counts:
         first = next(iter(counts))
         counts[first] = Features(counts[first].words + opening.words,
-                                 counts[first].solution_lines + opening.solution_lines)
+                                 counts[first].solution_lines + opening.solution_lines,
+                                 counts[first].optional_words + opening.optional_words)
     return counts
+
+
+def optional_sections(cells) -> dict[int, int]:
+    """The words of each optional section, by the index of the cell that holds its heading."""
+    sections: dict[int, int] = {}
+    current: int | None = None
+    for index, cell in enumerate(cells):
+        if cell.cell_type != "markdown":
+            continue
+        section = _SECTION.search(cell.source)
+        if section:
+            current = index if _OPTIONAL in section.group(0) else None
+        if current is not None:
+            sections[current] = sections.get(current, 0) + len(cell.source.split())
+    return sections
 
 
 def read_master(master: Path):
@@ -162,6 +190,18 @@ def lesson_line(minutes: int) -> str:
     return f"*About {minutes} minutes.*" if minutes < 60 else f"*About {format_minutes(minutes)}.*"
 
 
+def optional_line(words: int) -> str:
+    """The line under an optional section's heading: ``*Optional, about 5 minutes: not in the clock.*``."""
+    minutes = rounded(MODEL.reading(Features(words, 0)))
+    return f"*Optional, about {minutes} minutes: not in the clock.*"
+
+
+def with_optional_line(markdown: str, words: int) -> str:
+    """An optional section's heading cell with :func:`optional_line` under the heading."""
+    heading = _SECTION.search(markdown)  # a cell is judged by its first section heading, as everywhere here
+    return f"{markdown[:heading.end()]}\n\n{optional_line(words)}{markdown[heading.end():]}"
+
+
 def part_line(lessons: int, minutes: int) -> str:
     """The line in a part's opening: ``*6 lessons, about 1 h 10 min.*``."""
     return f"*{lessons} lesson{'s' if lessons != 1 else ''}, about {format_minutes(minutes)}.*"
@@ -202,13 +242,15 @@ def walkthrough(path: Path = WALKTHROUGH) -> Walkthrough:
     recorded = [Recorded(item["what"], tuple(f"{n:03d}" for n in range(int(item["first"]), int(item["last"]) + 1)),
                          float(item["minutes"]))
                 for item in data["recorded"]]
-    walked = {code: Features(int(item["words"]), int(item["solution_lines"])) for code, item in data["walked"].items()}
+    walked = {code: Features(int(item["words"]), int(item["solution_lines"]), int(item.get("optional_words", 0)))
+              for code, item in data["walked"].items()}
     return Walkthrough(recorded, data["tolerance"], walked)
 
 
 def walked_table(features: dict[str, Features]) -> str:
     """The ``[walked]`` table's rows for ``features`` (to record a new walkthrough's text)."""
-    return "".join(f'"{code}" = {{ words = {item.words}, solution_lines = {item.solution_lines} }}\n'
+    return "".join(f'"{code}" = {{ words = {item.words}, solution_lines = {item.solution_lines}'
+                   + (f", optional_words = {item.optional_words}" if item.optional_words else "") + " }\n"
                    for code, item in features.items())
 
 
@@ -241,6 +283,12 @@ def calibrate(features: dict[str, Features], recorded: list[Recorded], grid: dic
     return best[1], best[0]
 
 
+def fitting(features: dict[str, Features], recorded: list[Recorded], score: float, grid: dict = GRID) -> list[Model]:
+    """Every model of the grid whose misfit is ``score`` (the best): the fits the recording cannot tell apart."""
+    models = (Model(**dict(zip(grid, values))) for values in itertools.product(*grid.values()))
+    return [model for model in models if misfit(estimates(features, model), recorded) <= score + 1e-12]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m shared.clock [--calibrate | --walked]``: the estimates, and how the model fits the recording."""
     argv = sys.argv[1:] if argv is None else argv
@@ -256,7 +304,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {code}  {item.words:5d}  {item.solution_lines:14d}  {MODEL.reading(item):7.1f}  "
               f"{MODEL.writing(item):7.1f}  {MODEL.overhead:8.2f}  {minutes[code]:4d} min  "
               + (f"({walked[code]} min)" if code in walked else "(written since)"))
-    print(f"course today: {format_minutes(sum(minutes.values()))} ({sum(minutes.values())} min); "
+    optional = sum(item.optional_words for item in features.values())
+    if optional:
+        print(f"optional sections (not in the minutes): {optional} words, {optional_line(optional)}")
+    print(f"course today: {format_minutes(sum(minutes.values()))} ({sum(minutes.values())} min, unrounded "
+          f"{sum(MODEL.minutes(item) for item in features.values()):.1f}); "
           f"the walked text: {format_minutes(sum(walked.values()))}")
     for item, estimate in compared(walked, record.recorded):
         print(f"recorded {item.what}: {item.minutes:g} min, the model on the walked text {estimate} min "
@@ -264,7 +316,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"misfit (sum of squared relative errors): {misfit(walked, record.recorded):.4f}")
     if "--calibrate" in argv:
         model, score = calibrate(record.walked, record.recorded)
-        print(f"best model on the grid: {model}, misfit {score:.4f}")
+        equals = [other for other in fitting(record.walked, record.recorded, score)]
+        print(f"best model on the grid: {model}, misfit {score:.4f}; {len(equals)} models fit as well "
+              f"(the 5-minute rounding hides their differences)"
+              + (", MODEL among them" if MODEL in equals else ", MODEL NOT among them: calibrate again"))
+        for other in equals:
+            print(f"  {other}: today {format_minutes(sum(estimates(features, other).values()))}")
     return 0
 
 

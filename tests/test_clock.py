@@ -96,7 +96,7 @@ def test_the_model_agrees_with_the_recorded_walkthrough_on_the_walked_text():
 def test_the_walked_table_is_what_the_clock_counts():
     """`python -m shared.clock --walked` writes the rows the walkthrough reads back, so recording a new
     walkthrough cannot mistype its text's features."""
-    features = {"001": clock.Features(567, 9), "040": clock.Features(3190, 73)}
+    features = {"001": clock.Features(567, 9), "040": clock.Features(2396, 73, optional_words=794)}
     import tomllib
     assert {code: clock.Features(**item) for code, item in tomllib.loads(clock.walked_table(features)).items()} \
         == features
@@ -133,6 +133,46 @@ def test_the_model_reads_text_and_solution_lines_of_each_lesson():
     model = clock.Model(words_per_minute=100, minutes_per_line=0.5, exponent=2.0, overhead=3.0)
     # 23 words at 100 a minute, 2 lines at 0.5 a line times 2/10, 3 minutes
     assert model.minutes(features["101"]) == pytest.approx(0.23 + 0.2 + 3.0)
+
+
+def test_an_optional_section_is_counted_apart_from_the_lessons_minutes():
+    """The words from a heading that says "(optional" to the next heading are the learner's to skip: not in
+    the lesson's minutes, but counted, and the build states their reading time under that heading."""
+    def cell(kind, source):
+        return SimpleNamespace(cell_type=kind, source=source)
+    cells = [
+        cell("markdown", "## 101 · First\n\nfive words in this lesson"),
+        cell("code", "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n"),
+        cell("markdown", "## Going further (optional)\n\nseven words here"),
+        cell("code", "print('a code cell in between')"),
+        cell("markdown", "and four words more"),
+        cell("markdown", "## Part summary\n\nsix words after the last lesson"),
+    ]
+    features = clock.lesson_features(cells)
+    assert features == {"101": clock.Features(9 + 9, 1, optional_words=7 + 4)}
+    assert clock.optional_sections(cells) == {2: 11}
+    line = clock.optional_line(11)
+    assert clock.CLOCK_LINE.fullmatch(line) and line.startswith("*Optional, about 5 minutes")
+    assert clock.with_optional_line(cells[2].source, 11) == f"## Going further (optional)\n\n{line}\n\nseven words here"
+    assert clock.optional_line(20 * clock.MODEL.words_per_minute) == "*Optional, about 20 minutes: not in the clock.*"
+
+
+@pytest.mark.parametrize("slug", landed_parts())
+def test_every_optional_section_states_its_reading_time_and_no_lesson_counts_it(slug):
+    """An optional section of a generated notebook states its own minutes, from the master's words."""
+    master = clock.read_master(ROOT / "autograde" / "parts" / slug / "master.py")
+    sections = clock.optional_sections(master.cells)
+    assert sum(sections.values()) == sum(item.optional_words for item in clock.lesson_features(master.cells).values())
+    for path in (source_path(slug), student_path(slug), solved_path(slug)):
+        stated = re.findall(r"^## [^\n]*\(optional[^\n]*\n\n(\*Optional, about \d+ minutes[^\n]*)$",
+                            "\n".join(c.source for c in read(path).cells if c.cell_type == "markdown"), re.MULTILINE)
+        assert stated == [clock.optional_line(words) for words in sections.values()]
+
+
+def test_lesson_040s_optional_section_is_not_in_its_minutes():
+    features = clock.course_features()["040"]
+    assert features.optional_words > 500  # "Beyond the simulator": the real processes of the torch extra
+    assert lesson("040").minutes == clock.MODEL.rounded(clock.Features(features.words, features.solution_lines))
 
 
 @pytest.mark.parametrize("minutes, shown", [(0.0, 5), (2.4, 5), (7.49, 5), (7.5, 10), (12.6, 15), (44.9, 45),
@@ -185,7 +225,7 @@ def test_every_notebook_states_each_lessons_minutes_and_the_parts_total(slug):
 @pytest.mark.parametrize("slug", landed_parts())
 def test_no_master_writes_the_clock_by_hand(slug):
     master = (ROOT / "autograde" / "parts" / slug / "master.py").read_text()
-    assert not re.search(r"\*About \d+ minutes|lessons, about", master)
+    assert not re.search(r"\*About \d+ minutes|lessons, about|\*Optional, about", master)
 
 
 def test_a_master_that_writes_the_clock_by_hand_stops_the_build(tmp_path):

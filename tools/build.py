@@ -154,8 +154,10 @@ def check_solution_regions(source: str, index: int) -> None:
 
 def with_clock(notebook: nbformat.NotebookNode, slug: str) -> None:
     """Write the clock's estimates into a part's notebook as read from its master: each lesson's
-    minutes under its heading, and the part's lessons and total minutes under its title."""
+    minutes under its heading, the part's lessons and total minutes under its title, and an optional
+    section's reading time (not in the lessons' minutes) under its heading."""
     minutes = clock.estimates(clock.lesson_features(notebook.cells))
+    optional = clock.optional_sections(notebook.cells)
     expected = [item.code for item in lessons_of(slug)] if slug in {p.slug for p in PARTS_OF_COURSE} else list(minutes)
     if list(minutes) != expected:
         raise BuildError(f"{slug}: the master's lesson headings are {list(minutes)}, the catalogue's {expected}")
@@ -172,6 +174,8 @@ def with_clock(notebook: nbformat.NotebookNode, slug: str) -> None:
         if cell.cell_type == "markdown":
             cell.source = HEADING_LINE.sub(
                 lambda match: f"{match.group(0)}\n\n{clock.lesson_line(minutes[match.group(1)])}", cell.source)
+    for index, words in optional.items():
+        notebook.cells[index].source = clock.with_optional_line(notebook.cells[index].source, words)
 
 
 def source_notebook(master: Path) -> nbformat.NotebookNode:
