@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MASTERS = ROOT / "autograde" / "parts"
 WALKTHROUGH = ROOT / "docs" / "walkthrough.toml"
 STEP = 5  # the clock shows whole multiples of 5 minutes
+BUDGET = 240  # minutes: the whole course is meant to fit in 4 hours of a learner's time
 
 _HEADING = re.compile(r"^## (\d{3}) · ", re.MULTILINE)
 _SECTION = re.compile(r"^## .*$", re.MULTILINE)

@@ -53,6 +53,15 @@ def test_the_stored_minutes_are_what_the_model_computes_from_the_current_masters
     assert all(minutes >= 5 and minutes % 5 == 0 for minutes in computed.values())
 
 
+def test_the_course_fits_its_time_budget():
+    """The course is meant to take at most 4 hours of a learner's time: a lesson that grows past it must be
+    paid for elsewhere (shorter text, more given code), or the budget raised on purpose."""
+    total = sum(lesson_minutes.MINUTES.values())
+    assert total <= clock.BUDGET, (f"the lessons add up to {clock.format_minutes(total)}, over the course's budget "
+                                   f"of {clock.format_minutes(clock.BUDGET)}: `python -m shared.clock` shows each "
+                                   f"lesson's words and lines")
+
+
 def test_a_rewritten_lesson_gets_a_new_estimate(tmp_path):
     """Three pages more of text in lesson 003 (1,350 words: 5 minutes at 270 a minute) shows in its estimate
     and in no other lesson's, so the test above fails until `make build` stores it."""

@@ -67,6 +67,8 @@ def test_lesson_has_math_mistakes_and_a_self_check(slug, lesson):
     assert mistakes.count("\n- **") >= 2, "fewer than two named common mistakes"
     checkpoint = text.split("### Checkpoint", 1)[1]
     assert "Self-check" in checkpoint
+    recap = checkpoint.split("*Self-check:*", 1)[0].strip()
+    assert len(recap.split()) >= 4, "the Checkpoint has no recap before its self-check (DESIGN: a recap and a question)"
 
 
 @pytest.mark.parametrize("slug, lesson", LESSONS)

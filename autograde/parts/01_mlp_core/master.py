@@ -3,24 +3,23 @@
 #
 # Every technique in this course (accumulating gradients, recomputing
 # activations, halving precision, splitting work across workers, sharding the
-# optimizer) changes *where* the numbers of one training step live, never *what*
-# they are. To see that, you first need a training step you understand down to
-# the last array. In this part you build one: a two-layer perceptron, its loss
-# and its gradients, in plain NumPy.
+# optimizer) changes *where* the numbers of a training step live, never *what*
+# they are. So first you need a training step you understand down to the last
+# array: here you build one, a two-layer perceptron with its loss and
+# gradients, in plain NumPy.
 #
 # **Goals of this part**
 #
-# - generate a reproducible batch of data and initialise parameters (001–002);
-# - compute the forward pass layer by layer and know what it must keep for later (003–005);
-# - compute the loss and send its gradient backwards through every layer (006–010);
+# - make a reproducible batch of data and initialise parameters (001–002);
+# - compute the forward pass and what it must keep for later (003–005);
+# - compute the loss and send its gradient back through every layer (006–010);
 # - train the network with your own functions and watch the loss fall.
 #
 # **How a lesson works.** Each lesson has seven sections: *Intuition, Concepts,
 # Math, Implementation, Tests, Common mistakes, Checkpoint*. Fill in the
-# function under *Implementation* (replace the line `raise NotImplementedError(...)`),
-# then run the *Tests* cell below it. When the tests pass you earn 5 XP; the
-# panel below shows your progress (it updates as test cells pass or fail). Stuck? The solved
-# notebook is `solutions/01_mlp_core.ipynb`.
+# function under *Implementation* (replace `raise NotImplementedError(...)`),
+# then run the *Tests* cell. Passing tests earn 5 XP; the panel below tracks
+# your progress. Stuck? The solved notebook is `solutions/01_mlp_core.ipynb`.
 #
 # **Conventions.** A batch `X` has shape (batch, features); a weight matrix `W`
 # has shape (fan_in, fan_out), so a layer is `X @ W + b`. Arrays are float64
@@ -49,19 +48,17 @@ show_progress("01_mlp_core")
 #
 # ### Intuition
 #
-# To test a training loop you want data whose answer you know and that you can
+# To test a training loop you want data with a known answer that you can
 # regenerate exactly. We draw random inputs, push them through a hidden
-# "teacher" function, and ask the network to learn that function. A seed makes
-# every draw repeatable, so your run and the grader's run see the same numbers.
+# "teacher" function, and ask the network to learn it. A seed makes the draws
+# repeatable, so your run and the grader's see the same numbers.
 #
 # ### Concepts
 #
 # - **Random generator**: `rng = np.random.default_rng(seed)` is NumPy's modern
 #   generator. Every draw advances it, so the *order* of draws fixes the numbers.
-# - **Teacher weights** `W_true`, shape (in_features, out_features), known only
-#   to the data, not to the network.
-# - **Batch**: `X` has shape (batch_size, in_features), the targets `Y` have
-#   shape (batch_size, out_features).
+# - **Teacher weights** `W_true`, shape (in_features, out_features), hidden
+#   from the network.
 #
 # ### Math
 #
@@ -107,8 +104,8 @@ def make_synthetic_regression_batch(batch_size, in_features, out_features, seed)
 # %% [markdown]
 # ### Tests
 #
-# The first row of `X` for seed 0 is a fact about NumPy's generator, so it is
-# written out below. The other checks are properties that any correct answer has.
+# `X` for seed 0 is a fact about NumPy's generator, so it is written out; the
+# other checks are properties of any correct answer.
 
 # %% tags=["tests"]
 batch = call(make_synthetic_regression_batch, 2, 3, 2, seed=0, returns=("X", "Y"))
@@ -137,20 +134,18 @@ lesson_passed("001")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **W_true drawn before X.** Both come from one generator; swapping the draws
-#   gives different numbers. The tests name this mistake.
+# - **W_true drawn before X.** Swapping the draws changes the numbers. The
+#   tests name this mistake.
 # - **The legacy global generator.** `np.random.seed(seed)` with
-#   `np.random.randn` (or `RandomState`) produces other numbers than
-#   `default_rng(seed)`, and changes global state that other code relies on.
-# - **Forgetting the sine or the $1/\sqrt{d}$.** The batch then has the right
-#   shapes but the wrong targets.
+#   `np.random.randn` (or `RandomState`) gives other numbers than
+#   `default_rng(seed)`, and changes global state.
+# - **Forgetting the sine or the $1/\sqrt{d}$.** Right shapes, wrong targets.
 #
 # ### Checkpoint
 #
-# You can now make the same batch on any machine from a seed. *Self-check:* if
-# you call the function twice with seed 3, then once with seed 4, which of the
-# three batches are equal, and why does the order of `rng` calls inside the
-# function matter?
+# A seed now fixes the batch on any machine. *Self-check:* if you call the
+# function twice with seed 3, then once with seed 4, which of the three batches
+# are equal, and why does the order of `rng` calls inside the function matter?
 
 # %% [markdown]
 # ## 002 · Init MLP params
@@ -158,15 +153,13 @@ lesson_passed("001")
 # ### Intuition
 #
 # A network starts from random weights. Too small, and the signal shrinks layer
-# after layer until nothing reaches the output; too large, and it explodes. He
-# initialisation picks the scale so that, through ReLU layers, activations keep
-# roughly the same size from layer to layer.
+# after layer; too large, and it explodes. He initialisation picks the scale
+# that keeps activations roughly the same size through ReLU layers.
 #
 # ### Concepts
 #
-# - The two-layer MLP has parameters `W1` (in_features, hidden), `b1` (hidden,),
-#   `W2` (hidden, out_features) and `b2` (out_features,), kept in a dict.
-# - **fan_in** is the number of inputs of a layer (the first axis of its `W`).
+# - The parameters `W1`, `b1`, `W2`, `b2` live in one dict.
+# - **fan_in**: a layer's number of inputs, the first axis of its `W`.
 # - Biases start at zero: the random weights already break the symmetry between units.
 #
 # ### Math
@@ -179,7 +172,7 @@ lesson_passed("001")
 # variance $n_{\text{in}} \operatorname{Var}(W)\,\mathbb{E}[a^2]$, and ReLU zeroes
 # half of its inputs, so $\mathbb{E}[a^2] = \tfrac12 \operatorname{Var}(z_{\text{prev}})$.
 # Choosing $\operatorname{Var}(W) = 2/n_{\text{in}}$ keeps $\operatorname{Var}(z)$
-# constant from layer to layer.
+# constant across layers.
 #
 # ### Implementation
 
@@ -237,16 +230,15 @@ lesson_passed("002")
 #   networks; with ReLU the activations then shrink by $\sqrt{2}$ per layer.
 # - **2/fan_in as the standard deviation.** $2/n_{\text{in}}$ is the *variance*;
 #   multiply by its square root, `np.sqrt(2 / fan_in)`.
-# - **Scaling by fan_out.** The variance that matters is the sum over a unit's
-#   *inputs*, so the count is fan_in.
-# - **W stored as (fan_out, fan_in)**, the PyTorch `nn.Linear` layout. This
-#   course writes a layer as `x @ W + b`, so `W` is (fan_in, fan_out).
+# - **Scaling by fan_out.** The sum runs over a unit's *inputs*: use fan_in.
+# - **W stored as (fan_out, fan_in)**, PyTorch's `nn.Linear` layout; here `W`
+#   is (fan_in, fan_out).
 # - **A new generator per layer.** Re-creating `default_rng(seed)` for `W2`
 #   makes it start with the same numbers as `W1`.
 #
 # ### Checkpoint
 #
-# Your parameters now start at a scale that lets signal flow through ReLU layers.
+# Signal can now flow through ReLU layers from the first step.
 # *Self-check:* with `in_features = 8`, what is the standard deviation of the
 # entries of `W1`, and why would it be the wrong one for `W2` when `hidden = 32`?
 
@@ -255,15 +247,13 @@ lesson_passed("002")
 #
 # ### Intuition
 #
-# A linear layer mixes its inputs: every output unit is a weighted sum of every
-# input unit, plus an offset. Stacking the examples of a batch as rows turns
-# the whole batch's work into one matrix product, which is why the batch
-# dimension costs memory but almost no extra code.
+# A linear layer mixes its inputs: each output unit is a weighted sum of all
+# input units plus an offset. Stacking a batch's examples as rows makes the
+# whole batch one matrix product: the batch costs memory, not code.
 #
 # ### Concepts
 #
-# - `x`: (batch, fan_in), the layer's input, one example per row.
-# - `W`: (fan_in, fan_out); `b`: (fan_out,).
+# - `x`: (batch, fan_in), one example per row; `W`: (fan_in, fan_out); `b`: (fan_out,).
 # - **Broadcasting**: adding `b` of shape (fan_out,) to a (batch, fan_out)
 #   array adds it to every row.
 #
@@ -271,7 +261,7 @@ lesson_passed("002")
 #
 # $$Z = xW + \mathbf{1}b^{\top}, \qquad Z_{ik} = \sum_{j=1}^{n_{\text{in}}} x_{ij} W_{jk} + b_k ,$$
 #
-# where $\mathbf{1}$ is a column of ones (NumPy's broadcasting does this for you).
+# where $\mathbf{1}$ is a column of ones (broadcasting, in NumPy).
 # Shapes: $(B \times n_{\text{in}})(n_{\text{in}} \times n_{\text{out}}) = B \times n_{\text{out}}$.
 #
 # ### Implementation
@@ -320,13 +310,13 @@ lesson_passed("003")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Forgetting the bias.** The shapes are right and the numbers are off by `b`
-#   in every row; the tests name it.
-# - **`x @ W.T`.** In the PyTorch layout `W` is (fan_out, fan_in) and the layer is
-#   `x @ W.T`; here `W` is already (fan_in, fan_out). With a square `W` the shapes
-#   even match, so only the values tell.
-# - **Looping over the batch.** A Python loop over rows gives the right answer
-#   but is hundreds of times slower than one matrix product.
+# - **Forgetting the bias.** Right shapes, but every row is off by `b`; the
+#   tests name it.
+# - **`x @ W.T`.** That is the layer in PyTorch's layout; here `W` is already
+#   (fan_in, fan_out). With a square `W` the shapes even match, so only the
+#   values tell.
+# - **Looping over the batch.** Right answer, but hundreds of times slower
+#   than one matrix product.
 #
 # ### Checkpoint
 #
@@ -339,15 +329,13 @@ lesson_passed("003")
 #
 # ### Intuition
 #
-# Without a non-linearity, two linear layers are just one linear layer in
-# disguise. ReLU, "keep positives, zero the rest", is the simplest fix: cheap
-# to compute, and its gradient is either 0 or 1.
+# Without a non-linearity, two linear layers collapse into one. ReLU, "keep
+# positives, zero the rest", is the simplest fix: cheap, with a gradient of 0 or 1.
 #
 # ### Concepts
 #
 # - Element-wise: the output has the input's shape and dtype.
-# - **Pure function**: return a new array; do not write into `z`, which the
-#   caller (and the backward pass) still needs.
+# - **Pure function**: return a new array and leave `z` untouched.
 #
 # ### Math
 #
@@ -398,9 +386,9 @@ lesson_passed("004")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Changing the input in place** (`z[z < 0] = 0`). It returns the right numbers,
-#   but the caller's `z` is destroyed; the backward pass needs it. The tests
-#   check that your inputs are unchanged.
+# - **Changing the input in place** (`z[z < 0] = 0`). Right numbers, but it
+#   destroys the caller's `z`, which the backward pass needs. The tests check
+#   that your inputs are unchanged.
 # - **`np.max` instead of `np.maximum`.** `np.max(z, 0)` is a *reduction* over
 #   axis 0 and returns a smaller array.
 # - **Returning the mask** `z > 0`: that is ReLU's derivative, not ReLU.
@@ -416,19 +404,18 @@ lesson_passed("004")
 #
 # ### Intuition
 #
-# The forward pass chains the pieces: linear, ReLU, linear. It also decides
-# what to *remember*. The backward pass needs the input of each linear layer
-# and the pre-activation of each ReLU, so the forward pass stores them in a
-# cache. That cache is the activation memory that Parts 3 and 7 will fight.
+# The forward pass chains linear, ReLU, linear, and decides what to
+# *remember*: the backward pass needs each linear layer's input and each
+# ReLU's pre-activation, so they go into a cache. That cache is the activation
+# memory that Parts 3 and 7 will fight.
 #
 # ### Concepts
 #
-# - `X`: (batch, in_features); `params` from lesson 002.
-# - `Z1 = X W1 + b1`, `A1 = relu(Z1)`, both (batch, hidden); `Y_hat = A1 W2 + b2`,
-#   (batch, out_features).
-# - **cache**: a dict `{"A0": X, "Z1": Z1, "A1": A1}`, where `A0` is the input,
-#   named like an activation so that deeper networks (the course's helper MLP)
-#   use the same scheme `A0, Z1, A1, Z2, A2, ...`.
+# - `X`: (batch, in_features); `params` from lesson 002; `Z1` and `A1`:
+#   (batch, hidden); `Y_hat`: (batch, out_features).
+# - **cache**: a dict `{"A0": X, "Z1": Z1, "A1": A1}`. Naming the input `A0`
+#   lets deeper networks (the course's helper MLP) extend the scheme
+#   `A0, Z1, A1, Z2, A2, ...`.
 #
 # ### Math
 #
@@ -486,11 +473,11 @@ lesson_passed("005")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **ReLU on the output layer.** The network can then never predict a negative
-#   value; the loss stalls at the negative targets.
+# - **ReLU on the output layer.** The network can never predict a negative
+#   value, so the loss stalls on negative targets.
 # - **No ReLU at all.** $XW_1W_2$ is one linear map: the hidden layer adds nothing.
 # - **Caching the wrong arrays** (`Z1` and `A1` swapped, or not caching `X`).
-#   Backward then computes wrong gradients even though the forward output is right.
+#   The output is right, the gradients wrong.
 #
 # ### Checkpoint
 #
@@ -510,16 +497,16 @@ lesson_passed("005")
 # ### Concepts
 #
 # - `Y_hat`, `Y`: (batch, out_features). The mean is over **all** $B \cdot m$ entries.
-# - Returns a Python `float` loss and `dY_hat`, the gradient, with `Y_hat`'s shape and dtype.
+# - The loss is a Python `float`; the gradient `dY_hat` has `Y_hat`'s shape and dtype.
 #
 # ### Math
 #
 # $$L = \frac{1}{Bm} \sum_{i=1}^{B} \sum_{k=1}^{m} \left(\hat Y_{ik} - Y_{ik}\right)^2,
 # \qquad \frac{\partial L}{\partial \hat Y_{ik}} = \frac{2}{Bm}\left(\hat Y_{ik} - Y_{ik}\right).$$
 #
-# The $\frac{1}{Bm}$ is inside the gradient. It matters in Part 2: when a batch
-# is split into micro-batches, each piece must be weighted by its share of the
-# entries, not averaged on its own.
+# The $\frac{1}{Bm}$ is inside the gradient. So in Part 2, when a batch is split
+# into micro-batches, each must be weighted by its share of the entries, not
+# averaged on its own.
 #
 # ### Implementation
 
@@ -572,9 +559,8 @@ lesson_passed("006")
 # ### Common mistakes
 #
 # - **Gradient summed instead of averaged**: `2 * (Y_hat - Y)` without the
-#   `/ Y_hat.size`. The loss is an average, so its gradient is $Bm$ times smaller
-#   than the sum's; a learning rate tuned for one is wrong for the other.
-# - **Averaging over the batch only** (`/ len(Y)`), which is the mean of per-example
+#   `/ Y_hat.size`. The loss is an average, so its gradient is $Bm$ times smaller.
+# - **Averaging over the batch only** (`/ len(Y)`): the mean of per-example
 #   *sums*, a different loss.
 # - **Forgetting the 2** or flipping the sign (`Y - Y_hat`): gradient descent then
 #   moves *up* the loss.
@@ -590,19 +576,17 @@ lesson_passed("006")
 #
 # ### Intuition
 #
-# Backpropagation asks each layer one question: "given how the loss changes
-# with your output, how does it change with your input and your parameters?"
-# For a linear layer all three answers are matrix products with arrays you
-# already have: the upstream gradient, the cached input, and the weights.
+# Backpropagation asks each layer: "given how the loss changes with your
+# output, how does it change with your input and your parameters?" For a
+# linear layer, the answers come from arrays you already have: the upstream
+# gradient, the cached input and the weights.
 #
 # ### Concepts
 #
-# - `dZ`: (batch, fan_out), the gradient of the loss with respect to the layer's output.
-# - `x`: (batch, fan_in), the layer's input, kept by the forward pass.
-# - `W`: (fan_in, fan_out).
-# - A gradient always has the shape of the thing it is the gradient of:
-#   `dx` like `x`, `dW` like `W`, `db` like `b`. Shapes alone tell you where the
-#   transposes go.
+# - `dZ`: (batch, fan_out), the gradient of the loss w.r.t. the layer's output;
+#   `x`: (batch, fan_in), the input cached by the forward pass; `W`: (fan_in, fan_out).
+# - A gradient has the shape of its variable: `dx` like `x`, `dW` like `W`,
+#   `db` like `b`. The shapes alone place the transposes.
 #
 # ### Math
 #
@@ -674,34 +658,33 @@ lesson_passed("007")
 # ### Common mistakes
 #
 # - **dW without the transpose**: `dZ.T @ x` has shape (fan_out, fan_in), the
-#   transpose of what you need. Check the shape against `W`.
+#   transpose of `W`'s.
 # - **Bias gradient not summed over the batch**: `db = dZ` has shape
-#   (batch, fan_out). The bias was broadcast to every row, so its gradient
-#   collects every row's contribution.
+#   (batch, fan_out), not (fan_out,).
 # - **Bias gradient averaged** (`dZ.mean(axis=0)`): the $1/B$ of the loss is
 #   already inside `dZ`; dividing again shrinks `db` by the batch size.
 #
 # ### Checkpoint
 #
-# Each gradient is shaped like its variable, and the shapes place the
-# transposes. *Self-check:* which of `dx`, `dW`, `db` need the cached input
-# `x`, and which need `W`? (This decides what the forward pass must keep.)
+# A linear layer's backward pass is two matrix products and a sum. *Self-check:*
+# which of `dx`, `dW`, `db` need the cached input `x`, and which need `W`? (This
+# decides what the forward pass must keep.)
 
 # %% [markdown]
 # ## 008 · ReLU backward
 #
 # ### Intuition
 #
-# ReLU passed positive pre-activations through unchanged and blocked the rest.
-# Backwards, it does the same to the gradient: where the gate was open the
-# gradient flows through, where it was shut it stops.
+# ReLU let positive pre-activations through and blocked the rest. Backwards it
+# does the same to the gradient: it flows where the gate was open and stops
+# where it was shut.
 #
 # ### Concepts
 #
 # - `dA`: gradient w.r.t. ReLU's output; `Z`: ReLU's input from the forward pass; same shape.
 # - The **mask** `Z > 0` is all ReLU needs to remember; as a NumPy bool array
 #   it costs 1 byte per entry instead of 8.
-# - At exactly $z = 0$ ReLU has no derivative; like NumPy and PyTorch code we use 0 there.
+# - At exactly $z = 0$ ReLU has no derivative; by convention we use 0.
 #
 # ### Math
 #
@@ -747,7 +730,7 @@ lesson_passed("008")
 # ### Common mistakes
 #
 # - **Mask taken from the wrong array**: `dA * (dA > 0)` gates on the *gradient's*
-#   sign. The gate was decided in the forward pass, by `Z`.
+#   sign; the gate was set in the forward pass, by `Z`.
 # - **Returning the mask alone**: `(Z > 0)` is ReLU's derivative; the chain rule
 #   multiplies it by the upstream gradient.
 # - **`Z >= 0`**: lets the gradient through where $Z$ is exactly zero. Rare with
@@ -764,9 +747,9 @@ lesson_passed("008")
 #
 # ### Intuition
 #
-# The first layer's input is the data. Nothing upstream can learn from its
-# gradient, so computing `dX` would be a (batch, in_features) array of wasted
-# work and memory. Real frameworks skip it; so do we.
+# The first layer's input is the data, and nothing upstream learns from its
+# gradient. `dX` would be a (batch, in_features) array of wasted work and
+# memory; real frameworks skip it, and so do we.
 #
 # ### Concepts
 #
@@ -826,32 +809,30 @@ lesson_passed("009")
 # ### Common mistakes
 #
 # - **Computing dX anyway**, and returning three values. The caller expects
-#   two; the tests name it. In a large model this is a whole activation-sized
-#   array for nothing.
+#   two; the tests name it.
 # - **dW without the transpose** and **db not summed over the batch**, as in lesson 007.
 # - **Returning (db1, dW1)**: the order is (dW1, db1), weights first, as in lesson 007.
 #
 # ### Checkpoint
 #
-# The first layer needs only its input, not its weights, to compute its
-# gradients. *Self-check:* for a batch of 4096 examples with 1024 input
-# features in float32, how many bytes does skipping `dX` save?
+# The first layer's gradients need its input, not its weights. *Self-check:*
+# for a batch of 4096 examples with 1024 input features in float32, how many
+# bytes does skipping `dX` save?
 
 # %% [markdown]
 # ## 010 · MLP backward
 #
 # ### Intuition
 #
-# Now chain the backward pieces in the reverse order of the forward pass:
-# second linear layer, ReLU, first linear layer. Each step consumes what the
-# forward pass cached, which is why the cache must live until the backward pass
-# reaches it, and why activation memory peaks at the start of backward.
+# Chain the backward pieces in the reverse order of the forward pass: second
+# linear layer, ReLU, first linear layer. Each step consumes part of the cache,
+# so the cache must live until backward reaches it.
 #
 # ### Concepts
 #
-# - `dY_hat`: (batch, out_features), from `mse_loss_and_grad`.
-# - `params` and `cache` as returned by `init_mlp_params` and `mlp_forward`.
-# - Returns `grads`, a dict with the same keys and shapes as `params`.
+# - `dY_hat` comes from `mse_loss_and_grad`, `params` from `init_mlp_params`,
+#   `cache` from `mlp_forward`.
+# - `grads` has the same keys and shapes as `params`.
 #
 # ### Math
 #
@@ -924,24 +905,24 @@ lesson_passed("010")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Skipping the ReLU backward**: passing `dA1` straight to the first layer.
-#   The gradients then describe a network without its non-linearity.
+# - **Skipping the ReLU backward**: passing `dA1` straight to the first layer,
+#   as if the network had no non-linearity.
 # - **dW2 from `Z1` instead of `A1`**: the second layer's input was the
 #   activation, not the pre-activation.
 # - **Bias gradients not summed** over the batch (see lesson 007).
 #
 # ### Checkpoint
 #
-# Backward runs the forward pass in reverse and consumes the cache. *Self-check:*
+# Backward runs the forward pass in reverse, consuming the cache. *Self-check:*
 # at which moment of a training step is the most memory in use, and which
 # arrays are alive then?
 
 # %% [markdown]
 # ## Putting it together: train the MLP with your own functions
 #
-# One training step is: forward, loss, backward, update
+# One training step is forward, loss, backward, then the update
 # $\theta \leftarrow \theta - \eta \, \nabla_\theta L$. The loop below uses only
-# the functions you wrote. If the curve falls steadily, every piece works.
+# your functions: if the curve falls steadily, every piece works.
 
 # %% tags=["demo"]
 X_train, Y_train = make_synthetic_regression_batch(256, 8, 2, seed=0)
@@ -962,12 +943,12 @@ plt.show()
 # ## Part summary
 #
 # - A training step is forward (storing a cache), loss, backward (consuming it)
-#   and update. You wrote each piece and checked it against finite differences.
+#   and update; you checked each piece against finite differences.
 # - What the forward pass stores, `A0`, `Z1`, `A1`, is the **activation memory**;
 #   it grows with the batch size and the depth. Part 2 shrinks it by splitting
 #   the batch (gradient accumulation); Part 3 by storing less and recomputing
 #   (activation checkpointing).
-# - Gradients are averages over the batch because the loss is. Keep that in
-#   mind in Part 2: micro-batches of unequal size must be weighted, not averaged.
+# - The loss is a mean over the batch, so the gradients are too: in Part 2,
+#   micro-batches of unequal size must be weighted, not averaged.
 #
 # Run `make progress` in a terminal to see your XP across the whole course.

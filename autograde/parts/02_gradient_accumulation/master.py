@@ -1,28 +1,27 @@
 # %% [markdown] part_title="Gradient accumulation"
 # # Part 2 · Gradient accumulation: a big batch in small pieces
 #
-# Activation memory grows with the batch: every example in flight keeps its
-# own activations until the backward pass has used them. When the batch you
-# want does not fit, **gradient accumulation** runs it as $k$ micro-batches,
-# one after another, adds up their gradients, and takes one optimizer step at
-# the end. Only one micro-batch's activations are alive at a time.
+# Activation memory grows with the batch: each example keeps its activations
+# until the backward pass has used them. When the batch you want does not fit,
+# **gradient accumulation** runs it as $k$ micro-batches, one after another,
+# adds up their gradients and takes one optimizer step at the end. Only one
+# micro-batch's activations are alive at a time.
 #
-# Done right, accumulation changes *where* memory goes and nothing else: the
-# update is the full-batch update, to the last few bits. Done slightly wrong,
-# it silently trains a different model, as a widely used trainer did until
-# 2024. This part builds it right, and measures what it saves.
+# Done right, accumulation changes only *where* memory goes: the update is the
+# full-batch update, to the last few bits. Done slightly wrong, it silently
+# trains a different model, as a widely used trainer did until 2024.
 #
 # **Goals of this part**
 #
-# - split a batch into micro-batches, also when it does not divide evenly (011);
+# - split a batch into micro-batches, even when it does not divide evenly (011);
 # - accumulate gradients without touching anyone else's arrays (012);
-# - turn the accumulated sum into the full-batch mean, weighting unequal micro-batches correctly (013);
-# - take one accumulated training step equal to the full-batch step (014);
-# - measure the peak memory of a step for $k = 1, 2, 4, 8, 16$ and compare it with a prediction.
+# - turn the accumulated sum into the full-batch mean gradient (013);
+# - take one accumulated step equal to the full-batch step (014);
+# - measure a step's peak memory for $k = 1, 2, 4, 8, 16$ against a prediction.
 #
 # The model is the course's MLP of any depth from `shared.mlp`:
-# `mlp.loss_and_grads(X, Y, params)` returns the mean-squared-error loss of a
-# batch and the gradients of that *mean* loss, a dict shaped like `params`.
+# `mlp.loss_and_grads(X, Y, params)` returns a batch's mean-squared-error loss
+# and the gradients of that *mean* loss, a dict shaped like `params`.
 # Stuck? The solved notebook is `solutions/02_gradient_accumulation.ipynb`.
 
 # %% tags=["setup"]
@@ -52,19 +51,18 @@ show_progress("02_gradient_accumulation")
 #
 # ### Intuition
 #
-# Accumulation starts by cutting the batch into $k$ pieces. When $B$ is not a
-# multiple of $k$ the pieces cannot all be equal; the fair split makes them
-# differ by at most one example, and loses none.
+# Accumulation first cuts the batch into $k$ pieces. When $k$ does not divide
+# $B$, the fair split makes their sizes differ by at most one, and loses no example.
 #
 # ### Concepts
 #
 # - `X`: (B, features), `Y`: (B, outputs); micro-batch $j$ is a pair
 #   `(X_j, Y_j)` of consecutive rows, in order.
 # - **Sizes**: the first $B \bmod k$ micro-batches have $\lceil B/k \rceil$ rows,
-#   the rest $\lfloor B/k \rfloor$, which is what `np.array_split` does.
+#   the rest $\lfloor B/k \rfloor$, as `np.array_split` does.
 # - Slices of a NumPy array are **views**: splitting costs no copy.
-# - Bad requests fail loudly with `ValueError`: $k \le 0$, a batch with fewer
-#   examples than $k$ (some micro-batch would be empty), or `X` and `Y` of different lengths.
+# - Raise `ValueError` if $k$ is not a positive integer, if $B < k$ (a micro-batch
+#   would be empty), or if `X` and `Y` differ in length.
 #
 # ### Math
 #
@@ -136,13 +134,13 @@ lesson_passed("011")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Dropping the remainder**: `B // k` rows per micro-batch loses `B % k`
-#   examples. The loss then silently ignores part of the data.
-# - **Piling the remainder into the last micro-batch**: with $B = 10$, $k = 4$ that
-#   gives sizes (2, 2, 2, 4); the peak memory is set by the largest micro-batch,
-#   so the split should be as even as possible.
-# - **Splitting along the feature axis** (`axis=1`): every "micro-batch" then has
-#   all the examples and some of the features.
+# - **Dropping the remainder**: `B // k` rows per micro-batch silently loses
+#   `B % k` examples.
+# - **Piling the remainder into the last micro-batch**: sizes (2, 2, 2, 4) for
+#   $B = 10$, $k = 4$. The largest micro-batch sets the peak memory, so split
+#   as evenly as possible.
+# - **Splitting along the feature axis** (`axis=1`): each "micro-batch" then has
+#   every example but only some features.
 #
 # ### Checkpoint
 #
@@ -156,22 +154,20 @@ lesson_passed("011")
 # ### Intuition
 #
 # Each micro-batch gives the gradient of its own **mean** loss. To rebuild the
-# full batch's gradient we add up *sums* over examples, so each micro-batch's
-# gradient is weighted by its number of examples before it is added. The
-# running total lives in an **accumulator** that belongs to the training
-# loop, not to any micro-batch.
+# full batch's gradient we add *sums* over examples, so each micro-batch's
+# gradient is first multiplied by its size $n_j$. The running total
+# lives in an **accumulator** owned by the training loop, not by any micro-batch.
 #
 # ### Concepts
 #
 # - `accumulated`: dict of arrays (the running sum), or `None` before the first micro-batch.
 # - `micro_grads`: dict of arrays, gradients of micro-batch $j$'s mean loss; `micro_batch_size` is $n_j$.
-# - **Aliasing**: two names for one array. `acc = micro_grads` followed by
-#   `acc[key] += ...` changes the micro-batch's gradients as well. The function
-#   returns new arrays and leaves both inputs exactly as they were.
+# - **Aliasing**: two names for one array, so writing through one changes the
+#   other. Return new arrays and leave both inputs unchanged.
 #
 # ### Math
 #
-# With $g_j = \nabla \bar L_j$ the gradient of micro-batch $j$'s mean loss,
+# With $g_j = \nabla \bar L_j$,
 #
 # $$S_j = S_{j-1} + n_j\, g_j, \qquad S_0 = 0, \qquad S_k = \sum_{j=1}^{k} n_j\, g_j = \sum_{i=1}^{B} \nabla \ell_i .$$
 #
@@ -229,10 +225,10 @@ lesson_passed("012")
 # ### Common mistakes
 #
 # - **Accumulating into an aliased dict**: `accumulated[key] += n * g` changes the
-#   caller's arrays; if the accumulator was started as `accumulated = micro_grads`,
-#   the first micro-batch's gradients change too. The tests check both inputs.
-# - **Forgetting the weight**: adding `g` instead of `n * g` treats every
-#   micro-batch as if it had the same size.
+#   caller's arrays, and the first micro-batch's gradients too if the accumulator
+#   began as `micro_grads`. The tests check both inputs.
+# - **Forgetting the weight**: adding `g` instead of `n * g` treats all
+#   micro-batches as the same size.
 # - **Overwriting**: returning only the newest micro-batch's contribution.
 #
 # ### Checkpoint
@@ -248,22 +244,21 @@ lesson_passed("012")
 #
 # The full-batch loss is the mean over all $B$ examples, so its gradient is the
 # accumulated sum divided by $B$, the number of **examples**. Dividing by the
-# number of micro-batches instead is the classic bug: it is right only when
-# all micro-batches have the same size, and wrong the moment they do not.
+# number of micro-batches instead is the classic bug.
 #
 # ### Concepts
 #
 # - `accumulated`: the dict from lesson 012 after the last micro-batch.
 # - `micro_batch_sizes`: the list $(n_1, \dots, n_k)$; their sum is $B$.
-# - Returns a new dict; the accumulator itself is not changed.
+# - Return a new dict; leave the accumulator unchanged.
 #
 # ### Math
 #
 # $$\nabla L = \frac{1}{B} \sum_{j=1}^{k} n_j\, g_j, \qquad B = \sum_{j=1}^{k} n_j .$$
 #
 # The "mean of means" $\frac1k \sum_j g_j$ equals this only when every $n_j = B/k$.
-# For $n = (3, 1)$ it weights the lone example of the second micro-batch three
-# times as much as each example of the first.
+# For $n = (3, 1)$ it counts the second micro-batch's lone example three times
+# as much as each example of the first.
 #
 # ### Implementation
 
@@ -316,12 +311,11 @@ lesson_passed("013")
 # ### Common mistakes
 #
 # - **Dividing by the number of micro-batches** (`/ len(micro_batch_sizes)`): the
-#   mean of means. In October 2024 a widely used trainer was found to average
-#   per-micro-batch means exactly like this, so models trained with accumulation
-#   differed from models trained without it; the fix divides the summed loss by
-#   the global count of examples (here: of tokens).
-# - **Forgetting to divide**: the result is a sum, $B$ times the gradient; the
-#   learning rate then means something else for every batch size.
+#   mean of means. In October 2024 a widely used trainer was found doing exactly
+#   this; the fix divides the summed loss by the global count of examples
+#   (there, tokens).
+# - **Forgetting to divide**: the result is $B$ times the gradient, so the
+#   learning rate's meaning changes with the batch size.
 # - **Dividing by one micro-batch's size** instead of the total.
 #
 # ### Checkpoint
@@ -336,16 +330,14 @@ lesson_passed("013")
 # ### Intuition
 #
 # Now the whole step: split, run forward and backward on each micro-batch in
-# turn, accumulate, scale, and update once. Only one micro-batch's activations
-# exist at a time, so the peak activation memory is that of the largest
-# micro-batch, while the update is the full batch's.
+# turn, accumulate, scale, update once. Peak activation memory is the largest
+# micro-batch's; the update is the full batch's.
 #
 # ### Concepts
 #
 # - `params`: the helper MLP's dict (`W1, b1, ..., WL, bL`); `X`, `Y`: the whole batch.
-# - `mlp.loss_and_grads(X_j, Y_j, params)` gives micro-batch $j$'s mean loss and its gradients.
+# - `mlp.loss_and_grads(X_j, Y_j, params)`: micro-batch $j$'s mean loss and gradients.
 # - Plain SGD: `new = params - learning_rate * grads`, as new arrays.
-# - The reported loss is the full batch's mean loss, rebuilt from the micro-batch means.
 #
 # ### Math
 #
@@ -354,7 +346,7 @@ lesson_passed("013")
 # \theta' = \theta - \eta\, \nabla L .$$
 #
 # In exact arithmetic this is the full-batch step; in float64 the two agree to
-# about $10^{-15}$ relative error, because only the order of the additions differs.
+# about $10^{-15}$ relative error, since only the order of the additions differs.
 #
 # ### Implementation
 
@@ -422,13 +414,12 @@ lesson_passed("014")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Mean of micro-batch means**: averaging the $k$ micro-batch gradients (and
-#   losses). It passes when $B$ divides evenly and fails when it does not, the
-#   real-world bug of 2024; the tests use uneven splits.
-# - **Forgetting to divide** by the number of examples after summing the
-#   micro-batch means: the step is $k$ times too large.
-# - **Stepping after every micro-batch**: that is $k$ small-batch SGD steps, a
-#   different algorithm, not one large-batch step.
+# - **Mean of micro-batch means**: averaging the $k$ micro-batch gradients and
+#   losses, the 2024 bug of lesson 013. The tests' uneven splits catch it.
+# - **Forgetting to divide**: summing the $k$ micro-batch means makes the
+#   gradient, and the step, about $k$ times too large.
+# - **Stepping after every micro-batch**: $k$ small-batch SGD steps, a different
+#   algorithm from one large-batch step.
 #
 # ### Checkpoint
 #
@@ -439,19 +430,19 @@ lesson_passed("014")
 # %% [markdown]
 # ## Measured: the peak memory of a step, for k = 1 … 16
 #
-# The prediction. A step's memory is a constant part $C$ (gradients, the
-# accumulator, the update; about the size of the parameters) plus the
-# activations of one micro-batch. For the helper MLP with $L$ layers of width
-# $D$, the activations at the backward peak of a micro-batch of $b$ examples are
-# $2(L-1)$ stored arrays ($Z_i$ and $A_i$ for each hidden layer), plus a working
-# set of two gradient arrays and a boolean ReLU mask:
+# **Prediction.** A step's memory is a constant part $C$ (gradients,
+# accumulator, update; about the size of the parameters) plus one
+# micro-batch's activations. For the helper MLP with $L$ layers of width $D$, a
+# micro-batch of $b$ examples holds at its backward peak $2(L-1)$ stored arrays
+# ($Z_i$ and $A_i$ per hidden layer), two working gradient arrays and a boolean
+# ReLU mask:
 #
 # $$A(b) = \bigl(2(L-1) + 2\bigr)\, b D \cdot 8 \text{ bytes} + bD \text{ bytes}, \qquad
 # \text{peak}_k \approx C + A\!\left(\lceil B/k \rceil\right).$$
 #
-# The measurement: `measure_peak_memory` runs your `grad_accumulation_step`
-# under `tracemalloc`, which sees every NumPy allocation. $C$ is measured
-# separately, on a batch of one example.
+# **Measurement.** `measure_peak_memory` runs your `grad_accumulation_step`
+# under `tracemalloc`, which sees every NumPy allocation; $C$ is measured on a
+# batch of one example.
 
 # %% tags=["demo"]
 B_mem, D_mem, L_mem = 8192, 64, 8
@@ -491,12 +482,9 @@ plt.show()
 # %% [markdown]
 # ## Part summary
 #
-# - Accumulation trades time for memory: $k$ sequential micro-batches, one
-#   update, activation memory divided by about $k$ (measured above), the same
-#   update as the full batch.
-# - Weighting matters: sum over examples, divide by the number of examples.
-#   The mean of micro-batch means is wrong whenever micro-batches differ in size.
-# - The accumulator is the training loop's own array: never alias it with a
-#   micro-batch's gradients.
-# - What accumulation cannot shrink is the memory of a *single example's* path
-#   through a deep network. Part 3 attacks that: store less, recompute the rest.
+# - Accumulation trades time for memory: $k$ micro-batches in sequence divide
+#   activation memory by about $k$ (measured above) and give the full-batch update.
+# - Sum over examples, divide by the number of examples; never average
+#   micro-batch means, never alias the accumulator.
+# - Accumulation cannot shrink the memory of a *single example's* path through
+#   a deep network. Part 3 attacks that: store less, recompute the rest.

@@ -1,28 +1,25 @@
 # %% [markdown] part_title="Activation checkpointing"
 # # Part 3 · Activation checkpointing: store less, recompute the rest
 #
-# Gradient accumulation shrinks activation memory by shrinking the batch. It
-# cannot help when a single micro-batch through a deep network is already too
-# much: every layer still keeps its activations until backward reaches it.
-# **Activation checkpointing** (Chen et al., 2016) keeps only a few of them, the
-# inputs of *segments* of consecutive layers, and recomputes each segment's
-# activations from its checkpoint when the backward pass needs them. One extra
+# Gradient accumulation shrinks the batch, but one micro-batch through a deep
+# network can still be too much: every layer keeps its activations until
+# backward reaches it. **Activation checkpointing** (Chen et al., 2016) keeps
+# only the inputs of *segments* of consecutive layers and recomputes each
+# segment's activations from its checkpoint when backward needs them. One extra
 # forward pass buys memory that grows like $\sqrt{L}$ instead of $L$.
 #
-# And it changes nothing else: recomputing the same operations on the same
-# inputs gives the same bits, so the gradients are those of the standard
-# backward pass. The tests compare them to within the last bits (relative
-# error 1e-9), so that `einsum` or `np.dot`, which may add in another order
-# than `@`, count as right too; with `@` you get them bit for bit.
+# Recomputing the same operations on the same inputs gives the same bits, so
+# the gradients are the standard ones. The tests allow a relative error of
+# 1e-9, as `einsum` or `np.dot` may add in another order than `@`.
 #
 # **Goals of this part**
 #
 # - a forward pass that keeps only segment inputs (015);
-# - recompute one segment's activations, the same as the forward pass's (016);
-# - a backward pass segment by segment, with gradients equal to the standard ones (017);
+# - recompute one segment's activations (016);
+# - a backward pass segment by segment, with the standard gradients (017);
 # - predict the memory with and without checkpointing (018), and measure it.
 #
-# The model is the course's MLP of any depth (`shared.mlp`): layers
+# The model is the course's MLP (`shared.mlp`): layers
 # $1, \dots, L$, parameters `W1, b1, ..., WL, bL`, ReLU after every layer but
 # the last. `mlp.forward(X, params)` returns `(out, cache)` with
 # `cache = {"A0": X, "Z1": ..., "A1": ..., ..., "Z{L-1}": ..., "A{L-1}": ...}`;
@@ -57,18 +54,16 @@ show_progress("03_activation_checkpointing")
 #
 # ### Intuition
 #
-# Cut the $L$ layers into segments of $s$ consecutive layers. During the
-# forward pass remember only what enters each segment; let everything inside
-# a segment be freed as soon as the next layer has used it. Those remembered
-# arrays are the **checkpoints**.
+# Cut the $L$ layers into segments of $s$ consecutive layers. Going forward,
+# remember only what enters each segment, the **checkpoints**; everything
+# inside a segment can be freed once the next layer has used it.
 #
 # ### Concepts
 #
-# - Segment $j$ covers layers $js+1, \dots, \min((j+1)s, L)$; its input is the
-#   activation $A_{js}$, with $A_0 = X$.
-# - `checkpoints`: a dict `{0: X, s: A_s, 2s: A_2s, ...}`, one entry per segment,
-#   keyed by the layer index of the activation. $\lceil L/s \rceil$ entries.
-# - Nothing else of shape (batch, width) is returned: no `Z`, no other `A`.
+# - Segment $j$ covers layers $js+1, \dots, \min((j+1)s, L)$; its input is
+#   $A_{js}$, with $A_0 = X$.
+# - `checkpoints`: a dict `{0: X, s: A_s, 2s: A_2s, ...}` keyed by layer index,
+#   $\lceil L/s \rceil$ entries. No `Z` or other `A` is kept.
 # - The output is exactly `mlp.forward(X, params)[0]`.
 #
 # ### Math
@@ -147,7 +142,7 @@ lesson_passed("015")
 # ### Common mistakes
 #
 # - **A checkpoint that keeps the hidden activations anyway**: storing every
-#   $A_i$ "to be safe" gives back all the memory checkpointing was meant to save.
+#   $A_i$ gives back all the memory saved.
 # - **Storing segment outputs instead of inputs**: backward recomputes a segment
 #   *from its input*, so the first checkpoint is $A_0 = X$, not $A_s$.
 # - **Storing $Z$ instead of $A$**: the next layer's input is $\operatorname{relu}(Z)$.
@@ -163,20 +158,19 @@ lesson_passed("015")
 #
 # ### Intuition
 #
-# When the backward pass reaches a segment, it runs that segment's forward
-# pass again, from its checkpoint, and this time keeps everything the segment's
-# backward needs. Same operations, same inputs, same order: the same bits.
+# When backward reaches a segment, it reruns the segment's forward pass from
+# its checkpoint, this time keeping everything the segment's backward needs.
+# Same operations, same inputs, same order: the same bits.
 #
 # ### Concepts
 #
-# - `checkpoint`: $A_{\text{start}}$; `start_layer`, `end_layer`: the segment covers
-#   layers `start_layer + 1 ... end_layer`.
-# - Returns the segment's slice of the standard cache:
+# - `checkpoint` is $A_{\text{start}}$; the segment covers layers
+#   `start_layer + 1 ... end_layer`.
+# - Return the segment's slice of the standard cache:
 #   `{"A{start}": checkpoint, "Z{i}": ..., "A{i}": ...}` for hidden layers
 #   $i = \text{start}+1, \dots, \min(\text{end}, L-1)$. The output layer $L$ is
-#   not cached: its backward needs only its input $A_{L-1}$.
-# - Reproduction: the forward's operations, `a @ W + b` then `np.maximum(z, 0)`, give the same bits;
-#   `einsum` may differ in the last bits, which the tests accept (relative error 1e-9).
+#   not cached: its backward needs only $A_{L-1}$.
+# - Repeat the forward's operations: `a @ W + b`, then `np.maximum(z, 0)`.
 #
 # ### Math
 #
@@ -234,11 +228,11 @@ lesson_passed("016")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Recomputing with the wrong parameters**: an off-by-one layer index picks
+# - **Recomputing with the wrong parameters**: an off-by-one index picks
 #   $W_{i+1}$ for layer $i$; with equal widths the shapes even fit.
-# - **Forgetting the ReLU** in the recompute: the cache then holds $Z$ twice.
-# - **Recomputing the output layer too**: its output is not an activation that
-#   backward needs, only memory spent.
+# - **Forgetting the ReLU**: the cache then holds $Z$ twice.
+# - **Recomputing the output layer too**: backward does not need it; it only
+#   costs memory.
 #
 # ### Checkpoint
 #
@@ -251,20 +245,18 @@ lesson_passed("016")
 #
 # ### Intuition
 #
-# The backward pass visits segments last to first. For each one it recomputes
-# the segment's cache from its checkpoint, runs the ordinary layer-by-layer
-# backward through the segment, and then lets that cache go before moving down.
-# At any moment only the checkpoints and *one* segment's activations are alive.
+# Backward visits segments last to first. For each it recomputes the segment's
+# cache from its checkpoint, runs the ordinary backward through the segment,
+# and lets the cache go before moving down. Only the checkpoints and *one*
+# segment's activations are alive at a time.
 #
 # ### Concepts
 #
-# - `d_out`: (batch, out_features), the gradient of the loss w.r.t. the output.
-# - For layer $i$ with input $A_{i-1}$: $dW_i = A_{i-1}^\top \delta$, $db_i = \sum \delta$,
-#   and for $i > 1$ the gradient passed down is $(\delta W_i^\top) \odot \mathbb{1}[A_{i-1} > 0]$.
-# - The ReLU mask can be read from $A_{i-1}$ itself: $A > 0$ exactly where $Z > 0$.
-#   This matters at a segment's first layer, whose $Z_{\text{start}}$ belongs to the
-#   segment below while $A_{\text{start}}$ is the checkpoint in hand.
-# - Result: the same dict as `mlp.backward`, bit for bit.
+# - Layer $i$'s gradients need only its input $A_{i-1}$; no gradient is passed
+#   below layer 1.
+# - Read the ReLU mask from $A_{i-1}$ itself: $A > 0$ exactly where $Z > 0$.
+#   This matters at a segment's first layer, whose $Z_{\text{start}}$ belongs to
+#   the segment below, while $A_{\text{start}}$ is the checkpoint in hand.
 #
 # ### Math
 #
@@ -340,19 +332,18 @@ lesson_passed("017")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Skipping the ReLU mask at segment boundaries**: inside a segment the mask
-#   comes naturally from the recomputed cache; at the segment's first layer it
-#   must come from the checkpoint $A_{\text{start}}$. Forgetting it lets gradient
-#   flow through units that were switched off.
-# - **Recomputing with the wrong input**: every segment starts from *its own*
-#   checkpoint; starting each from $X$ computes the wrong activations.
+# - **Skipping the ReLU mask at segment boundaries**: the first layer's mask
+#   comes from the checkpoint $A_{\text{start}}$; without it, gradient flows
+#   through switched-off units.
+# - **Recomputing with the wrong input**: each segment starts from *its own*
+#   checkpoint, not from $X$.
 # - **Visiting segments front to back**: backward needs the gradient from the
-#   segment above, so the order is last to first.
+#   segment above.
 #
 # ### Checkpoint
 #
-# Checkpointed backward = recompute + ordinary backward, one segment at a time,
-# bit-identical gradients. *Self-check:* how many forward passes through layer 1
+# Checkpointed backward = recompute + ordinary backward, one segment at a time.
+# *Self-check:* how many forward passes through layer 1
 # does a checkpointed training step run, and how many through layer $L$?
 
 # %% [markdown]
@@ -360,23 +351,21 @@ lesson_passed("017")
 #
 # ### Intuition
 #
-# Before paying for recomputation, predict what it buys. Count the
-# (batch, width) arrays alive at the backward peak with and without
-# checkpointing; the difference is the saving. With $s \approx \sqrt{L}$ both
-# the checkpoints and one segment's activations are $O(\sqrt{L})$.
+# Before paying for recomputation, predict what it buys: count the
+# (batch, width) arrays alive at the backward peak, with and without
+# checkpointing. With $s \approx \sqrt{L}$ both the checkpoints and one
+# segment's activations are $O(\sqrt{L})$.
 #
 # ### Concepts
 #
-# One array of shape (batch, width) costs $a = B \cdot D \cdot b$ bytes ($b$
-# bytes per element, 8 for float64). At the backward peak:
+# One (batch, width) array costs $a = B \cdot D \cdot b$ bytes ($b$ bytes per
+# element, 8 for float64). At the backward peak:
 #
-# - **standard**: the forward stored $Z_i$ and $A_i$ for each hidden layer, $2(L-1)$
-#   arrays (the input $X$ is the caller's, so it is not counted);
+# - **standard**: $Z_i$ and $A_i$ of each hidden layer, $2(L-1)$ arrays (the
+#   input $X$ is the caller's and not counted);
 # - **checkpointed**: the $\lceil L/s \rceil - 1$ checkpoints other than $X$, plus one
 #   recomputed segment, at most $2\min(s, L-1)$ arrays;
 # - **both**: a working set of two gradient arrays and one boolean ReLU mask ($B \cdot D$ bytes).
-#
-# Return integer bytes and the fraction saved.
 #
 # ### Math
 #
@@ -449,14 +438,13 @@ lesson_passed("018")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Counting the input $X$** as activation memory: it exists before and after
-#   the step, whoever trains.
-# - **Forgetting the recomputed segment**: checkpoints alone underestimate the
-#   peak; during backward one segment's $Z$s and $A$s are alive again.
+# - **Counting the input $X$**: it exists either way.
+# - **Forgetting the recomputed segment**: during backward one segment's $Z$s
+#   and $A$s are alive again.
 # - **Rounding the number of segments down**: $L // s$ forgets the last, shorter
 #   segment and its checkpoint.
-# - **Leaving out the working set**: two gradient arrays and a mask are small
-#   next to $2(L-1)$ arrays, but not next to the $\approx 2\sqrt{L}$ of a checkpointed step.
+# - **Leaving out the working set**: small next to $2(L-1)$ arrays, but not next
+#   to the $\approx 2\sqrt{L}$ of a checkpointed step.
 #
 # ### Checkpoint
 #
@@ -467,11 +455,11 @@ lesson_passed("018")
 # %% [markdown]
 # ## Measured: standard vs checkpointed, and a depth sweep
 #
-# Your functions make a complete checkpointed training step. Below,
-# `measure_peak_memory` (tracemalloc) measures its peak memory; the gradients
-# (about the parameters' size) are subtracted, leaving the activation memory that
-# lesson 018 predicts. First a 16-layer MLP with every segment size; then
-# networks of 4 to 32 layers with $s = \operatorname{round}(\sqrt{L})$.
+# Your functions make a checkpointed training step.
+# `measure_peak_memory` (tracemalloc) measures its peak; subtracting the
+# gradients leaves the activation memory lesson 018 predicts. First a
+# 16-layer MLP with every segment size, then 4 to 32 layers with
+# $s = \operatorname{round}(\sqrt{L})$.
 
 # %% tags=["demo"]
 def checkpointed_step(X, Y, params, segment_size):
@@ -555,9 +543,8 @@ plt.show()
 #   about $\lceil L/s\rceil + 2s$ arrays instead of $2L$, smallest near
 #   $s \approx \sqrt{L}$, for one extra forward pass (about a third more compute,
 #   since backward costs about twice a forward).
-# - The gradients are bitwise the same: recomputation repeats the same
-#   floating-point operations on the same inputs.
-# - The prediction of lesson 018 matches the measured peak closely because it
-#   counts every array alive at the peak, including the backward working set.
+# - The gradients are bitwise the standard ones.
+# - Lesson 018's prediction matches the measured peak closely because it counts
+#   every array alive, including the backward working set.
 # - Accumulation (Part 2) and checkpointing compose: micro-batches shrink $B$,
 #   checkpoints shrink the per-example cost. Part 4 halves the bytes per number.

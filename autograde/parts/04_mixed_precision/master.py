@@ -1,32 +1,23 @@
 # %% [markdown] part_title="Mixed precision"
 # # Part 4 · Mixed precision: half the bytes per number
 #
-# Parts 2 and 3 kept fewer activations alive. This part makes every one of them
-# smaller: a **float16** ("half precision") number takes 2 bytes where float32
-# takes 4, so a forward and backward pass in float16 stores half the activation
-# bytes (and on GPUs, whose tensor cores multiply float16 matrices, it also runs
-# several times faster).
+# Parts 2 and 3 kept fewer activations alive; this part makes each of them
+# smaller. A **float16** ("half precision") number takes 2 bytes where float32
+# takes 4, so a float16 training step stores half the activation bytes (and on
+# GPUs runs several times faster).
 #
-# Half precision pays for it in range and in precision: float16 cannot hold a
-# number above 65504 or below about $6 \cdot 10^{-8}$, and it keeps only about 3
-# decimal digits. Training naively in float16 loses small gradients and small
-# updates, and overflows. Micikevicius et al. (2018, *Mixed Precision Training*)
-# showed three techniques that make float16 training match float32:
+# The price is range and precision (table below): naive float16 training loses
+# small gradients and updates, and overflows. Micikevicius et al. (2018, *Mixed
+# Precision Training*) matched float32 with three techniques:
 #
-# 1. **float32 master weights**: the update is applied to a float32 copy of the
-#    weights; the float16 weights are only a cast of it, remade every step;
-# 2. **loss scaling**: multiply the loss by a scale $S$ before the backward pass,
-#    so that small gradients land inside float16's range; divide them by $S$
-#    (in float32) before the update, and skip the step if anything overflowed;
-# 3. **float32 accumulation**: sums of many float16 products are accumulated in
-#    float32 and rounded to float16 once. The course's MLP does this for you:
-#    NumPy's float16 matrix products already accumulate in float32,
-#    `shared.mlp` sums the bias gradient over the batch in float32, and when
-#    Part 7's loop accumulates several micro-batches' gradients (Part 2),
-#    its helper `worker_gradients` keeps their running sum in float32.
-#
-# PyTorch's `GradScaler` adds **dynamic** loss scaling: start with a large
-# scale, halve it whenever a step overflows, double it after a run of clean steps.
+# 1. **float32 master weights** receive the updates; the float16 weights are
+#    cast from them every step;
+# 2. **loss scaling**: multiply the loss by a scale $S$ so that small gradients
+#    stay inside float16's range; divide them by $S$ in float32, and skip any
+#    step that overflowed;
+# 3. **float32 accumulation**: long sums of float16 products are accumulated in
+#    float32 and rounded once; NumPy's float16 matrix products, `shared.mlp` and
+#    Part 7's `worker_gradients` do it for you.
 #
 # | | float16 | float32 |
 # | --- | --- | --- |
@@ -38,20 +29,15 @@
 #
 # **Goals of this part**
 #
-# - a float16 copy of the weights that owns its memory and hides no overflow (019);
-# - float32 master weights that receive every update (020);
-# - loss scaling (021) and unscaling in float32 (022);
-# - finding an overflow anywhere in the gradients (023);
-# - one training step with float16 forward and backward passes, float32 master
-#   weights and dynamic loss scaling with the rules of PyTorch's `GradScaler` (024);
-# - measure what float16 loses without scaling, train in float32 and in mixed
-#   precision side by side, watch the scaler handle an overflow, and measure the
-#   activation memory.
+# - a float16 copy of the weights (019) and float32 master weights (020);
+# - loss scaling (021), unscaling (022) and finding an overflow (023);
+# - one training step with PyTorch's *dynamic* loss scaling (024);
+# - measure what float16 loses, compare float32 and mixed-precision training,
+#   and measure the activation memory.
 #
-# The model is the course's MLP (`shared.mlp`); its functions compute in the dtype
-# of their inputs, float16 included. NumPy computes float16 in software, so on
-# this CPU half precision saves memory, not time.
-# Stuck? The solved notebook is `solutions/04_mixed_precision.ipynb`.
+# The model is the course's MLP (`shared.mlp`), which computes in the dtype of
+# its inputs. NumPy computes float16 in software, so here half precision saves
+# memory, not time. Stuck? The solved notebook is `solutions/04_mixed_precision.ipynb`.
 
 # %% tags=["setup"]
 # Set-up (read-only): run this cell first.
@@ -79,10 +65,9 @@ show_progress("04_mixed_precision")
 # %% [markdown]
 # ## float16 in a few numbers
 #
-# Each number below is rounded to the nearest float16. Just above 1 the spacing of
-# float16 numbers is $2^{-10}$, so 0.1 is kept to about three digits; above
-# 65504 there is only `inf`; below $2^{-14}$ the numbers are *subnormal*, with
-# fewer and fewer significant bits, and below $2^{-25}$ they round to 0.
+# Each number below is rounded to the nearest float16: 0.1 keeps about three
+# digits, 70000 becomes `inf`, and below $2^{-14}$ numbers are *subnormal*, with
+# ever fewer significant bits, until they round to 0.
 
 # %% tags=["demo"]
 with np.errstate(over="ignore"):  # 70000 overflows to inf: that is the point
@@ -95,24 +80,20 @@ print(f"1.0 + 1e-4 in float16: {np.float16(1.0) + np.float16(1e-4)} (the additio
 #
 # ### Intuition
 #
-# The forward and backward passes run on a float16 copy of the weights. Making
-# it is a cast: each number is rounded to the nearest float16. Most numbers land
-# close to where they were. Some do not land at all: beyond 65504 there is only
-# `inf`, and tiny numbers become 0. The cast must not hide that: an `inf` is the
-# signal that loss scaling relies on later.
+# The forward and backward passes run on a float16 copy of the weights, each
+# number rounded to the nearest float16: beyond 65504 to `inf`, tiny ones to 0.
+# The cast must not hide an `inf`: loss scaling relies on seeing it.
 #
 # ### Concepts
 #
-# - `params`: a dict of float arrays (float64, float32 or float16), e.g. the MLP's
-#   `W1, b1, ...`. The result: a **new** dict with the same keys and float16 arrays.
-# - **Owning its memory**: `x.astype(np.float16)` always makes a new array. But
-#   `np.asarray(x, dtype=np.float16)` and `x.astype(np.float16, copy=False)` hand
-#   back `x` itself when it already is float16: the "copy" would share the caller's memory.
-# - **Refused input**: a value that is not a float array (integers, booleans) raises
-#   `TypeError`, naming its key.
-# - Overflow is not an error: `np.float16(70000.0)` is `inf`. NumPy warns about it
-#   ("overflow encountered in cast"); `with np.errstate(over="ignore"):` silences
-#   that warning where the overflow is expected.
+# - `params`: a dict of float arrays (float64, float32 or float16), e.g. `W1, b1, ...`.
+#   Return a **new** dict with the same keys and float16 arrays.
+# - The copy must own its memory: `x.astype(np.float16)` always copies, but
+#   `np.asarray(x, np.float16)` and `x.astype(np.float16, copy=False)` hand back
+#   `x` itself when it already is float16.
+# - A non-float array (integers, booleans) raises `TypeError`, naming its key.
+# - Overflow is not an error; `with np.errstate(over="ignore"):` silences
+#   NumPy's warning about it.
 #
 # ### Math
 #
@@ -177,56 +158,48 @@ lesson_passed("019")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **A half copy that aliases its input**: `np.asarray(x, np.float16)` returns
-#   `x` itself when `x` already is float16; writing to the "copy" then changes the
-#   original.
-# - **Clipping to the float16 range**: `np.clip(x, -65504, 65504)` looks careful,
-#   but it turns an overflow into a plausible number, and the loss scaler, which
-#   looks for `inf` and NaN, never learns that the scale is too large.
-# - **Converting the caller's dict in place**: `params[key] = params[key].astype(...)`
-#   replaces the caller's arrays; the full-precision weights are gone.
+# - **A half copy that aliases its input** (`np.asarray`): writing to the
+#   "copy" of a float16 array changes the original.
+# - **Clipping to the float16 range**: `np.clip(x, -65504, 65504)` hides the
+#   overflow from the loss scaler, which looks for `inf` and NaN.
+# - **Converting the caller's dict in place**: `params[key] = ...` replaces the
+#   caller's full-precision arrays.
 #
 # ### Checkpoint
 #
-# The cast rounds every number to float16 and keeps `inf` as `inf`. *Self-check:*
-# what are `np.float16(1e-8)` and `np.float16(70000.0)`, and how many bytes does
-# the half copy of a model with 10 million parameters take?
+# The cast rounds every number to float16 and keeps `inf` as `inf`.
+# *Self-check:* what are `np.float16(1e-8)` and `np.float16(70000.0)`, and how many
+# bytes does the half copy of a model with 10 million parameters take?
 
 # %% [markdown]
 # ## 020 · Make master params
 #
 # ### Intuition
 #
-# An update $\eta g$ is usually much smaller than the weight it changes. In
-# float16, $w + \Delta w$ rounds back to $w$ as soon as $|\Delta w|$ is below half
-# the spacing of float16 numbers around $w$: with $w = 1$, an update of $10^{-4}$
-# is lost entirely (the cell above shows it). So the weights that *accumulate*
-# updates are kept in float32, the **master weights**; the float16 weights are a
-# cast of them, made fresh every step and never updated themselves.
+# In float16, $w + \Delta w$ often rounds back to $w$: with $w = 1$, an update
+# of $10^{-4}$ is lost (the cell above shows it). So the weights that
+# *accumulate* updates, the **master weights**, are kept in float32; the float16
+# weights are cast from them every step and never updated.
 #
 # ### Concepts
 #
-# - `params`: the model's initial parameters, a dict of float arrays of any float
-#   dtype (float64 from `mlp.init_params`, or float16 from a half-precision model).
-# - The result: a new dict of **float32** arrays, the same values rounded to float32.
-# - The master is a copy that owns its memory, never the model's own arrays:
-#   `np.asarray(x, np.float32)` returns `x` itself when `x` already is float32.
+# - `params`: a dict of arrays of any float dtype (float64 from `mlp.init_params`,
+#   or float16).
+# - Return a new dict of **float32** arrays, each owning its memory as in lesson 019.
 # - Non-float arrays raise `TypeError`, naming the key.
 #
 # ### Math
 #
-# An update is lost when it is below half the spacing of float16 numbers next to
-# $w$, on the side it moves toward. For $2^e \le |w| < 2^{e+1}$ that spacing is
-# $2^{e-10}$, between $2^{-11}|w|$ and $2^{-10}|w|$, and half as large just below a
-# power of two (a step toward zero from $|w| = 2^e$). So
+# An update is lost when it is below half the spacing of float16 numbers on the
+# side it moves toward. For $2^e \le |w| < 2^{e+1}$ the spacing is $2^{e-10}$,
+# between $2^{-11}|w|$ and $2^{-10}|w|$, and half that just below $2^e$. So
 #
 # $$\operatorname{fl}_{16}(w - \eta g) = w \quad\text{whenever}\quad |\eta g| < 2^{-12}|w|,$$
 #
-# and already from $|\eta g| < 2^{-11}|w|$ for some $w$: an update is always lost once
-# $|w| / |\eta g| > 4096$, and may be from 2048. In float32 the same ratios are
+# and for some $w$ already when $|\eta g| < 2^{-11}|w|$: an update is always lost
+# once $|w| / |\eta g| > 4096$, and may be from 2048. In float32 these ratios are
 # $2^{25} \approx 3.4 \cdot 10^{7}$ and $2^{24} \approx 1.7 \cdot 10^{7}$.
-# Memory: $4\Psi$ bytes of master weights next to the $2\Psi$ of the half copy (with
-# Adam, its two float32 moments add $8\Psi$ more).
+# Memory: $4\Psi$ bytes of master weights beside the $2\Psi$ of the half copy.
 #
 # ### Implementation
 
@@ -277,17 +250,17 @@ lesson_passed("020")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Master weights kept in the model's precision**: copying float16 weights
-#   without casting gives float16 "master" weights, and small updates are rounded away again.
+# - **Master weights kept in the model's precision**: float16 weights copied
+#   without casting round small updates away again.
 # - **A master that aliases the model's parameters**: `np.asarray(x, np.float32)`
-#   on float32 weights returns the very same arrays; the two copies are one.
-# - **Master weights in float64**: twice the memory, and not the float32 that
-#   mixed-precision training keeps.
+#   on float32 weights returns the same arrays.
+# - **Master weights in float64**: twice the memory of the float32 master.
 #
 # ### Checkpoint
 #
 # One float32 master copy receives every update; the float16 weights are cast
-# from it. *Self-check:* with $w = 0.5$ in float16, what is the smallest update
+# from it.
+# *Self-check:* with $w = 0.5$ in float16, what is the smallest update
 # $|\Delta w|$ that changes it?
 
 # %% [markdown]
@@ -295,24 +268,20 @@ lesson_passed("020")
 #
 # ### Intuition
 #
-# Gradients of a mean loss are small (they carry a $1/n$ for the $n$ entries
-# averaged), and the backward pass multiplies them by more small numbers. Many
-# fall below float16's smallest subnormal number, $2^{-24} \approx 6 \cdot 10^{-8}$,
-# and become 0. Multiply the loss by a scale $S$ (say $2^{16}$) before the backward
-# pass: by the chain rule every gradient is multiplied by $S$ too, which lifts
-# the small ones into float16's range.
+# Gradients of a mean loss carry a $1/n$, and the backward pass multiplies them
+# by more small numbers; many fall below $2^{-24}$ and become 0 in float16.
+# Multiply the loss by a scale $S$ first: by the chain rule every
+# gradient is multiplied by $S$ too, lifting the small ones into range.
 #
 # ### Concepts
 #
-# - In an autograd framework you would multiply the loss. Here the backward pass
-#   starts from `d_out` $= \partial L / \partial\,\text{out}$, so scaling $L$ by $S$
-#   means scaling `d_out` by $S$.
-# - `loss` (a float) and `d_out` (batch, outputs) are computed in **float32**, as
-#   autocast does for losses. Multiply in float32 and cast the product to float16,
-#   the dtype the backward pass runs in. Not in float16: $2^{16} = 65536$ is itself
-#   beyond float16's largest value (`np.float16(65536.0)` is `inf`), and a gradient
-#   cast to float16 *before* scaling has already underflowed.
-# - Products beyond 65504 become `inf`: no error here, the step will be skipped.
+# - The backward pass starts from `d_out` $= \partial L / \partial\,\text{out}$,
+#   so scaling $L$ by $S$ means scaling `d_out` by $S$.
+# - `loss` (a float) and `d_out` (batch, outputs) come in **float32**. Multiply
+#   in float32, then cast the product to float16 for the backward pass: in
+#   float16, $2^{16} = 65536$ is itself `inf`, and a gradient cast *before*
+#   scaling has already underflowed.
+# - Products beyond 65504 become `inf`: no error, the step will be skipped.
 # - `loss_scale` must be positive and finite, else `ValueError`.
 #
 # ### Math
@@ -320,10 +289,9 @@ lesson_passed("020")
 # $$L_S = S\,L, \qquad \frac{\partial L_S}{\partial \theta} = S\,\frac{\partial L}{\partial \theta}, \qquad
 # \tilde d_{\text{out}} = \operatorname{fl}_{16}\!\left(S \cdot d_{\text{out}}\right),$$
 #
-# where $d_{\text{out}}$ is `d_out` and $\tilde d_{\text{out}}$ the `scaled_d_out` returned.
-#
-# With $S = 2^{16}$: a gradient of $2^{-30}$, which float16 rounds to 0, becomes
-# $2^{-14}$, float16's smallest normal number.
+# where $\tilde d_{\text{out}}$ is the `scaled_d_out` returned. With $S = 2^{16}$,
+# a gradient of $2^{-30}$, which float16 rounds to 0, becomes $2^{-14}$, float16's
+# smallest normal number.
 #
 # ### Implementation
 
@@ -374,48 +342,47 @@ lesson_passed("021")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Scaling in float16**: `d_out.astype(np.float16) * np.float16(65536.0)` is
-#   `inf` everywhere (and NaN where `d_out` is 0); with a smaller scale, the
-#   gradients that underflowed in the cast stay 0.
-# - **Scaling the loss but not its gradient**: here the backward pass starts from
-#   `d_out`; scaling only the reported loss changes nothing in the gradients.
-# - **Dividing by the scale**: that is unscaling, which comes after the backward pass.
-# - **Keeping the scaled gradient in float32**: the backward pass would then run
-#   in float32, and no memory is saved.
+# - **Scaling in float16**: every product is `inf` (NaN where `d_out` is 0);
+#   with a smaller scale, gradients that underflowed in the cast stay 0.
+# - **Scaling the loss but not its gradient**: the gradients start from `d_out`,
+#   so they do not change.
+# - **Dividing by the scale**: that is unscaling, after the backward pass.
+# - **Keeping the scaled gradient in float32**: the backward pass then runs in
+#   float32 and saves no memory.
 #
 # ### Checkpoint
 #
 # Scaling multiplies the gradient the backward pass starts from by $S$, computed
-# in float32, handed over in float16. *Self-check:* with $S = 2^{16}$, which
-# float32 gradients still underflow to 0, and which now overflow to `inf`?
+# in float32, handed over in float16.
+# *Self-check:* with $S = 2^{16}$, which float32 gradients still underflow to 0,
+# and which now overflow to `inf`?
 
 # %% [markdown]
 # ## 022 · Unscale gradients
 #
 # ### Intuition
 #
-# The gradients that come out of the scaled backward pass carry the factor $S$.
-# Divide it out before anything uses them, and do it in float32: the true
-# gradients may be too small for float16 (that was the reason for scaling), and
-# $S = 65536$ does not even fit in it.
+# The gradients of the scaled backward pass carry the factor $S$. Divide it out
+# before anything uses them, in float32: the true gradients may be too small for
+# float16, and $S = 65536$ does not fit in it.
 #
 # ### Concepts
 #
-# - `grads`: a dict of float16 arrays (float32 is accepted too), the gradients of
-#   the scaled loss; `loss_scale`: the $S$ they were scaled by.
-# - The result: a new dict of **float32** arrays, each `grads[key]` cast to float32 and divided by $S$.
-# - `inf` and NaN stay `inf` and NaN: finding them is the next lesson's job.
+# - `grads`: a dict of float16 (or float32) arrays, the gradients of the scaled
+#   loss; `loss_scale`: their $S$.
+# - Return a new dict of **float32** arrays: each `grads[key]` cast to float32,
+#   then divided by $S$.
+# - `inf` and NaN stay as they are: lesson 023 finds them.
 # - `loss_scale` must be positive and finite, else `ValueError`.
 #
 # ### Math
 #
 # $$g = \frac{\operatorname{fl}_{32}(g_S)}{S}.$$
 #
-# When $S$ is a power of two, the division only changes the exponent: it is
-# exact in float32 (unless the quotient falls below float32's normal range). The
-# scale stays a power of two when it starts as one, since the scaler of lesson 023
-# only halves and doubles it; nothing forces the start, and any other $S$ rounds
-# each quotient once, by at most half a unit in the last place.
+# Dividing by a power of two only changes the exponent, so it is exact in
+# float32 (unless the quotient falls below float32's normal range), and a scale
+# that starts as a power of two stays one: the scaler of lesson 024 only halves
+# and doubles it. Any other $S$ rounds each quotient.
 #
 # ### Implementation
 
@@ -463,38 +430,34 @@ lesson_passed("022")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Unscaling in float16**: `g / np.float16(65536.0)` divides by `inf`, and
-#   even with a smaller scale the quotients underflow to 0, exactly what scaling
-#   was meant to prevent.
-# - **Multiplying by the scale** instead of dividing: the gradients are then $S^2$
-#   times too large.
-# - **Casting without unscaling**: the float32 gradients still carry the factor
-#   $S$, so the update is $S$ times too large.
+# - **Unscaling in float16**: `g / np.float16(65536.0)` divides by `inf`; with a
+#   smaller scale the quotients underflow to 0.
+# - **Multiplying by the scale** instead of dividing: the gradients are then
+#   $S^2$ times too large.
+# - **Casting without unscaling**: the update is then $S$ times too large.
 #
 # ### Checkpoint
 #
-# Unscale in float32, before any check or update. *Self-check:* why is dividing
-# by $2^{16}$ exact in float32, and when would it not be?
+# Unscale in float32, before any check or update.
+# *Self-check:* why is dividing by $2^{16}$ exact in float32, and when would it not be?
 
 # %% [markdown]
 # ## 023 · Has non finite gradients
 #
 # ### Intuition
 #
-# With a scale that is too large, some gradient overflows to `inf` in the
-# backward pass (and `inf - inf` or `0 * inf` turn into NaN). An update with it
-# would write `inf` or NaN into the master weights, and they would never recover.
-# So before updating, look at every value of every gradient array.
+# With too large a scale, a gradient overflows to `inf` (and `inf - inf` or
+# `0 * inf` give NaN). One update with it would ruin the master weights for good,
+# so first check every value of every gradient array.
 #
 # ### Concepts
 #
-# - `grads`: a dict of arrays (float16 or float32), e.g. the unscaled gradients.
-# - Return `True` when any value of any array is `inf`, `-inf` or NaN, else `False`
+# - `grads`: a dict of float16 or float32 arrays, e.g. the unscaled gradients.
+# - Return `True` if any value of any array is `inf`, `-inf` or NaN, else `False`
 #   (a Python `bool`).
-# - `np.isfinite(x)` is `False` for all three; `np.isnan` misses `inf` and
+# - `np.isfinite(x)` is `False` for all three; `np.isnan` misses `inf`, and
 #   `np.isinf` misses NaN.
-# - Every array counts: an overflow can happen in any layer, in a bias as well as in a weight.
-# - Look at the values, not at a sum of them: in float16, four finite values of 60000
+# - Look at the values, not at a sum: in float16, four finite values of 60000
 #   sum to `inf`, and a check of `np.sum(g)` would skip a good step.
 #
 # ### Math
@@ -539,54 +502,50 @@ lesson_passed("023")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Checking only one array** (the first, or only the weights): an overflow in
-#   any other layer goes through.
+# - **Checking only one array** (the first, or only the weights): an overflow
+#   elsewhere goes through.
 # - **Checking only for NaN**: an overflow first shows up as `inf`.
-# - **Checking only for `inf`**: NaN, from `inf - inf` or `0 * inf`, goes through.
+# - **Checking only for `inf`**: NaN (from `inf - inf`) goes through.
 #
 # ### Checkpoint
 #
-# `np.isfinite` over every array. *Self-check:* why is checking the loss alone not
-# enough, even though an overflowing backward pass started from it?
+# `np.isfinite` over every array.
+# *Self-check:* why is checking the loss alone not enough, even though an
+# overflowing backward pass started from it?
 
 # %% [markdown]
 # ## 024 · Mixed precision step
 #
 # ### Intuition
 #
-# Now one whole training step, and a scale that looks after itself. No single
-# scale suits a whole training run: too small and gradients underflow, too large
-# and they overflow. PyTorch's `GradScaler` starts high ($2^{16}$); whenever a step
-# overflows it **skips** that step and **halves** the scale; after `growth_interval`
-# clean steps in a row it **doubles** the scale to try a larger one again (PyTorch's
-# default interval is 2000 steps; the tests and demonstrations here use short
-# intervals so that growth shows).
+# No single loss scale suits a whole run: too small and gradients underflow, too
+# large and they overflow. PyTorch's `GradScaler` starts high ($2^{16}$); when a
+# step overflows it **skips** the step and **halves** the scale; after
+# `growth_interval` clean steps in a row (PyTorch's default: 2000) it
+# **doubles** it.
 #
 # ### Concepts
 #
-# - `master_params`: float32 master weights (020); `X`, `Y`: the batch (float32, or
-#   any float dtype: the step casts them);
-#   `scaler_state`: a dict `{"scale": float, "growth_tracker": int}`, the current scale
-#   and the number of clean steps since the scale last changed.
+# - `master_params`: float32 master weights (020); `X`, `Y`: the batch, any
+#   float dtype; `scaler_state`: `{"scale": float, "growth_tracker": int}`, the
+#   scale and the clean steps since it last changed.
 # - The step, in order:
-#   1. the float16 copy: `half = cast_to_half_precision(master_params)`;
+#   1. `half = cast_to_half_precision(master_params)`;
 #   2. the forward pass in float16: `out, cache = mlp.forward(X.astype(np.float16), half)`;
 #   3. the loss and its gradient in float32: `loss, d_out = mlp.mse_loss_and_grad(out.astype(np.float32), Y.astype(np.float32))`;
 #   4. `scale_loss(loss, d_out, scale)` gives the float16 `scaled_d_out`;
 #   5. the backward pass in float16: `mlp.backward(scaled_d_out, half, cache)`;
 #   6. `unscale_gradients(...)` into float32;
-#   7. `has_non_finite_gradients(...)`: if so, **skip**: the master weights stay
-#      exactly as they are (you may return `master_params` itself), the scale halves,
-#      the tracker goes back to 0;
-#   8. otherwise update the master weights, `master - learning_rate * g` in float32,
-#      and count the clean step; when the count reaches `growth_interval`, double
-#      the scale and reset the count to 0.
-# - Overflow in float16 is expected here: wrap steps 1 to 5 in
-#   `with np.errstate(over="ignore", invalid="ignore"):` to silence NumPy's warnings.
-# - Bad input: master weights that are not float32 raise `TypeError`; `growth_interval < 1`
-#   and a scale that is not positive and finite raise `ValueError` (`scale_loss` checks the scale).
-# - Memory: the activations the forward pass stores are float16, half the bytes of
-#   a float32 step; the tests measure it.
+#   7. if `has_non_finite_gradients(...)`, **skip**: keep the master weights
+#      exactly as they are (you may return `master_params` itself), halve the
+#      scale, reset the tracker to 0;
+#   8. otherwise update the master weights, `master - learning_rate * g` in
+#      float32, and count the clean step; when the count reaches
+#      `growth_interval`, double the scale and reset the count to 0.
+# - Overflow in float16 is expected: wrap steps 1 to 5 in
+#   `with np.errstate(over="ignore", invalid="ignore"):`.
+# - The given code refuses master weights that are not float32 (`TypeError`) and
+#   `growth_interval < 1` (`ValueError`); `scale_loss` refuses a bad scale.
 #
 # ### Math
 #
@@ -721,36 +680,33 @@ lesson_passed("024")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Updating the float16 weights instead of the master**: the update must go
-#   into the float32 master weights; the float16 copy rounds small updates away,
-#   and is remade from the master every step.
+# - **Updating the float16 weights instead of the master**: they round small
+#   updates away, and are remade every step.
 # - **Not unscaling before the update** (or unscaling after it): the update is
 #   then $S$ times too large.
-# - **Checking only the loss for non-finite values**: the loss can be finite while
-#   a gradient overflowed in the backward pass; check every gradient.
+# - **Checking only the loss for non-finite values**: the loss can be finite
+#   while a gradient overflowed.
 # - **Not skipping the step on overflow**: one update with `inf` or NaN ruins the
-#   master weights for good.
-# - **Never backing off (or never growing) the scale**: without backing off, every
-#   following step overflows too; without growing, the scale only ever falls and
-#   small gradients underflow again.
+#   master weights.
+# - **Never backing off (or never growing) the scale**: every following step
+#   overflows too, or the scale only falls and small gradients underflow again.
 #
 # ### Checkpoint
 #
 # A mixed-precision step: cast, float16 passes, unscale in float32, check, update
-# the master (or skip), adjust the scale. *Self-check:* starting from $2^{16}$ with
-# `growth_interval` 2000, the first three steps overflow and every later step is
-# clean. What is the scale after step 2003, and after step 4003?
+# the master (or skip), adjust the scale.
+# *Self-check:* starting from $2^{16}$ with `growth_interval` 2000, the first three
+# steps overflow and every later step is clean. What is the scale after step 2003,
+# and after step 4003?
 
 # %% [markdown]
 # ## Training: float32 and mixed precision side by side
 #
-# The same MLP (8 inputs, two hidden layers of 16, one output), the same data (256
-# examples of lesson 001's regression task, in float32), the same learning rate and
-# the same starting weights, trained for 300 full-batch SGD steps twice: once in
-# float32 (`mlp.loss_and_grads` and an update), once with your `mixed_precision_step`,
-# starting at the scale $2^{16}$ with a growth interval of 50 steps (PyTorch's
-# default is 2000; the run is short). The loss plotted is that of the weights before
-# each step, computed in float32 (for mixed precision: of the master weights).
+# The same MLP (8 inputs, two hidden layers of 16), data (256 examples of lesson
+# 001's regression task), learning rate and start, trained for 300 full-batch SGD
+# steps in float32 and with your `mixed_precision_step` (from the scale $2^{16}$,
+# growth interval 50). The plot shows the float32 loss before each step (for
+# mixed precision, of the master weights).
 
 # %% tags=["demo"]
 B_train, D_in, hidden, steps, lr, interval = 256, 8, 16, 300, 0.1, 50
@@ -803,13 +759,10 @@ plt.show()
 # %% [markdown]
 # ## Measured: what float16 does to real gradients
 #
-# Which gradients would float16 lose? Below, every gradient of the float32 model
-# above, at the end of its training, on a fresh batch of 4096 examples: the
-# weight and bias gradients and the gradients flowing between layers (the
-# *activation gradients*, most of the values), in float32. Exact zeros (switched
-# off ReLUs) are left out. The histogram shows their magnitudes against
-# float16's range; then each value is cast to float16 as it is, and scaled by
-# $2^{16}$ first.
+# Below, each nonzero gradient value of the trained float32 model on a fresh
+# batch of 4096 examples (weight and bias gradients, and mostly the *activation
+# gradients* between layers) is cast to float16 as it is, and scaled by $2^{16}$
+# first; the histogram sets the magnitudes against float16's range.
 
 # %% tags=["demo"]
 X_big, Y_big = (a.astype(np.float32) for a in make_regression_batch(4096, D_in, 1, seed=1))
@@ -850,11 +803,10 @@ plt.show()
 # %% [markdown]
 # ## An overflow, injected: the scaler at work
 #
-# Mixed-precision training on the same data, from the same start, with the
-# scale starting at $2^{10}$ and a growth interval of 4 steps. At steps 8 and 9
-# the batch's targets are 1000 times larger (a corrupted batch, say): its scaled
-# gradients overflow float16. Watch the scale, the skipped steps, and the
-# master weights of the skipped steps.
+# Mixed-precision training as above, from the scale $2^{10}$ with a growth
+# interval of 4 steps. At steps 8 and 9 the targets are 1000 times larger, and
+# the scaled gradients overflow float16. Watch the scale and the master weights
+# of the skipped steps.
 
 # %% tags=["demo"]
 master, scaler = make_master_params(start), {"scale": 2.0**10, "growth_tracker": 0}
@@ -885,14 +837,11 @@ plt.show()
 # ## Measured: activation memory in half precision
 #
 # One training step of a narrow MLP on a large batch (16384 examples, width 8,
-# 8 layers), measured with `measure_peak_memory` (tracemalloc): your
-# `mixed_precision_step`, and the same step computed in float32. The prediction
-# counts the (batch, width) arrays alive at the backward peak (as in Parts 2 and 3):
-# the stored $Z_i$, $A_i$ of each hidden layer and two gradient arrays, at 2 or 4
-# bytes per number, a boolean ReLU mask (1 byte per number either way), and, for
-# mixed precision, the float16 copy of X. The weights are tiny here, so the peak
-# is almost all activations. The stored activations halve exactly; the mask and
-# the copy of X keep the ratio a little above one half, less so the deeper the network.
+# 8 layers): your `mixed_precision_step` against the same step in float32,
+# measured with `measure_peak_memory`. The prediction counts the activations
+# alive at the backward peak (as in Parts 2 and 3), a boolean ReLU mask and, for
+# mixed precision, the float16 copy of X. The weights are tiny, so the peak is
+# almost all activations.
 
 # %% tags=["demo"]
 B_mem, D_mem, L_mem = 16384, 8, 8
@@ -938,23 +887,15 @@ plt.show()
 # %% [markdown]
 # ## Part summary
 #
-# - **Half the bytes.** float16 stores every number in 2 bytes. Measured above:
-#   one training step of an 8-layer MLP on 16384 examples peaks at about 0.55 of
-#   the float32 step's memory (about 4.5 MiB against 8.3 MiB). The stored
-#   activations halve exactly; the boolean ReLU mask and the float16 copy of X do not.
-# - **What float16 loses, and what scaling saves.** Of the 63539 nonzero gradient
-#   values of the trained model, cast to float16 as they are, 95 (0.15%) become 0
-#   and 38966 (61.3%) become subnormal, with fewer significant bits than the 11 of
-#   a normal float16. Scaled by $2^{16}$ first, none become 0, 7 (0.01%) are
-#   subnormal, and 4 (0.01%) overflow, which a step would catch and skip.
-# - **The same training.** 300 steps on the same data from the same start: final
-#   loss 0.02153 in float32 and 0.02159 in mixed precision (+0.28%). One step was
-#   skipped (the first, at the scale $2^{16}$); the scale then grew to $2^{20}$.
-# - **The scaler.** An overflow skips the step (the master weights stay bit for bit
-#   the same) and halves the scale; `growth_interval` clean steps in a row double it,
-#   with the rules of PyTorch's `GradScaler`.
-# - **The order matters**: cast the master to float16, run forward and backward in
-#   float16 on the scaled loss, unscale in float32, check every gradient, then
-#   update the float32 master, never the float16 copy.
+# - **Half the bytes.** One step of an 8-layer MLP on 16384 examples peaks at
+#   about 0.55 of the float32 step's memory (about 4.5 MiB against 8.3 MiB): the
+#   stored activations halve; the boolean ReLU mask and the float16 copy of X do not.
+# - **What scaling saves.** Cast to float16 as they are, 95 of the 63539 nonzero
+#   gradient values (0.15%) become 0 and 38966 (61.3%) subnormal, losing
+#   significant bits. Scaled by $2^{16}$ first, none become 0, 7 are subnormal,
+#   and 4 overflow, which a step would skip.
+# - **The same training.** Final loss after 300 steps: 0.02153 in float32, 0.02159
+#   in mixed precision (+0.28%). Only the first step was skipped, at the scale
+#   $2^{16}$; the scale then grew to $2^{20}$.
 # - Parts 2 to 4 shrank one worker's memory. Part 5 spreads the batch over several
 #   workers: data parallelism.

@@ -1,34 +1,24 @@
 # %% [markdown] part_title="Data parallel"
 # # Part 5 · Data parallel: many workers, one model, and the bill for talking
 #
-# Parts 2 and 3 made one worker's memory go further. **Data parallelism**
-# adds workers: each of $N$ workers holds a full copy (a *replica*) of the
-# model, takes a different slice of the batch, computes gradients on its
-# slice, and then the workers **average their gradients** with a collective
-# called *all-reduce*, so that every replica takes the same step. Each worker's
-# activation memory falls by about $N$; the price is communication, every
-# step, of the whole gradient.
-#
-# Done right, the step is *exactly* the full-batch step on one worker (to the
-# last few bits of float64), also when the batch does not divide evenly. And
-# done right, the communication is cheap: a ring all-reduce sends
-# $2(N-1)/N$ of the gradient per worker, less than twice its size however many
-# workers there are, where the naive way sends everything through one worker.
+# Parts 2 and 3 made one worker's memory go further. **Data parallelism** adds
+# workers: each of $N$ workers holds a full copy (a *replica*) of the model and
+# computes gradients on its own slice of the batch; the workers then **average
+# their gradients** with a collective called *all-reduce*, so that every replica
+# takes the same step. Each worker's activation memory falls by about $N$; the
+# price is sending the whole gradient every step.
 #
 # **Goals of this part**
 #
-# - deal a batch out to $N$ workers (025) and weight each worker's gradient so that averaging gives the full-batch gradient (026);
-# - all-reduce the naive way through one worker (027), and the ring way (028), and read the bill in the ledger;
-# - a data-parallel training step equal to the full-batch step, with $1/N$ of the activation memory per worker (029);
-# - bucket gradients as PyTorch DDP does, fewer messages for the same bytes (030);
-# - measure traffic and time as $N$ and the bucket size grow.
+# - deal a batch out to $N$ workers (025) and weight their gradients so that averaging gives the full-batch gradient (026);
+# - all-reduce through one worker (027) and around a ring (028);
+# - a data-parallel step equal to the full-batch step (029);
+# - bucket gradients as PyTorch DDP does (030); measure traffic and time as $N$ and the bucket size grow.
 #
-# The workers run on a **simulated cluster** (`shared.cluster`): $N$ workers in
-# this one process that exchange arrays only by messages, and a **traffic
-# ledger** that counts every byte and message. The model is the course's MLP
-# (`shared.mlp`): `mlp.loss_and_grads(X, Y, params)` gives a batch's mean
-# squared error and its gradients. Stuck? The solved notebook is
-# `solutions/05_data_parallel.ipynb`.
+# The workers run on a **simulated cluster** (`shared.cluster`, described
+# below). The model is the course's MLP (`shared.mlp`):
+# `mlp.loss_and_grads(X, Y, params)` gives a batch's mean squared error and its
+# gradients. Stuck? The solved notebook is `solutions/05_data_parallel.ipynb`.
 
 # %% tags=["setup"]
 # Set-up (read-only): run this cell first.
@@ -56,22 +46,20 @@ show_progress("05_data_parallel")
 # %% [markdown]
 # ## The simulated cluster
 #
-# `Cluster(N)` has workers of rank $0, \dots, N-1$. A worker hands an array to
-# another with `cluster.send(src, dst, array)`; the receiver takes it with
-# `cluster.receive(dst, src)`. Messages travel in **rounds**: every send inside
-# one `with cluster.round():` block happens at the same time, and a message can
-# be received once its round is over. Each transfer copies the array, as a
-# network would: what a worker receives is its own.
+# `Cluster(N)` has $N$ workers, of rank $0, \dots, N-1$, in this one process;
+# they exchange arrays only by messages. `cluster.send(src, dst, array)` sends
+# an array; `cluster.receive(dst, src)` takes it. Messages travel in **rounds**:
+# the sends inside one `with cluster.round():` block happen together, and a
+# message can be received once its round is over. Each transfer copies the
+# array: what a worker receives is its own.
 #
-# The **ledger** (`cluster.ledger`) writes down every message. Its
-# `summary()` is plain data: bytes and messages sent and received per worker
-# (lists indexed by rank) and the number of rounds. From it the cluster
-# estimates the time spent communicating with the **alpha-beta model**: a
-# message of $n$ bytes costs $\alpha + n\beta$ seconds, where $\alpha$ is the
-# latency ($10\,\mu s$ by default) and $\beta$ the seconds per byte (1 ns: a
-# link of 1 GB/s). Each worker sends its messages of a round one after another
-# (and receives its incoming ones one after another, at the same time); a round
-# lasts as long as its busiest link.
+# The **ledger** (`cluster.ledger`) records every message; its `summary()` gives
+# bytes and messages sent and received per worker (lists indexed by rank) and
+# the number of rounds. Time follows the **alpha-beta model**: a message of $n$
+# bytes costs $\alpha + n\beta$ seconds, with latency $\alpha = 10\,\mu s$ and
+# $\beta = 1$ ns per byte (a 1 GB/s link). A worker sends its messages of a
+# round one after another, and receives likewise; a round lasts as long as its
+# busiest link.
 
 # %% tags=["demo"]
 tour = Cluster(3)
@@ -90,21 +78,18 @@ print(f"alpha-beta estimate: {tour.estimated_seconds() * 1e6:.3f} µs "
 #
 # ### Intuition
 #
-# Every worker trains on a different part of the batch; together they cover
-# the whole batch, each example exactly once. PyTorch's `DistributedSampler`
-# deals examples out like cards: worker $r$ gets examples $r, r+N, r+2N, \dots$
-# We deal the same way (without the sampler's shuffling, and without its
-# padding, which the common mistakes below explain).
+# The workers together cover the batch, each example exactly once. We deal the
+# examples out like cards, as PyTorch's `DistributedSampler` does: worker $r$
+# gets examples $r, r+N, r+2N, \dots$ (without its shuffling and padding).
 #
 # ### Concepts
 #
 # - `X`: (B, features), `Y`: (B, outputs). Worker $r$'s **shard** is
-#   `(X[r::N], Y[r::N])`: every $N$-th row starting at row $r$. Strided slices are
-#   views, so sharding copies nothing.
-# - Shard sizes differ by at most one: the first $B \bmod N$ workers get one
-#   example more. Per-worker data is a list indexed by rank.
-# - Bad requests fail loudly with `ValueError`: $N < 1$, `X` and `Y` of different
-#   lengths, or more workers than examples (some worker would have no data).
+#   `(X[r::N], Y[r::N])`: views, so sharding copies nothing.
+# - The first $B \bmod N$ workers get one example more. The result is a list
+#   indexed by rank.
+# - `ValueError` for $N < 1$, `X` and `Y` of different lengths, or more workers
+#   than examples.
 #
 # ### Math
 #
@@ -174,46 +159,40 @@ lesson_passed("025")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Padding the shards by repeating examples**: `DistributedSampler`
-#   (with its default `drop_last=False`) makes every shard $\lceil B/N \rceil$ long
-#   by dealing the first few examples a second time. Those examples then count
-#   twice in the gradient, and the step is no longer the full-batch step.
+# - **Padding the shards by repeating examples**: `DistributedSampler`'s default
+#   (`drop_last=False`) deals the first examples again to make every shard
+#   $\lceil B/N \rceil$ long; they count twice in the gradient.
 # - **Dropping the remainder** (`drop_last=True`): the last $B \bmod N$ examples
 #   are never trained on.
-# - **Contiguous blocks instead of dealing**: `np.array_split(X, N)` also covers
-#   every example once, but it is not the contract here (the tests, and the
-#   traffic of every later lesson, follow the dealt shards).
+# - **Contiguous blocks instead of dealing** (`np.array_split(X, N)`): every
+#   example once, but the tests and later lessons' traffic follow the dealt shards.
 #
 # ### Checkpoint
 #
-# A shard is every $N$-th example; sizes differ by at most one; no example is
-# lost or repeated. *Self-check:* for $B = 7$ and $N = 3$, which examples does
-# each worker get, and how many examples would `DistributedSampler` with
-# padding hand out in all?
+# A shard is every $N$-th example; none is lost or repeated. *Self-check:* for
+# $B = 7$ and $N = 3$, which examples does each worker get, and how many examples
+# would `DistributedSampler` with padding hand out in all?
 
 # %% [markdown]
 # ## 026 · Compute local gradients
 #
 # ### Intuition
 #
-# Worker $r$ sees only its shard. The all-reduce will average the $N$
-# workers' contributions; for that average to be the full batch's gradient,
-# each contribution must be **weighted by the worker's share of the batch**: a
-# worker with more examples counts for more. When the shards are equal the
-# weight is 1, and the contribution is simply the shard's mean gradient, which
-# is what PyTorch DDP computes.
+# The all-reduce will average the workers' contributions. For that average to
+# be the full batch's gradient, each contribution must be **weighted by the
+# worker's share of the batch**. With equal shards the weight is 1 and the
+# contribution is the shard's mean gradient, as in PyTorch DDP.
 #
 # ### Concepts
 #
-# - `X_shard`, `Y_shard`: the worker's $n_r$ examples; `global_batch_size`: $B$;
-#   `num_workers`: $N$.
 # - `mlp.loss_and_grads(X_shard, Y_shard, params)` gives the shard's *mean* loss
-#   $\bar L_r$ and its gradients.
+#   $\bar L_r$ and its gradients; the shard has $n_r$ examples, the batch $B$
+#   (`global_batch_size`).
 # - The **weight** is the shard's size relative to an average shard:
 #   $w_r = n_r / (B/N) = N n_r / B$. Return $w_r \bar L_r$ (a Python float) and
 #   $w_r \nabla \bar L_r$ (a new dict shaped like `params`).
-# - Bad input gives `ValueError`: `X_shard` and `Y_shard` of different lengths,
-#   an empty shard, or $N < 1$.
+# - `ValueError` for `X_shard` and `Y_shard` of different lengths, an empty
+#   shard, or $N < 1$.
 #
 # ### Math
 #
@@ -223,9 +202,8 @@ lesson_passed("025")
 #   = \frac{1}{N} \sum_{r} \underbrace{\frac{N n_r}{B}\, \bar L_r}_{\text{worker } r\text{'s contribution}},
 # \qquad \nabla L = \frac{1}{N} \sum_{r} \frac{N n_r}{B}\, \nabla \bar L_r .$$
 #
-# The mean over workers (what the all-reduce computes) of the contributions is
-# the full-batch loss and gradient. For $B = 10$, $N = 4$ and shard sizes
-# $(3, 3, 2, 2)$ the weights are $(1.2, 1.2, 0.8, 0.8)$.
+# For $B = 10$, $N = 4$ (shards of 3, 3, 2, 2) the weights are
+# $(1.2, 1.2, 0.8, 0.8)$.
 #
 # ### Implementation
 
@@ -292,60 +270,50 @@ lesson_passed("026")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **The shard's mean, unweighted**: averaging the workers' mean gradients is the
-#   "mean of means" of Part 2. It is right only when every shard has $B/N$
-#   examples; with shards of 3 and 2 examples it weights the small shards' examples more.
-# - **Dividing twice** (in the loss and in the all-reduce): weighting by $n_r/B$,
-#   the shard's share of the *sum*, is right for an all-reduce that sums; the
-#   all-reduce here averages, dividing by $N$ once more, and the step comes out
-#   $N$ times too small.
-# - **Summing over the shard** ($n_r \nabla \bar L_r$) without dividing by the
-#   global batch size: the gradient is then $B/N$ times too large.
+# - **The shard's mean, unweighted** (Part 2's "mean of means"): right only when
+#   every shard has $B/N$ examples; otherwise the small shards' examples weigh more.
+# - **Dividing twice**: weights $n_r/B$ suit an all-reduce that sums; this one
+#   averages, so the step comes out $N$ times too small.
+# - **Summing over the shard** ($n_r \nabla \bar L_r$) without dividing by $B$:
+#   a gradient $B/N$ times too large.
 #
 # ### Checkpoint
 #
-# Contribution = shard mean × $N n_r / B$, so that the mean over workers is the
-# full-batch value. *Self-check:* with $B = 7$, $N = 3$, what are the three
-# weights, and what do they add up to?
+# Contribution = shard mean × $N n_r / B$. *Self-check:* with $B = 7$, $N = 3$,
+# what are the three weights, and what do they add up to?
 
 # %% [markdown]
 # ## 027 · All reduce mean
 #
 # ### Intuition
 #
-# An **all-reduce** starts with one array per worker and ends with every
-# worker holding the same result, here the element-wise mean. The simplest way:
-# every worker sends its array to worker 0 (the *root*), the root averages, and
-# sends the mean back to everyone. It is correct, and it is a traffic jam:
-# every byte of every worker goes through the root's link, twice.
+# An **all-reduce** starts with one array per worker and ends with every worker
+# holding the same result, here the element-wise mean. The simplest way: every
+# worker sends its array to worker 0 (the *root*), which averages and sends the
+# mean back. It is correct, and a traffic jam: every byte passes through the
+# root's link, twice.
 #
 # ### Concepts
 #
-# - `worker_arrays`: a list of $N$ arrays of one shape and dtype, worker $r$'s
-#   array at index $r$. The result is a list of $N$ arrays, worker $r$'s copy of
-#   the mean at index $r$, each worker's **own** array.
-# - The schedule, in two rounds: (1) each worker $r \ne 0$ sends its array to
-#   worker 0; (2) the root adds the received arrays to its own in rank order,
-#   divides by $N$, and sends the mean to each worker $r \ne 0$.
-# - Run it on `cluster` and return `cluster.ledger.summary()` with the results:
-#   the traffic is part of the answer. The grader passes in a cluster of its own
-#   and reads *its* ledger after the call, byte for byte; every message sent must
-#   be received (a worker's result comes from what it received, not from the other
-#   workers' inputs).
-# - Bad input gives `ValueError`: no workers (an empty list), or arrays of
-#   different shapes or dtypes. The cell gives these checks, and a new
-#   `Cluster(N)` when none is passed in, as written code.
+# - `worker_arrays`: $N$ arrays of one shape and dtype, worker $r$'s at index
+#   $r$. The result: $N$ arrays, each worker's **own** copy of the mean.
+# - Round 1: each worker $r \ne 0$ sends its array to worker 0. The root adds
+#   them to its own in rank order and divides by $N$. Round 2: it sends the mean
+#   to each worker $r \ne 0$.
+# - Return the results and `cluster.ledger.summary()`. The grader passes in its
+#   own cluster and reads its ledger, byte for byte. Every message must be
+#   received: a worker's result is what it received.
 #
 # ### Math
 #
-# With $S$ bytes per array: the root receives $N-1$ messages of $S$ bytes and
-# sends $N-1$; every other worker sends one and receives one.
+# With $S$ bytes per array, the root receives and sends $N-1$ messages of $S$
+# bytes; every other worker sends one and receives one:
 #
 # $$\text{root: } (N-1)S \text{ sent} + (N-1)S \text{ received} = 2(N-1)S, \qquad
 # \text{time} \approx 2(N-1)(\alpha + S\beta).$$
 #
-# The root's traffic grows linearly with $N$: with 16 workers and a 1 GB
-# gradient, 30 GB pass through one link every step.
+# With 16 workers and a 1 GB gradient, 30 GB pass through the root's link every
+# step.
 #
 # ### Implementation
 
@@ -449,20 +417,18 @@ lesson_passed("027")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Sum instead of mean**: the gradient's all-reduce is a mean here (lesson
-#   026's weights expect it); a sum makes the step $N$ times too large.
-# - **Forgetting the broadcast**: only the root ends up with the mean; the
-#   other workers keep their own gradients and their replicas drift apart.
+# - **Sum instead of mean**: lesson 026's weights expect a mean; a sum makes
+#   the step $N$ times too large.
+# - **Forgetting the broadcast**: only the root has the mean; the replicas
+#   drift apart.
 # - **Workers sharing one array object**: `[mean] * N` gives every worker the
-#   *same* array. On a real cluster that cannot happen; here it means that
-#   one worker changing its copy changes everyone's. Each worker keeps the
-#   copy it received.
-# - **Leaving out the root's own array**: the root adds what it received, and
-#   forgets that it is a worker too.
+#   *same* array, so one worker's change changes everyone's. Each worker keeps
+#   the copy it received.
+# - **Leaving out the root's own array**: the root is a worker too.
 #
 # ### Checkpoint
 #
-# Gather, average, broadcast: 2 rounds, and $2(N-1)S$ bytes through the root.
+# Gather, average, broadcast: 2 rounds, $2(N-1)S$ bytes through the root.
 # *Self-check:* with $N = 8$ workers and a 100 MB gradient, how many bytes does
 # the root send and receive per step, and how many does worker 5 send?
 
@@ -473,39 +439,37 @@ lesson_passed("027")
 #
 # Put the workers in a ring: worker $r$ sends only to its right neighbour
 # $r+1$ and receives only from its left neighbour $r-1$ (modulo $N$). Cut every
-# array into $N$ **chunks**. In each round every worker sends one chunk, so
-# all links work at once and none carries more than a chunk.
+# array into $N$ **chunks**. In each round every worker sends one chunk, so all
+# links work at once and none carries more than a chunk.
 #
 # - **Reduce-scatter** ($N-1$ rounds): partial sums travel around the ring;
-#   each receiver adds the incoming chunk to its own copy of that chunk. After
-#   $N-1$ rounds worker $r$ holds the complete sum of chunk $r+1$; it divides
-#   that chunk by $N$.
-# - **All-gather** ($N-1$ rounds): the finished chunks travel around the
-#   ring; each receiver replaces its copy. Afterwards every worker holds every
-#   finished chunk: the same mean, bit for bit, on every worker.
+#   each receiver adds the incoming chunk to its copy. Worker $r$ then holds the
+#   complete sum of chunk $r+1$ and divides it by $N$.
+# - **All-gather** ($N-1$ rounds): the finished chunks travel around the ring;
+#   each receiver replaces its copy. Every worker ends with the same mean, bit
+#   for bit.
 #
 # ### Concepts
 #
-# - Chunks: `np.array_split(array.ravel(), N)`, so any length works (the first
-#   $n \bmod N$ chunks are one number longer). The cell gives them, with lesson
-#   027's checks of the input; they are views of the inputs, so replace a chunk by
-#   a new array (`chunk + received`), never add in place.
-# - The schedule below is the contract: the tests compare the ledger's bytes per
-#   worker, and with uneven chunks another schedule moves other bytes.
-# - So is the order of the additions. Floating-point addition is not associative:
-#   chunk $c$'s sum is built as it travels, $x_c$, then $+\,x_{c+1}$, then $+\,x_{c+2}$, ...,
-#   and the tests compare the results **bit for bit**, on inputs where any other
-#   order (`np.mean` of the arrays, `sum(worker_arrays)`) gives other bits. Each
-#   worker's result must come from what it received.
+# - Chunks: `np.array_split(array.ravel(), N)` (the first $n \bmod N$ are one
+#   number longer), given by the cell. They are views of the inputs: replace a
+#   chunk by a new array (`chunk + received`), never add in place.
+# - The schedule below is the contract: the tests compare each worker's bytes,
+#   and with uneven chunks another schedule moves other bytes.
+# - So is the order of the additions (floating-point addition is not
+#   associative): chunk $c$'s sum starts with worker $c$'s numbers and adds each
+#   next worker's as it travels. The tests compare **bit for bit**, on inputs
+#   where `np.mean` or `sum(worker_arrays)` gives other bits. Each worker's
+#   result must come from what it received.
 #
 # ### Math
 #
 # Reduce-scatter, steps $s = 0, \dots, N-2$: worker $r$ sends chunk $(r - s) \bmod N$
-# to worker $(r+1) \bmod N$; the receiver adds it to its own chunk of that index, so
-# worker $r$ adds to its chunk $(r - 1 - s) \bmod N$, the index its left neighbour
-# sent. Then worker $r$ divides chunk $(r+1) \bmod N$ by $N$.
-# All-gather, steps $s = 0, \dots, N-2$: worker $r$ sends chunk $(r + 1 - s) \bmod N$
-# to worker $(r+1) \bmod N$, which replaces its own chunk of that index, $(r - s) \bmod N$.
+# to worker $(r+1) \bmod N$ and adds what it receives to its chunk
+# $(r - 1 - s) \bmod N$, the index its left neighbour sent. Then worker $r$
+# divides chunk $(r+1) \bmod N$ by $N$. All-gather, steps $s = 0, \dots, N-2$:
+# worker $r$ sends chunk $(r + 1 - s) \bmod N$ to worker $(r+1) \bmod N$ and
+# replaces its chunk $(r - s) \bmod N$ with what it receives.
 #
 # Every worker sends one chunk in each of the $2(N-1)$ rounds. When $N$ divides the
 # array, a chunk is $S/N$ bytes and
@@ -513,24 +477,13 @@ lesson_passed("027")
 # $$\text{sent per worker} = 2(N-1)\,\frac{S}{N} < 2S, \qquad
 # \text{time} \approx 2(N-1)\,\alpha + 2\,\frac{N-1}{N}\, S\beta .$$
 #
-# This is the bandwidth lower bound for an all-reduce: each worker's $S$ bytes must
-# leave it (less the $1/N$ it reduces itself) and the results must come back. The
-# price is latency: $2(N-1)$ rounds instead of 2.
+# This is the bandwidth lower bound for an all-reduce, paid for in latency:
+# $2(N-1)$ rounds instead of 2.
 #
-# **Worked example, $N = 3$.** Write $x_r$ for worker $r$'s numbers of a chunk
-# ($x_2 + x_0$: worker 2's part of that chunk plus worker 0's):
-#
-# | round | worker 0 sends | worker 1 sends | worker 2 sends |
-# | --- | --- | --- | --- |
-# | reduce-scatter 1 ($s = 0$) | chunk 0: $x_0$ | chunk 1: $x_1$ | chunk 2: $x_2$ |
-# | reduce-scatter 2 ($s = 1$) | chunk 2: $x_2 + x_0$ | chunk 0: $x_0 + x_1$ | chunk 1: $x_1 + x_2$ |
-# | divide by $N$ (no message) | owns chunk 1: $(x_1 + x_2 + x_0)/3$ | owns chunk 2: $(x_2 + x_0 + x_1)/3$ | owns chunk 0: $(x_0 + x_1 + x_2)/3$ |
-# | all-gather 1 ($s = 0$) | chunk 1 (its own) | chunk 2 (its own) | chunk 0 (its own) |
-# | all-gather 2 ($s = 1$) | chunk 0 (from worker 2) | chunk 1 (from worker 0) | chunk 2 (from worker 1) |
-#
-# On the first visible test (7 numbers: chunks of 24, 16 and 16 bytes) worker 0
-# sends chunks 0, 2, 1 and 0: 80 bytes; workers 1 and 2 send 72 each. The figure
-# below draws the four rounds: what each worker's chunks hold after each round.
+# On the first visible test ($N = 3$, 7 numbers: chunks of 24, 16 and 16 bytes)
+# worker 0 sends chunks 0, 2, 1 and 0: 80 bytes; workers 1 and 2 send 72 each.
+# The figure below works $N = 3$ through, round by round ("2+0": worker 2's
+# numbers plus worker 0's).
 
 # %% tags=["demo"]
 # The ring for N = 3, from the schedule alone (no cluster, no arrays): the chunk each worker sends in each
@@ -592,9 +545,8 @@ plt.show()
 # %% [markdown]
 # ### Implementation
 #
-# The cell gives the bookkeeping as written code (the checks, the cluster and the
-# chunks) and names the steps of the schedule as comments below it: replace each
-# `raise NotImplementedError(...)` line with the code of the step above it, in order.
+# The cell gives the bookkeeping (checks, cluster, chunks). Replace each
+# `raise NotImplementedError(...)` with the code of the step named above it.
 
 # %% tags=["solution"]
 def ring_all_reduce_mean(worker_arrays, cluster=None):
@@ -733,16 +685,15 @@ lesson_passed("028")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Gathering everything to one worker** and calling it a ring: the numbers
-#   are right and the ledger shows the naive traffic. The tests grade the
-#   bytes per worker, so it earns nothing.
-# - **A chunk-index off-by-one**: the receiver must add the chunk its *left
+# - **Gathering everything to one worker** and calling it a ring: right numbers,
+#   naive traffic; the tests grade each worker's bytes.
+# - **A chunk-index off-by-one**: the receiver adds the chunk its *left
 #   neighbour* sent, index $(r - 1 - s) \bmod N$, not the index it sent itself.
 #   With equal chunks the shapes fit and the sums are silently wrong.
-# - **Skipping the all-gather**: after the reduce-scatter each worker holds
-#   one finished chunk and $N-1$ partial sums; it only looks done.
-# - **Sum instead of mean**, and **workers sharing one array object** (one
-#   result array in every worker's slot), as in lesson 027.
+# - **Skipping the all-gather**: each worker holds one finished chunk and $N-1$
+#   partial sums.
+# - **Sum instead of mean**, and **workers sharing one array object**, as in
+#   lesson 027.
 #
 # ### Checkpoint
 #
@@ -755,25 +706,19 @@ lesson_passed("028")
 #
 # ### Intuition
 #
-# Now the whole step. Every worker starts with the same parameters. Each
-# computes its weighted contribution on its own shard; the workers
-# all-reduce the gradients; each applies the same SGD update to its own
-# replica. The replicas stay identical, the step is the full-batch step, and
-# no worker ever holds more than its own shard's activations.
+# All workers start from the same parameters; each
+# computes its weighted contribution on its shard; the workers all-reduce the
+# gradients; each applies the same SGD update to its replica. The replicas stay
+# identical, and the step is the full-batch step.
 #
 # ### Concepts
 #
-# - `params`: the replica every worker starts from; `X`, `Y`: the whole batch.
-# - Use your `shard_dataset_across_workers`, `compute_local_gradients` and
-#   `ring_all_reduce_mean`: one ring all-reduce **per parameter tensor**, in the
-#   dict's order, all on `cluster` (a new `Cluster(N)` when none is given; the
-#   grader passes its own and reads its ledger). Lesson 030 packs them into buckets.
-# - Return `(worker_params, loss)`: a list of $N$ dicts, worker $r$'s new replica
-#   at index $r$, built from the arrays that worker received (no two workers share
-#   an array), and the full batch's mean loss as a Python float.
-# - Memory: the simulated workers run one after another, so a worker's
-#   activations are freed before the next worker starts. The step's peak
-#   activation memory is one shard's, about $1/N$ of the full batch's.
+# - One ring all-reduce **per parameter tensor**, in the dict's order, all on one
+#   cluster (the docstring names your helpers).
+# - Worker $r$'s new replica is built from the arrays *it* received: no two
+#   workers share an array.
+# - The simulated workers run one after another, so the step's peak activation
+#   memory is one shard's: about $1/N$ of the full batch's.
 #
 # ### Math
 #
@@ -781,8 +726,8 @@ lesson_passed("028")
 #   = \theta - \eta\, \nabla L \quad \text{for every worker } r,
 # \qquad \text{loss} = \frac{1}{N} \sum_{q} \frac{N n_q}{B}\, \bar L_q = L .$$
 #
-# In exact arithmetic this is the full-batch step; in float64 the two agree to
-# about $10^{-15}$, because only the order of the additions differs.
+# Only the order of the additions differs from the full-batch step: in float64
+# the two agree to about $10^{-15}$.
 #
 # ### Implementation
 
@@ -873,58 +818,48 @@ lesson_passed("029")
 # ### Common mistakes
 #
 # - **Computing the full batch on one worker** and handing every worker the
-#   result: the numbers are right and the memory is not; the point of data
-#   parallelism is that no worker holds the whole batch's activations. The
-#   tests measure the peak.
+#   result: right numbers, wrong memory; the tests measure the peak.
 # - **Averaging the workers' mean gradients unweighted**: wrong whenever the
 #   shards differ in size (10 examples on 4 workers).
-# - **No all-reduce**: each worker steps with its own gradient, and the replicas
-#   drift apart from the first step.
+# - **No all-reduce**: each worker steps with its own gradient; the replicas
+#   drift apart.
 # - **Summing instead of averaging** the contributions: a step $N$ times too large.
 # - **Workers sharing one array object**: one dict of new parameters in every
-#   worker's slot; each worker must update its own replica.
+#   worker's slot.
 #
 # ### Checkpoint
 #
-# Shard, compute locally, all-reduce, update every replica: the full-batch step
-# at $1/N$ of the activation memory per worker. *Self-check:* with 8 workers and
-# 12 parameter tensors, how many ring all-reduces and how many communication rounds
-# does one step take?
+# Shard, compute locally, all-reduce, update every replica. *Self-check:* with
+# 8 workers and 12 parameter tensors, how many ring all-reduces and how many
+# communication rounds does one step take?
 
 # %% [markdown]
 # ## 030 · Bucket gradients
 #
 # ### Intuition
 #
-# Lesson 029 runs one all-reduce per parameter tensor, and every all-reduce
-# pays $2(N-1)$ latencies, however small its tensor (a bias has a few hundred
-# bytes). PyTorch's DistributedDataParallel packs gradients into **buckets** of
-# up to 25 MiB and runs one all-reduce per bucket. It fills them in *reverse*
-# parameter order because backward produces the last layer's gradients first:
-# the first bucket is ready early and its all-reduce overlaps with the rest of
-# the backward pass. (That is the rule of this lesson, and a simplification of
-# PyTorch's: its first buckets are cut in forward order and the list is then
-# reversed, and after the first iteration it rebuilds them in the order the
-# gradients actually became ready.)
+# Lesson 029 runs one all-reduce per tensor, each paying $2(N-1)$ latencies
+# however small the tensor. PyTorch's DistributedDataParallel packs gradients
+# into **buckets** of up to 25 MiB, one all-reduce per bucket, filled in
+# *reverse* parameter order: backward produces the last layer's gradients
+# first, so the first bucket is ready early and its all-reduce overlaps with
+# the rest of backward. (This lesson's rule simplifies PyTorch's, which cuts its
+# first buckets in forward order, reverses the list, and after the first
+# iteration rebuilds them in the order the gradients became ready.)
 #
 # ### Concepts
 #
-# - `worker_grads`: a list of $N$ dicts with the same keys (in parameter order)
-#   and shapes, one dtype; `bucket_cap_bytes`: the cap, in bytes (`nbytes`).
+# - `worker_grads`: $N$ dicts with the same keys (in parameter order) and
+#   shapes, one dtype; `bucket_cap_bytes`: the cap, in bytes (`nbytes`).
 # - **The bucket rule**: walk the keys from last to first; a tensor joins the
-#   current bucket unless that would take the bucket over the cap, in which case
-#   the bucket is closed and the tensor starts a new one. A tensor larger than
-#   the cap gets a bucket of its own. (PyTorch closes a bucket once it *reaches* the
-#   cap, so its buckets can overshoot by one tensor, and its first bucket has
-#   a cap of 1 MiB.)
-# - Per bucket, one `ring_all_reduce_mean` of each worker's bucket flattened into
-#   one buffer (its tensors raveled, in the bucket's order), cut back into tensors
-#   afterwards: bookkeeping that the cell gives you, as `all_reduce(bucket)`.
-# - Return `(averaged, buckets, traffic)`: $N$ dicts with the original keys in the
-#   original order, each worker's own; the buckets as lists of keys; the ledger's
-#   `summary()` (all buckets on one cluster, `cluster` when given).
-# - Bad input gives `ValueError`: a cap $\le 0$, no workers, or workers whose
-#   gradients have different keys or shapes.
+#   current bucket unless that would take it over the cap; then the bucket is
+#   closed and the tensor starts a new one. A tensor larger than the cap gets a
+#   bucket of its own.
+# - Return `(averaged, buckets, traffic)`: $N$ dicts with the original keys in
+#   the original order, each worker's own; the buckets as lists of keys; the
+#   ledger's `summary()` (all buckets on one cluster, `cluster` when given).
+# - `ValueError` for a cap $\le 0$, no workers, or gradients that differ in
+#   keys or shapes.
 #
 # ### Math
 #
@@ -933,15 +868,14 @@ lesson_passed("029")
 # $$\text{time} \approx \sum_{k=1}^{K} \Bigl( 2(N-1)\alpha + 2\frac{N-1}{N} S_k \beta \Bigr)
 #   = 2(N-1)K\alpha + 2\frac{N-1}{N} S\beta .$$
 #
-# The bytes do not depend on the bucketing; the number of messages,
-# $2(N-1)K$ per worker, does. Fewer, bigger buckets pay fewer latencies, but
-# a bucket's all-reduce cannot start before its last gradient exists: the figure
-# after this lesson shows the trade-off.
+# The bytes do not depend on the bucketing; the messages, $2(N-1)K$ per worker,
+# do.
 #
 # ### Implementation
 #
-# The cell gives the checks of the input, the cluster and `all_reduce(bucket)` as
-# written code; the two steps below them are yours.
+# The cell gives the input checks, the cluster and `all_reduce(bucket)`: one
+# `ring_all_reduce_mean` on the bucket's tensors flattened into one buffer, cut
+# back into tensors. The two steps below it are yours.
 
 # %% tags=["solution"]
 def bucket_gradients(worker_grads, bucket_cap_bytes, cluster=None):
@@ -1082,32 +1016,27 @@ lesson_passed("030")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **Buckets in forward order**: filling from `W1` onward puts the gradients
-#   that backward produces *last* in the first bucket, so no all-reduce can
-#   start until backward is over.
-# - **Letting a bucket overflow the cap**: adding the tensor first and closing
-#   the bucket afterwards (PyTorch's rule) is not this lesson's contract; here a
-#   bucket never exceeds the cap unless it holds a single tensor.
-# - **Counting numbers instead of bytes**: `size` is a number of elements,
-#   `nbytes` is the memory and what the network carries; a float32 tensor is
-#   half the bytes of a float64 one.
-# - **No bucketing**: one all-reduce per tensor gives the right gradients with
-#   many more messages, which is lesson 029's cost.
+# - **Buckets in forward order**: the gradients backward produces *last* land
+#   in the first bucket, so no all-reduce starts until backward is over.
+# - **Letting a bucket overflow the cap**: adding the tensor, then closing the
+#   bucket (PyTorch's rule); here only a single tensor may exceed the cap.
+# - **Counting numbers instead of bytes**: `size` counts elements, `nbytes`
+#   bytes; a float32 tensor has half the bytes of a float64 one.
+# - **No bucketing**: one all-reduce per tensor, right but with many more
+#   messages (lesson 029's cost).
 #
 # ### Checkpoint
 #
-# Reverse order, a byte cap, one collective per bucket: the same bytes, fewer
-# messages. *Self-check:* for the 4 tensors above in float64 and a cap of 200
-# bytes, what are the buckets, and how many messages does each of 3 workers send?
+# Reverse order, a byte cap, one collective per bucket. *Self-check:* for the 4
+# tensors above in float64 and a cap of 200 bytes, what are the buckets, and how
+# many messages does each of 3 workers send?
 
 # %% [markdown]
 # ## Measured: the ledger as the cluster grows
 #
-# Both all-reduces, on payloads of $S = 1$ MiB ($2^{17}$ float64 numbers) per
-# worker, for $N = 2, 4, 8, 16$. The numbers below are read from the ledger;
-# the formulas are those of lessons 027 and 028. In both all-reduces a worker
-# receives as many bytes as it sends. The naive root's traffic grows with $N$;
-# a ring worker's approaches $2S$ each way and stays there.
+# Both all-reduces on $S = 1$ MiB ($2^{17}$ float64 numbers) per worker, for
+# $N = 2, 4, 8, 16$: the ledger beside the formulas of lessons 027 and 028. The
+# root's traffic grows with $N$; a ring worker's approaches $2S$.
 
 # %% tags=["demo"]
 S_numbers = 2**17                                        # 1 MiB of float64 per worker
@@ -1164,11 +1093,9 @@ plt.show()
 # %% [markdown]
 # ## The ring schedule
 #
-# Which chunk each worker sends in each round, for $N = 4$ (the colour is the
-# chunk's index; the arrow points to the receiver). Read a column downwards to
-# follow one worker; read a colour to follow one chunk around the ring. Below the
-# figure, the ledger of a real run with uneven chunks (10 numbers: chunks of
-# 3, 3, 2 and 2) is checked against this schedule, message by message.
+# The chunk each worker sends in each round for $N = 4$ (colour: the chunk;
+# arrow: the receiver). Below, a run with uneven chunks (10 numbers: 3, 3, 2
+# and 2) is checked against this schedule, message by message.
 
 # %% tags=["demo"]
 N_ring = 4
@@ -1203,18 +1130,17 @@ print(run.ledger.table())
 # %% [markdown]
 # ## Measured: time against bucket size
 #
-# The gradients of a 32-layer MLP of width 64 (64 tensors, about 1 MiB) on $N = 8$
-# workers, bucketed with caps from 16 KiB to 2 MiB. For each cap the ledger
-# gives the messages per worker and the alpha-beta time of each round.
+# The gradients of a 32-layer MLP of width 64 (64 tensors, about 1 MiB) on
+# $N = 8$ workers, with bucket caps from 16 KiB to 2 MiB.
 #
-# - **Communication alone** (all-reduces one after another) falls as the buckets
-#   grow: fewer latencies, the same bytes. It levels off at the bandwidth term
+# - **Communication alone** (all-reduces back to back) falls as the buckets
+#   grow (fewer latencies, the same bytes) and levels off at
 #   $2\frac{N-1}{N}S\beta$.
-# - **A step with overlap**, a simple model of DDP: backward produces the
-#   gradients from the last layer to the first, at 4 ns per byte of gradient; a
-#   bucket's all-reduce starts once its last gradient exists and the previous
-#   all-reduce is done. Small buckets drown in latency; one big bucket waits for
-#   the whole backward pass before it can start. The best cap is in between.
+# - **A step with overlap**, a simple model of DDP: backward produces gradients
+#   from the last layer to the first at 4 ns per byte; a bucket's all-reduce
+#   starts once its last gradient exists and the previous one is done. Small
+#   buckets drown in latency; one big bucket waits for all of backward. The best
+#   cap is in between.
 
 # %% tags=["demo"]
 N_b, width, depth = 8, 64, 32
@@ -1260,11 +1186,11 @@ plt.show()
 # %% [markdown]
 # ## Measured: data-parallel training, memory and loss
 #
-# Your `data_parallel_train_step`, for $N = 1, 2, 4, 8$ workers, on a batch of
-# 8192 examples. The step's peak memory (tracemalloc) minus a constant part $C$
-# (measured with one example per worker) is one worker's activations, which the
-# prediction puts at those of a shard of $\lceil B/N \rceil$ examples. Then twenty
-# steps of training with 1 and with 4 workers: the losses are the same curve.
+# Your `data_parallel_train_step` for $N = 1, 2, 4, 8$ on a batch of 8192
+# examples. The peak memory (tracemalloc) minus a constant part $C$ (measured
+# with one example per worker) is one worker's activations, predicted from a
+# shard of $\lceil B/N \rceil$ examples. Then twenty steps with 1 and with 4
+# workers: the losses are the same curve.
 
 # %% tags=["demo"]
 B_d, D_d, L_d = 8192, 32, 4
@@ -1323,14 +1249,12 @@ plt.show()
 # %% [markdown]
 # ## Part summary
 #
-# - Data parallelism gives each of $N$ workers a shard of the batch and a full
-#   replica. Weighted by $N n_r / B$ and averaged, the workers' gradients are the
-#   full-batch gradient, to about $10^{-15}$, also for shards of unequal size. Each
-#   worker's activation memory is about $1/N$ of the full batch's.
-# - The all-reduce is the bill. Through one root, the root sends $(N-1)S$ bytes
-#   and receives as many; around a ring every worker sends $2(N-1)S/N$ (and
-#   receives as much), the bandwidth lower bound, at the price of $2(N-1)$
-#   latencies. From the ledger, for $S = 1$ MiB:
+# - Weighted by $N n_r / B$ and averaged, the workers' gradients are the
+#   full-batch gradient to about $10^{-15}$, even for unequal shards. Each worker
+#   holds a full replica but only about $1/N$ of the activations.
+# - The all-reduce is the bill: bytes sent per worker (as many are received),
+#   from the ledger, for $S = 1$ MiB. The ring's is the bandwidth lower bound,
+#   paid for with $2(N-1)$ latencies:
 #
 # | $N$ | naive root, sent (= received) | $(N-1)S$ | ring worker, sent (= received) | $2(N-1)S/N$ |
 # | --- | --- | --- | --- | --- |
@@ -1339,12 +1263,7 @@ plt.show()
 # | 8 | 7,340,032 B | 7 MiB | 1,835,008 B | 1.75 MiB |
 # | 16 | 15,728,640 B | 15 MiB | 1,966,080 B | 1.875 MiB |
 #
-# In all, the root moves $2(N-1)S$ through its link (30 MiB for 16 workers); a
-# ring worker moves $4(N-1)S/N$, less than $4S$ whatever $N$.
-# - Bucketing keeps the bytes and cuts the messages: $2(N-1)$ per bucket instead
-#   of per tensor. Reverse order lets the all-reduce of the last layers overlap
-#   with the backward pass of the first ones; the cap trades latency against
-#   waiting.
-# - What data parallelism does not shrink: every worker still holds the whole
-#   model, its gradients and its optimizer state. Part 6 shards those (ZeRO),
-#   using the same cluster and the same collectives.
+# - Bucketing keeps the bytes and cuts the messages; reverse order overlaps the
+#   all-reduces with backward; the cap trades latency against waiting.
+# - Every worker still holds the whole model, its gradients and its optimizer
+#   state. Part 6 shards those (ZeRO) with the same cluster and collectives.

@@ -1,31 +1,26 @@
 # %% [markdown] part_title="Memory accounting and the full loop"
 # # Part 7 · Memory accounting, and the whole loop
 #
-# Six parts have each saved memory one way: accumulation keeps one micro-batch's
-# activations alive instead of the whole batch's, checkpointing keeps a few layers'
-# instead of all of them, mixed precision halves the bytes of every activation,
-# data parallelism gives each worker a slice of the batch, and ZeRO gives each
-# worker a slice of Adam's state. This part puts a number on each of them
-# **before** running anything, checks the numbers against what tracemalloc
-# measures, and then runs all of the techniques together in one training loop.
+# Parts 2 to 6 each saved memory one way. This part predicts each saving **before**
+# running anything, checks the predictions against tracemalloc, and then runs every
+# technique together in one training loop.
 #
 # A worker's memory at the peak of a training step has four parts:
 #
 # $$\text{peak} \;=\; \underbrace{\text{parameters} + \text{gradients}}_{036}
 # \;+\; \underbrace{\text{optimizer state}}_{037} \;+\; \underbrace{\text{activations}}_{038}.$$
 #
-# The first three are exact: a number of elements times the bytes of their dtype,
-# divided among the workers as ZeRO's stage says. Activations depend on the
-# model and on what the backward pass keeps; for the course's MLP the prediction
-# is exact to a few kilobytes, and it is the *peak* that counts, not the sum.
+# The first three are exact: elements times their dtype's bytes, divided among the
+# workers as ZeRO's stage says. Activations depend on what the backward pass keeps,
+# and it is their *peak* that counts, not their sum.
 #
 # **Goals of this part**
 #
-# - bytes of parameters and gradients for any dtype, mixed precision and ZeRO stage, uneven shards included (036);
-# - bytes of Adam's state, with mixed precision's float32 master weights, and the ZeRO paper's 120 / 31.4 / 16.6 / 1.9 GB (037);
-# - the peak activation bytes of the helper MLP, with checkpointing and micro-batches (038);
-# - a table, predicted against measured, for each technique and all together, drawn as stacked bars (039);
-# - the finale: one training loop with every technique, switched by one configuration object (040).
+# - bytes of parameters and gradients, for any dtype and ZeRO stage (036);
+# - bytes of Adam's state, master weights included: the ZeRO paper's figures (037);
+# - peak bytes of activations, with checkpointing and micro-batches (038);
+# - predicted against measured, technique by technique (039);
+# - one training loop with every technique, each a switch (040).
 #
 # Stuck? The solved notebook is `solutions/07_memory_accounting.ipynb`.
 
@@ -62,42 +57,33 @@ show_progress("07_memory_accounting")
 #
 # ### Intuition
 #
-# Every parameter is a number, and so is its gradient: $\Psi$ parameters of
-# $b$ bytes each take $b\Psi$ bytes, and the gradients as many again. Which $b$?
-# The dtype's: 8 for float64, 4 for float32, 2 for float16. Mixed precision
-# (Part 4) computes with a **float16** copy of the parameters and gets float16
-# gradients, so its working parameters and gradients take 2 bytes each; its
-# float32 master weights are the optimizer's business (lesson 037).
-#
-# ZeRO's later stages shard these too: stage 2 keeps on each worker only the
-# gradients of its own shard of the parameters, stage 3 the parameters as well.
+# $\Psi$ parameters of $b$ bytes each take $b\Psi$ bytes, and their gradients as many
+# again. $b$ is the dtype's: 8 for float64, 4 for float32, 2 for float16. Mixed
+# precision (Part 4) computes with a **float16** copy of the parameters and gets
+# float16 gradients, so $b = 2$; its float32 master weights belong to the optimizer
+# (lesson 037).
 #
 # ### Concepts
 #
-# - `num_params`: $\Psi$, a Python int $\ge 0$; `dtype`: `"float16"`, `"float32"`,
-#   `"float64"` or `"mixed"` (`BYTES_PER_NUMBER`, imported in the set-up cell, holds
-#   the first three).
+# - `num_params` is $\Psi$, `num_workers` $N$, `rank` $r$; `dtype` is `"float16"`, `"float32"`,
+#   `"float64"` (bytes in `BYTES_PER_NUMBER`, from the set-up cell) or `"mixed"`.
 # - `zero_stage`: 0 (plain data parallelism: everything on every worker), 1
 #   (optimizer state sharded), 2 (and gradients), 3 (and parameters).
-# - `num_workers`: $N \ge 1$; `rank`: which worker, $0 \le r < N$.
-# - The shards are Part 6's: the flat vector cut by `np.array_split`, so when $N$
-#   does not divide $\Psi$ the first $\Psi \bmod N$ workers own one element more.
-#   Count $n_r$ with the formula below, never by splitting a vector of $\Psi$
-#   numbers: $\Psi$ reaches billions, and the vector would not fit in memory.
-# - Return `{"parameters": int, "gradients": int}`, Python ints of bytes.
-# - Bad input gives `ValueError`: an unknown dtype, $\Psi < 0$, a stage outside
-#   $\{0, 1, 2, 3\}$, $N < 1$, a rank outside $[0, N)$.
+# - The shards are Part 6's `np.array_split` cuts: the first $\Psi \bmod N$ workers own one
+#   element more. Count $n_r$ with the formula below; never split a vector of $\Psi$
+#   numbers, which can reach billions.
+# - Return Python ints of bytes; the given checks raise `ValueError`.
 #
 # ### Math
 #
 # Worker $r$ owns $n_r = \lfloor \Psi / N \rfloor + [\,r < \Psi \bmod N\,]$ elements. With $b$
-# the bytes of the working dtype ($b = 2$ in mixed precision):
+# the bytes of the working dtype:
 #
 # $$\text{parameters}_r = \begin{cases} b\, n_r & \text{stage } 3 \\ b\,\Psi & \text{otherwise} \end{cases}
 # \qquad \text{gradients}_r = \begin{cases} b\, n_r & \text{stage} \ge 2 \\ b\,\Psi & \text{otherwise.} \end{cases}$$
 #
 # For $\Psi = 10$, $N = 4$, stage 3 in float32: $n = (3, 3, 2, 2)$, so workers 0 and 1
-# hold 12 bytes of parameters and 12 of gradients, workers 2 and 3 hold 8 and 8.
+# hold 12 bytes of parameters and 12 of gradients, workers 2 and 3 hold 8 of each.
 #
 # ### Implementation
 
@@ -180,16 +166,16 @@ lesson_passed("036")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **float32 bytes for float16 tensors**: 4 bytes a number whatever the dtype.
-#   Mixed precision's point is that the working copy and its gradients take 2.
-# - **Every worker owns $\Psi // N$**: the remainder is lost, and the byte counts of
-#   the first $\Psi \bmod N$ workers are one element short.
-# - **Sharding at the wrong stage**: stage 2 shards the gradients and not the
-#   parameters; only stage 3 shards both.
+# - **float32 bytes for float16 tensors**: mixed precision's working copy and its
+#   gradients take 2 bytes a number, not 4.
+# - **Every worker owns $\Psi // N$**: the first $\Psi \bmod N$ workers come out one
+#   element short.
+# - **Sharding at the wrong stage**: stage 2 shards the gradients only; stage 3 shards
+#   the parameters too.
 #
 # ### Checkpoint
 #
-# Bytes are elements times the dtype's bytes, and a shard has $n_r$ elements.
+# Bytes are elements times the dtype's bytes; a shard has $n_r$ elements.
 # *Self-check:* how many bytes of float16 gradients does worker 5 of 8 hold at
 # stage 2 for $\Psi = 1{,}000{,}003$?
 
@@ -198,21 +184,17 @@ lesson_passed("036")
 #
 # ### Intuition
 #
-# Adam keeps two numbers per parameter, $m$ and $v$ (Part 6), in the parameters'
-# dtype: $2b$ bytes per parameter. Mixed precision keeps more: the optimizer
-# updates a **float32 master copy** of the weights (Part 4), and its moments are
-# float32 too: $4 + 4 + 4 = 12$ bytes per parameter. Beside the 2 + 2 bytes of
-# float16 parameters and gradients that is the ZeRO paper's **16 bytes per
-# parameter**, three quarters of them optimizer state. ZeRO's stage 1 and above
-# keep on each worker only its shard of that state (master weights included).
+# Adam keeps $m$ and $v$ (Part 6) in the parameters' dtype: $2b$ bytes per parameter.
+# Mixed precision's optimizer also updates a **float32 master copy** of the weights
+# (Part 4), with float32 moments: $4 + 4 + 4 = 12$ bytes per parameter. With the 2 + 2
+# bytes of float16 parameters and gradients, that is the ZeRO paper's **16 bytes per
+# parameter**, three quarters of them optimizer state. From stage 1 on, each worker
+# keeps only its shard of that state, master weights included.
 #
 # ### Concepts
 #
-# - The same arguments as 036; return one Python int: the bytes of worker `rank`'s
-#   optimizer state.
-# - $K$, the bytes of state per parameter: $2b$ for a plain dtype ($m$ and $v$), 12 for
-#   `"mixed"` (master weights, $m$, $v$, all float32).
-# - The same bad input gives the same `ValueError`s.
+# - The arguments and `ValueError`s of 036; return a Python int, worker `rank`'s bytes of
+#   optimizer state: $K$ per parameter whose state it keeps.
 #
 # ### Math
 #
@@ -299,9 +281,9 @@ lesson_passed("037")
 # ### Common mistakes
 #
 # - **Forgetting the master copy**: mixed precision's optimizer holds float32 master
-#   weights beside $m$ and $v$, 12 bytes a parameter, not 8.
-# - **float32 bytes for float16 tensors**: pure float16 Adam keeps float16 moments, 4 bytes a parameter.
-# - **Not dividing by $N$ under ZeRO**: from stage 1 on, each worker keeps the state of its shard only.
+#   weights beside $m$ and $v$: 12 bytes a parameter, not 8.
+# - **float32 bytes for float16 tensors**: float16 Adam keeps float16 moments, 4 bytes a parameter.
+# - **Not dividing by $N$ under ZeRO**: from stage 1 on, $K n_r$, not $K\Psi$.
 #
 # ### Checkpoint
 #
@@ -309,8 +291,8 @@ lesson_passed("037")
 # most 4x in mixed precision, whatever $N$?
 
 # %% [markdown]
-# The ZeRO paper's figure, from your two functions: bytes per device for 1 to 64 devices,
-# against the 32 GB of one of the paper's GPUs.
+# The ZeRO paper's figure from your two functions: bytes per device on 1 to 64 devices,
+# against one of the paper's 32 GB GPUs.
 
 # %% tags=["demo"]
 psi_paper = 7_500_000_000
@@ -337,39 +319,32 @@ plt.show()
 #
 # ### Intuition
 #
-# Activations are what the forward pass leaves for the backward pass. For the
-# course's MLP (`shared.mlp`), each hidden layer keeps its pre-activation $Z_i$ (the
-# ReLU's backward needs its sign) and its output $A_i$ (the next linear layer's input,
-# which that layer's backward needs for $dW = A^\top dZ$). The backward pass then needs
-# a little working space: the gradient it carries, the next one, and the ReLU's mask
-# $Z > 0$, a **bool** array of one byte per element. Lesson 018 counted exactly this,
-# with and without checkpointing; build on it.
+# Activations are what the forward pass leaves for the backward pass. In the course's
+# MLP (`shared.mlp`) each hidden layer keeps its pre-activation $Z_i$ (the ReLU's
+# backward needs its sign) and its output $A_i$ (the next layer needs it for
+# $dW = A^\top dZ$). The backward pass also needs working space: the gradient it
+# carries, the next one, and the ReLU's mask $Z > 0$, a **bool** array (one byte per
+# element). Lesson 018 counted exactly this, with and without checkpointing.
 #
-# Two more techniques change the count, and both change the **peak**, not a sum:
-# micro-batches are processed one after another, so only the largest one's
-# activations are ever alive (never the sum over micro-batches); mixed precision
-# makes every activation float16, plus the float16 copy of the input batch that
-# the first layer reads.
+# Micro-batches run one after another, so only the largest one's activations are alive
+# at the peak; mixed precision makes every activation float16 and adds a float16 copy
+# of the input batch.
 #
 # ### Concepts
 #
-# - `batch_size`: the rows one worker processes per step, $B \ge 1$; `width`: $D$, the
-#   width of the input and of every hidden layer; `num_layers`: $L$.
-# - `dtype` as in 036: the bytes of the activations (`"mixed"`: 2).
-# - `segment_size`: `None` (no checkpointing) or $s \ge 1$ (lesson 015's segments).
-# - `num_micro_batches`: $k$, $1 \le k \le B$ (more micro-batches than rows do not fit);
-#   the largest has $\lceil B/k \rceil$ rows.
-# - Use `estimate_checkpointing_memory_savings(batch_size, width, num_layers, segment_size,
-#   bytes_per_element)` (lesson 018, the helper's version, imported in the set-up cell):
-#   its `"checkpointed_bytes"` is the peak for one (micro-)batch, and $s = L$ means no
-#   checkpointing.
-# - Return a Python int. Bad input gives `ValueError`: an unknown dtype, sizes below 1
-#   (018 refuses them), $k < 1$ or $k > B$.
+# - $B$ is `batch_size` (one worker's rows per step), $D$ `width` (the input's and every
+#   hidden layer's), $L$ `num_layers`, $s$ `segment_size` (lesson 015's segments; `None`: no
+#   checkpointing), $k$ `num_micro_batches`; `dtype` as in 036.
+# - Call `estimate_checkpointing_memory_savings(batch_size, width, num_layers, segment_size,
+#   bytes_per_element)` (lesson 018, imported in the set-up cell): its `"checkpointed_bytes"`
+#   is the peak for one (micro-)batch.
+# - Return a Python int. Raise `ValueError` for an unknown dtype or $k$ outside $[1, B]$;
+#   018's helper refuses sizes below 1.
 #
 # ### Math
 #
-# With $B' = \lceil B / k \rceil$, $a = B' D b$ the bytes of one activation array and $s = L$
-# without checkpointing (lesson 018):
+# With $B' = \lceil B / k \rceil$ the largest micro-batch's rows, $a = B' D b$ the bytes of
+# one activation array and $s = L$ without checkpointing:
 #
 # $$\text{peak} = \Big(\big\lceil L/s \big\rceil - 1 + 2\min(s, L - 1)\Big)\, a \;+\; 2a \;+\; B'D
 # \;\;\big(+\; 2B'D \text{ in mixed precision}\big).$$
@@ -459,8 +434,8 @@ lesson_passed("038")
 #
 # - **The sum instead of the peak**: $k$ micro-batches run one after another; adding up
 #   their activations counts the whole batch again.
-# - **Every layer's activations at once under checkpointing**: checkpointing keeps one
-#   input per segment and recomputes one segment at a time.
+# - **Every layer's activations at once under checkpointing**: only one input per
+#   segment is kept, and one segment is recomputed at a time.
 # - **float32 bytes for float16 activations**, or forgetting the float16 copy of the input.
 #
 # ### Checkpoint
@@ -473,33 +448,25 @@ lesson_passed("038")
 #
 # ### Intuition
 #
-# Now the whole bill of one worker, technique by technique, and the proof that the bill is
-# right: for each configuration, the predicted bytes (036 + 037 + 038) beside the bytes
-# tracemalloc measures while the worker runs its step. One more term appears with accumulation:
-# at the backward peak a worker holds the running sum of the gradients **and** the micro-batch's
-# own gradients, two gradient-sized buffers. In mixed precision the running sum is float32
-# (Part 4's float32 accumulation: summed in float16, $n_j S g_j$ overflows long before the mean
-# does), so it takes twice the float16 gradients' bytes.
+# Now one worker's whole bill, technique by technique, with proof: for each
+# configuration, the predicted bytes (036 + 037 + 038) beside what tracemalloc measures
+# during the worker's step. Accumulation adds a term: at the backward peak a worker
+# holds the running sum of the gradients **and** the micro-batch's own. In mixed
+# precision the running sum is float32 (float16 would overflow: see the end of the
+# part), twice the float16 gradients' bytes.
 #
 # ### Concepts
 #
-# - `params`: the helper MLP's parameters, every layer's input as wide as `X`; `X`, `Y`: the
-#   global batch; `config`: a `TrainingConfig` (from `shared.training`) with the techniques to
-#   compare switched on.
-# - Six rows, each a `TrainingConfig` (made for you): `"none"`, each technique alone
+# - `config`: a `TrainingConfig` (from `shared.training`) with the techniques to compare
+#   switched on. The six rows are made for you: `"none"`, each technique alone
 #   (`"accumulation"`, `"checkpointing"`, `"mixed precision"`, `"ZeRO"`) and `"all together"`
 #   (`config` itself).
-# - For each row, worker 0 (the busiest): $\Psi$ parameters in the parameters' dtype, or
-#   `"mixed"`; its rows are `X[0::N]`. `"gradients"` is 036's, twice with $k > 1$ (the running
-#   sum beside the micro-batch's), three times with $k > 1$ in mixed precision (the float32
-#   running sum is 4 bytes a parameter, the float16 gradients 2).
-# - `"measured"`: `measure_worker_memory(params, X, Y, row_config)` (from `shared.training`), the
-#   peak tracemalloc sees while worker 0 runs its step. The prediction leaves NumPy's temporaries
-#   out: NumPy writes `a @ W + b` into the product's own buffer for arrays of 256 KiB and more,
-#   and makes one more array below that, so on small models the measurement runs higher.
-# - Return a list of six dicts `{"configuration", "parameters", "gradients", "optimizer",
-#   "activations", "predicted", "measured"}`, bytes as Python ints, `"predicted"` the sum of the
-#   four before it. Bad input gives `ValueError` (the given checks).
+# - Each row predicts worker 0, the busiest, whose rows are `X[0::N]`; its dtype is the
+#   parameters' or `"mixed"`.
+# - `"measured"`: `measure_worker_memory(params, X, Y, row_config)`, the peak tracemalloc sees
+#   during worker 0's step. The prediction leaves out NumPy's temporaries: below 256 KiB,
+#   `a @ W + b` makes one more array, so on small models the measurement runs higher.
+# - Return the docstring's six dicts, bytes as Python ints; the given checks raise `ValueError`.
 #
 # ### Math
 #
@@ -508,24 +475,21 @@ lesson_passed("038")
 #
 # with $c = 2$ in mixed precision (the running sum in float32) and $c = 1$ otherwise.
 #
-# **Worked example: the `"all together"` row of the first visible test.** 850 float64
-# parameters (4 layers 16 wide), 64 examples 16 wide; `config` has 2 workers, 2 micro-batches,
-# segments of 2, mixed precision and ZeRO stage 1. Worker 0 owns 425 of the 850 numbers
-# (`np.array_split`) and gets `X[0::2]`, 32 rows; its largest micro-batch has 16.
+# **Worked example: the first visible test's `"all together"` row.** 850 float64 parameters
+# (4 layers 16 wide), 64 examples; 2 workers, 2 micro-batches, segments of 2, mixed precision,
+# ZeRO stage 1. Worker 0 keeps the state of 425 parameters and gets 32 rows; its largest
+# micro-batch has 16.
 #
-# | term | what worker 0 holds | bytes |
+# | term | worker 0 holds | bytes |
 # | --- | --- | --- |
-# | parameters: 036 (`"mixed"`, stage 1) | the float16 copy of all 850 | $850 \cdot 2 = 1{,}700$ |
-# | gradients: 036, times $1 + 2$ ($k = 2$, mixed) | 036's float16 gradients, $1{,}700$, and the float32 running sum, $850 \cdot 4 = 3{,}400$ | $5{,}100$ |
-# | optimizer: 037 (`"mixed"`, stage 1, rank 0) | float32 master weights, $m$ and $v$ of its 425 | $425 \cdot 12 = 5{,}100$ |
-# | activations: 038 (32 rows, $D = 16$, $L = 4$, `"mixed"`, $s = 2$, $k = 2$) | one micro-batch of 16 rows, $a = 16 \cdot 16 \cdot 2 = 512$: $(2 - 1 + 2 \cdot 2)\,a + 2a + 16 \cdot 16 + 2 \cdot 16 \cdot 16$ | $4{,}352$ |
-# | predicted | the sum of the four | $16{,}252$ |
+# | parameters | the float16 copy of all 850 | $850 \cdot 2 = 1{,}700$ |
+# | gradients | float16 gradients and the float32 running sum | $850 \cdot (2 + 4) = 5{,}100$ |
+# | optimizer | float32 master weights, $m$ and $v$ of its 425 | $425 \cdot 12 = 5{,}100$ |
+# | activations | 16 rows, $a = 16 \cdot 16 \cdot 2 = 512$ | $(2 - 1 + 2 \cdot 2)\,a + 2a + 16 \cdot 16 + 2 \cdot 16 \cdot 16 = 4{,}352$ |
+# | predicted | the sum | $16{,}252$ |
 #
-# `"measured"` is `measure_worker_memory` with this row's configuration, here `config` itself.
-# Every other row is the same arithmetic with one switch on: `"accumulation"`, for instance, is
-# float64, one worker, $k = 2$: 6,800 of parameters, twice 6,800 of gradients, 13,600 of Adam's
-# state, and the activations of 64 rows in micro-batches of 32. The cell below prints the row,
-# term by term.
+# Every other row is the same arithmetic with one switch on. The cell below prints this
+# row term by term.
 
 # %% tags=["demo"]
 # The "all together" row of the first visible test, term by term, by the formulas of 036, 037 and 038 (this lesson's
@@ -557,10 +521,9 @@ print(f"{'predicted':>11} {sum(value for value, _ in row_terms.values()):>7,} = 
 # %% [markdown]
 # ### Implementation
 #
-# The checks of the input and the six rows are written for you (under `# Given`). Replace each
-# `raise NotImplementedError(...)` line with the code of the step above it: step 1 starts the
-# loop over the rows (`for name, row in rows:`), and the code of step 2 is indented under it,
-# with the `return` after the loop.
+# The input checks and the six rows are given. Replace each `raise NotImplementedError(...)`
+# with the code of the step above it: step 1 opens the loop `for name, row in rows:`, step 2's
+# code is indented under it, and the `return` follows the loop.
 
 # %% tags=["solution"]
 def compare_memory_with_and_without_optimizations(params, X, Y, config):
@@ -674,23 +637,23 @@ lesson_passed("039")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **The sum instead of the peak** in a row: activations of all micro-batches (or all
-#   workers) added up, where one worker holds one micro-batch's at a time.
-# - **One gradient buffer with accumulation**: the running sum and the micro-batch's gradients
-#   are both alive at the backward peak.
-# - **The running sum counted in float16** in mixed precision: it is float32, 4 bytes a parameter.
+# - **The sum instead of the peak** in a row: every micro-batch's (or worker's) activations
+#   added up, where a worker holds one micro-batch's at a time.
+# - **One gradient buffer with accumulation**: the running sum and the micro-batch's
+#   gradients are both alive at the peak.
+# - **The running sum counted in float16**: in mixed precision it is float32, 4 bytes a parameter.
 # - **Measuring another configuration** than the row predicts (e.g. every row with `config`).
 #
 # ### Checkpoint
 #
-# Each technique removes its own term, and the prediction is the measurement to a few
+# Each technique removes its own term, and the prediction matches the measurement to a few
 # percent. *Self-check:* in the table below, which technique saves the most on its own,
 # and why does ZeRO save less than the optimizer's whole state?
 
 # %% [markdown]
-# The table for a wider MLP: 4 layers 128 wide (400,416 bytes of float64 parameters), 1,024 examples,
-# and every technique (4 workers, 4 micro-batches, segments of 2, mixed precision, ZeRO
-# stage 1). Bars: the predicted bytes of worker 0 by kind; diamonds: what tracemalloc measured.
+# The table for a wider MLP, 4 layers 128 wide (400,416 bytes of float64 parameters), on
+# 1,024 examples with 4 workers, 4 micro-batches, segments of 2, mixed precision and ZeRO
+# stage 1.
 
 # %% tags=["demo"]
 params_t = mlp.init_params([128, 128, 128, 128, 4], seed=0)
@@ -726,70 +689,53 @@ plt.show()
 #
 # ### Intuition
 #
-# The course's finale: every technique in one loop on the simulated cluster, each one a
-# switch of one `TrainingConfig`. Each step, every worker computes the gradient of its
-# examples (`worker_gradients`: micro-batches, checkpointing and loss scaling, Parts 2 to
-# 4); the workers average them (Part 5's ring all-reduce, or ZeRO's reduce-scatter, Part 6);
-# each worker updates what it owns with Adam (033); ZeRO's workers all-gather the new
-# shards (034). With every switch off the loop is plain Adam on one worker, bit for bit.
-#
-# The checks of the input, the workers' set-up and the history are written for you; you write
-# the loop's steps. The grader reads the ledger of the cluster it passes in, compares what every
-# worker holds at the end with the reference's, and measures the loop's peak.
+# One loop runs every technique on the simulated cluster, each a switch of one
+# `TrainingConfig`. Each step, every worker computes its examples' gradient
+# (`worker_gradients`: micro-batches, checkpointing and loss scaling, Parts 2 to 4); the
+# workers average them (Part 5's ring all-reduce, or ZeRO's reduce-scatter, Part 6); each
+# updates what it owns with Adam (033); with ZeRO they all-gather the new shards (034). With
+# every switch off the loop is plain Adam on one worker, bit for bit. The grader reads the
+# ledger of the cluster it passes in, compares what every worker holds at the end with the
+# reference's, and measures the loop's peak.
 #
 # ### Concepts
 #
-# - **What each worker holds** (set up for you): its parameters as one flat vector, `working[r]`
-#   (float16 in mixed precision; `as_dict` cuts a vector back into a dict of views), and of what it
-#   owns, `own[r] = (lo, hi)` (everything, or with ZeRO its shard `np.array_split(flat, N)[r]`),
-#   Adam's state `states[r]` and, in mixed precision, the float32 master weights `master[r]` that
-#   Adam updates (`m` and `v` are float32 then).
+# - **What each worker holds** (set up for you): its parameters as one flat vector `working[r]`
+#   (float16 in mixed precision; `as_dict` turns a vector into a dict of views); the slice it
+#   owns, `own[r] = (lo, hi)` (everything, or with ZeRO `np.array_split(flat, N)[r]`); Adam's
+#   state of that slice, `states[r]`; in mixed precision, the slice's float32 master weights
+#   `master[r]`, which Adam updates with float32 `m` and `v`.
 # - **Weights.** Worker $r$ has $n_r$ of the $B$ examples: its mean gradient counts $N n_r / B$
 #   in the average (026), its loss $n_r / B$ in the step's loss.
-# - **Dynamic loss scaling.** An inf or NaN gradient gives NaN parameters (Adam divides inf by
-#   inf); every worker sees them in its new vector and skips the step: nothing changes, the scale
-#   halves. After `growth_interval` clean steps in a row it doubles. Without mixed precision the
-#   scale is 1.0 and no step is skipped.
-# - **The result**, `(final_params, history, workers)`: the final master weights as a dict
-#   (float32 in mixed precision), the history (`"loss"`: the batch's mean loss before each step,
-#   `"skipped"`, `"loss_scale"`: the scale each step used), and what each worker holds at the end.
-#   Bad input gives `ValueError` before any work (the given checks); a `TrainingConfig` refuses
-#   bad fields itself.
+# - **Dynamic loss scaling.** An inf or NaN gradient makes the new parameters NaN (Adam divides
+#   inf by inf); every worker sees this in its new vector and skips the step: nothing changes,
+#   the scale halves. After `growth_interval` clean steps in a row it doubles. Without mixed
+#   precision the scale is 1.0 and no step is skipped.
+# - **The history**: `"loss"` holds the batch's mean loss before each step, `"loss_scale"` the
+#   scale each step used. The given checks raise `ValueError`; a `TrainingConfig` refuses bad
+#   fields itself.
 #
 # ### Math
 #
 # Per step and worker, the traffic is the ring all-reduce's, with or without ZeRO:
 # $2\frac{N-1}{N} S$ for $S$ bytes of gradients when $N$ divides them (float16 in mixed
-# precision: half of float32's). At the end worker $r$ holds 036's parameters and 037's state
-# for its rank. The simulated workers run one after another, so the loop's peak is what all $N$
-# workers hold plus one worker's activations at a time; it stays within
+# precision). The simulated workers run one after another, so the loop's peak is what all $N$
+# hold plus one worker's activations, within
 #
 # $$\text{allowed} = 1.5\,\Big(2 \sum_{r=0}^{N-1} \big(P_r + G_r + O_r\big) + \Psi\, b
 #   + A\Big) + 64\ \text{KiB},$$
 #
 # with $P_r, G_r$ (036) and $O_r$ (037) worker $r$'s bytes, $\Psi b$ the flat copy of the
-# parameters in their dtype, and $A$ (038) the activations of worker 0's $\lceil B / N \rceil$
-# rows, the most: each worker's arrays twice (the collectives' copies, the new state beside the
-# old), and half as much again to spare (`training_loop_allowed_bytes`). Checkpointing and
-# micro-batches shrink $A$, ZeRO the $O_r$: a loop that ignores checkpointing or accumulation needs
-# $A$ without them, one whose workers keep the whole vector's state under ZeRO $N$ times $\sum_r O_r$.
+# parameters, and $A$ (038) the activations of worker 0's $\lceil B / N \rceil$ rows. Arrays
+# count twice (the collectives' copies, the new state beside the old), plus half again to
+# spare (`training_loop_allowed_bytes`).
 #
-# **Worked example: one step on $N = 2$ workers, ZeRO and mixed precision on**, the visible
-# tests' MLP: $\Psi = 234$ parameters in shards of 117; 16 examples per worker, so each weight
-# $N n_r / B$ is 1. f16[234] is a float16 array of 234 elements, `scale` the loss scale.
-#
-# | step | each worker $r$ holds | it sends |
-# | --- | --- | --- |
-# | set-up (given) | parameters f16[234]; master weights, $m$, $v$ of its shard, f32[117] each | |
-# | 1 · gradient | its gradient times `scale`, flattened, f16[234] | |
-# | 2 · reduce-scatter | the mean of chunk $r$, f16[117] | chunk $(r - 1) \bmod 2$, 234 bytes |
-# | 3 · unscale, Adam | the mean divided by `scale`, f32[117]; the new master, $m$, $v$, beside the old | |
-# | 4 · cast, all-gather | its new shard, f16[117]; after the all-gather the new parameters, f16[234] | its shard $r$, 234 bytes |
-# | 5 · keep or skip | all finite: the new arrays replace the old; else the old stay and `scale` halves | |
-#
-# So each worker sends 468 bytes a step (1404 in the tests' 3 steps), $2\frac{N-1}{N} S$ for
-# $S = 468$ bytes of float16 gradients, and keeps 468 bytes of parameters and 1404 of master
-# weights, $m$ and $v$, where without ZeRO it would keep 2808. The cell below draws the step.
+# **Worked example: one step on $N = 2$ workers with ZeRO and mixed precision**, the tests'
+# MLP: $\Psi = 234$ in shards of 117, 16 examples per worker (each weight $N n_r / B$ is 1).
+# The cell below shows what each worker holds after each step of the skeleton and what it
+# sends: 468 bytes a step, $2\frac{N-1}{N} S$ for $S = 468$ bytes of float16 gradients. Each
+# keeps 468 bytes of float16 parameters and 1404 of float32 master weights, $m$ and $v$ (2808
+# without ZeRO).
 
 # %% tags=["demo"]
 # One step of the loop on N = 2 workers, ZeRO and mixed precision on, for the tests' MLP (234 parameters, shards of
@@ -883,10 +829,9 @@ plt.show()
 # %% [markdown]
 # ### Implementation
 #
-# The cell below is the loop with its bookkeeping written: the checks, the set-up, the loops
-# over the steps and the workers, the history and what each worker returns (each under a comment
-# `# Given`). Replace each `raise NotImplementedError(...)` line with the code of the step above
-# it; each stub stands where its code runs, steps 1 to 5 inside the loop over the training steps.
+# As in 039, replace each `raise NotImplementedError(...)` with the code of the step above it,
+# where it stands (steps 1 to 5 inside the loop over the training steps). Everything under
+# `# Given` is written for you.
 
 # %% tags=["solution"]
 def full_distributed_training_loop(params, X, Y, config, cluster=None):
@@ -1181,35 +1126,29 @@ lesson_passed("040")
 # %% [markdown]
 # ### Common mistakes
 #
-# - **A switch that does nothing**: ignoring data parallelism leaves one worker, ignoring ZeRO
-#   gives every worker the whole state (its `m` and `v` too long), ignoring mixed precision leaves
-#   float64 arrays and no master weights. Ignoring checkpointing or accumulation, or keeping the
-#   whole vector's state under ZeRO and handing back shards, gives the right numbers: the measured
-#   peak betrays it.
-# - **Averaging the workers' gradients unweighted**: with shards of unequal size, each worker's
-#   mean gradient counts $n_r / B$ of the batch, not $1 / N$ (026's weight $N n_r / B$).
-# - **Unscaling twice, or not at all**: the gradients carry the loss scale until each worker
-#   divides it out, once, in float32. Adam's update barely notices (it divides $m$ by
-#   $\sqrt{v}$), but the moments do: they are graded too.
-# - **A skipped step that still changes something**: the master weights, the moments, the
-#   step count and the parameters stay as they were; only the scale halves.
+# - **A switch that does nothing**: ignoring data parallelism, ZeRO or mixed precision shows in
+#   what the workers return (one worker; `m` and `v` too long; float64, no master weights).
+#   Ignoring checkpointing or accumulation, or keeping the whole state under ZeRO but
+#   returning shards, shows only in the measured peak.
+# - **Averaging the workers' gradients unweighted**: with unequal shards a worker's mean
+#   gradient counts $n_r / B$ of the batch, not $1 / N$ (026's weight $N n_r / B$).
+# - **Unscaling twice, or not at all**: divide the scale out once, in float32. Adam's update
+#   barely notices (it divides $m$ by $\sqrt{v}$), but the moments, also graded, do.
+# - **A skipped step that still changes something**: the master weights, moments, step count
+#   and parameters stay as they were; only the scale halves.
 #
 # ### Checkpoint
 #
-# One configuration, five techniques, each a switch: off they vanish (plain Adam, bit for bit),
-# on they change what each worker holds and what the loop's peak measures, as 036-038 predict.
-# *Self-check:* which switch changes the traffic, which what each worker holds at the end, and
-# which only the peak?
+# Off, the switches vanish (plain Adam, bit for bit); on, they change what each worker holds
+# and the loop's peak, as 036-038 predict. *Self-check:* which switch changes the traffic,
+# which what each worker holds at the end, and which only the peak?
 
 # %% [markdown]
 # ## Measured: every technique together
 #
-# An MLP of 4 layers 32 wide (3,300 float64 parameters), trained for 20 steps on 256 examples
-# twice, each run on a cluster passed in: with every switch off (one worker, float64), and with
-# every switch on (4 workers, 2 micro-batches each, segments of 2, mixed precision with a loss
-# scale of $2^8$, ZeRO stage 1, and the progress bar). Below: the losses beside plain Adam, the
-# traffic from each cluster's ledger, what each worker holds at the end beside 036 + 037 for its
-# rank, and the measured peak of one step beside its bound.
+# An MLP of 4 layers 32 wide (3,300 float64 parameters) trains for 20 steps on 256 examples,
+# first with every switch off (one worker, float64), then with every switch on (4 workers,
+# 2 micro-batches, segments of 2, mixed precision with a loss scale of $2^8$, ZeRO stage 1).
 
 # %% tags=["demo"]
 def plain_adam(params, X, Y, steps, lr, beta1=0.9, beta2=0.999, eps=1e-8):
@@ -1291,25 +1230,22 @@ right.legend(fontsize=8)
 plt.show()
 
 # %% [markdown]
-# What each worker holds at the end is exactly 036 + 037 for its rank: with every switch off the
-# one worker holds 79,200 bytes (3,300 float64 parameters, `m` and `v`: 24 bytes a parameter);
-# with every switch on each of the 4 workers holds 16,500 (6,600 bytes of float16 parameters, and
-# 12 bytes for each of its 825: master weight, `m` and `v`), a fifth as much. The on-run's ledger
-# shows the ring's traffic, $2 \cdot \frac{3}{4}$ of the 6,600 bytes of float16 gradients per
-# worker and step: 198,000 bytes over the 20 steps. One step's peak comes to about two thirds of
-# its bound for both runs (about 790 KiB and 250 KiB; the bound leaves room for the temporaries
-# NumPy makes on arrays this small, as 039 explains).
+# Each worker holds exactly 036 + 037 for its rank: all off, 79,200 bytes (24 a parameter);
+# all on, 16,500 on each of the 4 (6,600 bytes of float16 parameters, 12 bytes for each of
+# its 825), a fifth as much. The on-run's traffic is the
+# ring's, $2 \cdot \frac{3}{4}$ of the 6,600 bytes of float16 gradients per worker and step:
+# 198,000 bytes over the 20 steps. One step's peak is about two thirds of its bound in both
+# runs; the bound leaves room for NumPy's temporaries on small arrays (039).
 
 # %% [markdown]
 # ## Measured: why the running sum of the gradients is float32
 #
-# In mixed precision each micro-batch's gradients come out of the backward pass in float16, $S$
-# times too large, and accumulating them (012) adds $n_j \cdot S g_j$ to a running sum: with
-# micro-batches of 256 rows at a scale of $2^8$, $2^{16}$ times the gradient, where float16 stops
-# at 65504. Their mean, $S g$, fits. So `worker_gradients` keeps the running sum in float32 and
-# rounds the mean to float16 once, at the end (Part 4's float32 accumulation). Below, worker 0 of
-# 2 with 1,024 rows in 4 micro-batches of 256, summed both ways; then the all-on loop at that
-# size for 10 steps, beside the all-off run.
+# In mixed precision each micro-batch's gradients leave the backward pass in float16, $S$
+# times too large, and accumulation (012) adds $n_j \cdot S g_j$ to a running sum: with
+# micro-batches of 256 rows and $S = 2^8$, $2^{16}$ times the gradient, past float16's 65504.
+# Their mean, $S g$, fits. So `worker_gradients` sums in float32 and rounds the mean to
+# float16 once. Below, worker 0 of 2 (1,024 rows in 4 micro-batches of 256) sums both ways;
+# then the all-on loop runs 10 steps beside the all-off run.
 
 # %% tags=["demo"]
 params_a = mlp.init_params([32, 32, 32, 32, 4], seed=0)
@@ -1343,11 +1279,10 @@ print(f"all-on loop, 2 workers x 4 micro-batches of 256 rows, scale 2**8: {sum(h
       f"({history_on_a['loss'][-1] / history_off_a['loss'][-1] - 1:+.1e})")
 
 # %% [markdown]
-# Summed in float16, 64 of the 3,300 entries of one worker's running sum overflow and the step is
-# lost (the loss scaler would skip it and halve the scale until $n_j S g_j$ fits, losing more small
-# gradients); summed in float32 the mean fits, and the all-on loop skips no step and ends within
-# two parts in $10^4$ of the all-off run (float16's rounding). The cost, 4 bytes a parameter
-# instead of 2, is in 039's table.
+# Summed in float16, 64 of the 3,300 entries overflow: the loss scaler would skip the step
+# and halve the scale until $n_j S g_j$ fits, losing more small gradients. Summed in float32
+# the mean fits; the all-on loop skips no step and ends within two parts in $10^4$ of the
+# all-off run. The cost, 4 bytes a parameter instead of 2, is in 039's table.
 
 # %% [markdown]
 # ## Beyond the simulator: the same training on real processes (optional, ungraded)
@@ -1422,18 +1357,12 @@ print(f"all-on loop, 2 workers x 4 micro-batches of 256 rows, scale 2**8: {sum(h
 # %% [markdown]
 # ## Part summary
 #
-# - A worker's peak is parameters + gradients + optimizer state + activations. The first three
-#   are exact counts (036, 037), and the ZeRO paper's figures come out to the byte: 7.5 billion
-#   parameters in mixed precision (16 bytes each) need 120 GB per device, 31.40625 GB with
-#   stage 1, 16.640625 GB with stage 2 and 1.875 GB with stage 3 on 64 devices.
-# - Activations are predicted from what the backward pass keeps (038), and the prediction
-#   agrees with tracemalloc within 10 % for every row of 039's table (4 layers 128 wide, 1,024
-#   examples, worker 0 of 4): all together, worker 0 needs 689,836 bytes where plain training
-#   needs 10,121,344, a fifteenth.
-# - The loop (040) with every switch off is plain Adam, bit for bit (final loss 1.091608 both);
-#   with every switch on its losses follow within 4.7e-4 over 20 steps, no step skipped (final
-#   1.091524). It is graded on what it does: the ledger of the cluster the grader passes in, what
-#   every worker holds at the end, and its measured peak.
-# - Where the memory went: activations shrink with micro-batches (the peak of the largest) and
-#   checkpointing (one segment at a time), everything shrinks with float16, and ZeRO removes the
-#   redundant optimizer state; the traffic is the ring all-reduce's either way.
+# - A worker's peak is parameters + gradients + optimizer state + activations. The first
+#   three are exact counts (036, 037), and the ZeRO paper's figures come out to the byte.
+# - Activations are predicted from what the backward pass keeps (038), within 10 % of
+#   tracemalloc in every row of 039's table: all together, worker 0 needs 689,836 bytes
+#   where plain training needs 10,121,344, a fifteenth.
+# - The loop (040) with every switch off is plain Adam, bit for bit (final loss 1.091608);
+#   with every switch on its losses follow within 4.7e-4 over 20 steps (final 1.091524).
+# - Micro-batches and checkpointing shrink the activations, float16 everything, ZeRO the
+#   optimizer state; the traffic is the ring all-reduce's either way.
