@@ -471,6 +471,23 @@ def check_workers_apart(per_worker: Any, name: str) -> None:
         raise CheckFailure(workers_apart_message(found[0]))
 
 
+def check_sends_on_given_cluster(function: Callable[..., Any], args: Sequence[Any], traffic: dict, shown: str,
+                                 received: str) -> None:
+    """Call ``function(*args, cluster)`` with a new ``Cluster(N)`` (N from ``traffic``) and check that the
+    messages went over that cluster: its ledger's summary is ``traffic`` and every message sent was received.
+
+    The grader passes its own cluster and reads the ledger, so a function that makes a cluster of its own
+    whatever it is given sends nothing the grader can see.  ``shown``: the call as the message writes it
+    (``"ring_all_reduce_mean(arrays, cluster)"``); ``received``: what each worker's result is made of.
+    """
+    from .cluster import Cluster  # here, not at the top: the cluster's API is shared.cluster's to show
+    given = Cluster(len(traffic["bytes_sent"]))
+    call(function, *args, given)
+    check(given.ledger.summary() == traffic, f"{shown} should send its messages on `cluster` (the grader passes "
+          f"one in and reads its ledger); its ledger shows {given.ledger.summary()}")
+    check(given.unreceived() == 0, f"{given.unreceived()} message(s) were sent and never received: {received}")
+
+
 def workers_apart_message(shared: str) -> str:
     """What to tell a learner whose workers share an array (``shared``: a line of
     :func:`shared.cluster.arrays_shared_between_workers`)."""

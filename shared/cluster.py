@@ -287,6 +287,22 @@ class Cluster:
         return self.ledger.estimated_seconds(self.latency, self.seconds_per_byte)
 
 
+def check_worker_arrays(worker_arrays: list[np.ndarray]) -> None:
+    """The input of an all-reduce (lessons 027 and 028): one array per worker, all of one shape and dtype.
+
+    Raises:
+        ValueError: if ``worker_arrays`` is empty, or if worker r's array differs from worker 0's in
+            shape or dtype (the message names r and both arrays' dtype and shape).
+    """
+    if len(worker_arrays) == 0:
+        raise ValueError("worker_arrays is empty: an all-reduce needs at least one worker")
+    shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
+    for rank, array in enumerate(worker_arrays):
+        if array.shape != shape or array.dtype != dtype:
+            raise ValueError(f"worker {rank}'s array is {array.dtype} {array.shape}, worker 0's is "
+                             f"{dtype} {shape}: every worker must hold an array of the same shape and dtype")
+
+
 def arrays_held(value: Any, where: str = "the value") -> list[tuple[str, np.ndarray]]:
     """Every array inside a nest of dicts, lists and tuples, with where it is (``"x[0]['W1']"``)."""
     if type(value) is np.ndarray:  # exact types: walking a nest never runs code of a class of the learner's

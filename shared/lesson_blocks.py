@@ -6,9 +6,11 @@ A composite lesson (``mlp_backward``, ``grad_accumulation_step``, ...) calls
 functions of earlier lessons.  While it is graded, those names in the notebook
 are bound to the versions below (each lesson's ``LessonSpec.isolate`` says
 which), so a bug in ``linear_backward`` costs lesson 007 and not lesson 010 as
-well.  They are the reference solutions' code, copied by the build because the
-grading kernel may not see ``solutions/``; each one answers its own lesson and
-is locked while that lesson is graded (see :mod:`shared.answers`).
+well.  A helper module may offer one under its own name (``shared.data``'s
+``make_regression_batch`` is lesson 001's function).  They are the reference
+solutions' code, copied by the build because the grading kernel may not see
+``solutions/``; each one answers its own lesson and is locked while that lesson
+is graded (see :mod:`shared.answers`).
 """
 
 import math
@@ -17,8 +19,36 @@ import numpy as np
 
 from . import mlp
 from .answers import answers
-from .cluster import Cluster
-from .dtypes import BYTES_PER_NUMBER
+from .cluster import Cluster, check_worker_arrays
+from .dtypes import BYTES_PER_NUMBER, check_memory_arguments
+
+
+@answers("001")
+def make_synthetic_regression_batch(batch_size, in_features, out_features, seed):
+    """A reproducible regression batch ``(X, Y)``.
+
+    Args:
+        batch_size, in_features, out_features: positive ints.
+        seed: int, the seed of ``np.random.default_rng``.
+
+    Returns:
+        X: (batch_size, in_features) float64, drawn first with ``rng.standard_normal``.
+        Y: (batch_size, out_features) float64, ``np.sin(X @ W_true)`` where
+           ``W_true = rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)``
+           is drawn second, from the same generator.
+
+    Raises:
+        ValueError: if a size is not a positive integer.
+    """
+    for name, size in (("batch_size", batch_size), ("in_features", in_features),
+                       ("out_features", out_features)):
+        if int(size) != size or size < 1:
+            raise ValueError(f"{name} must be a positive integer, got {size!r}")
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((batch_size, in_features))
+    W_true = rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)
+    Y = np.sin(X @ W_true)
+    return X, Y
 
 
 @answers("003")
@@ -480,14 +510,8 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
     # Given (bookkeeping, not the technique): the checks of the input (lesson 027's), the cluster, and each
     # worker's flat array cut into N chunks: chunks[r][c] is chunk c of worker r's array (views of its input:
     # replace a chunk by a new array, never add to it in place).
-    if len(worker_arrays) == 0:
-        raise ValueError("worker_arrays is empty: an all-reduce needs at least one worker")
-    shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
-    for rank, array in enumerate(worker_arrays):
-        if array.shape != shape or array.dtype != dtype:
-            raise ValueError(f"worker {rank}'s array is {array.dtype} {array.shape}, worker 0's is "
-                             f"{dtype} {shape}: every worker must hold an array of the same shape and dtype")
-    n = len(worker_arrays)
+    check_worker_arrays(worker_arrays)  # ValueError: no workers, or arrays of another shape or dtype
+    n, shape = len(worker_arrays), worker_arrays[0].shape
     if cluster is None:
         cluster = Cluster(n)
     chunks = [np.array_split(array.ravel(), n) for array in worker_arrays]
@@ -625,16 +649,7 @@ def compute_param_memory_bytes(num_params, dtype, zero_stage=0, num_workers=1, r
             outside [0, N).
     """
     # Given · checking the input: bookkeeping, written for you (the bytes per worker are the lesson).
-    if dtype != "mixed" and dtype not in BYTES_PER_NUMBER:
-        raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(BYTES_PER_NUMBER)} or 'mixed'")
-    if num_params < 0:
-        raise ValueError(f"num_params must be at least 0, got {num_params}")
-    if zero_stage not in (0, 1, 2, 3):
-        raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage}")
-    if num_workers < 1:
-        raise ValueError(f"num_workers must be at least 1, got {num_workers}")
-    if not 0 <= rank < num_workers:
-        raise ValueError(f"rank must be in [0, {num_workers}), got {rank}")
+    check_memory_arguments(num_params, dtype, zero_stage, num_workers, rank)  # ValueError, naming the argument
     size = 2 if dtype == "mixed" else BYTES_PER_NUMBER[dtype]
     owned = num_params // num_workers + (1 if rank < num_params % num_workers else 0)
     return {"parameters": size * (owned if zero_stage == 3 else num_params),
@@ -657,16 +672,7 @@ def compute_optimizer_memory_bytes(num_params, dtype, zero_stage=0, num_workers=
         ValueError: as compute_param_memory_bytes.
     """
     # Given · checking the input, as in 036: bookkeeping, written for you (the optimizer's bytes are the lesson).
-    if dtype != "mixed" and dtype not in BYTES_PER_NUMBER:
-        raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(BYTES_PER_NUMBER)} or 'mixed'")
-    if num_params < 0:
-        raise ValueError(f"num_params must be at least 0, got {num_params}")
-    if zero_stage not in (0, 1, 2, 3):
-        raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage}")
-    if num_workers < 1:
-        raise ValueError(f"num_workers must be at least 1, got {num_workers}")
-    if not 0 <= rank < num_workers:
-        raise ValueError(f"rank must be in [0, {num_workers}), got {rank}")
+    check_memory_arguments(num_params, dtype, zero_stage, num_workers, rank)  # ValueError, naming the argument
     per_param = 12 if dtype == "mixed" else 2 * BYTES_PER_NUMBER[dtype]
     owned = num_params // num_workers + (1 if rank < num_params % num_workers else 0)
     return per_param * (owned if zero_stage >= 1 else num_params)

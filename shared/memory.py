@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .dtypes import BYTES_PER_NUMBER  # noqa: F401  (the notebooks and the cases import it from here)
+from .dtypes import BYTES_PER_NUMBER, check_memory_arguments  # noqa: F401  (the notebooks import them from here)
 from .lesson_blocks import (compute_optimizer_memory_bytes, compute_param_memory_bytes,
                             compute_peak_activation_memory_bytes, estimate_checkpointing_memory_savings)
 

@@ -8,8 +8,8 @@ import matplotlib.pyplot as plt
 from shared import mlp
 from shared.checking import CheckFailure, call, check, check_call, check_equal, check_shape
 from shared.checking import check_rules
-from shared.checking import check_workers_apart, expect_error
-from shared.cluster import Cluster
+from shared.checking import check_sends_on_given_cluster, check_workers_apart, expect_error
+from shared.cluster import Cluster, check_worker_arrays
 from shared.memory import (data_parallel_activation_bytes, data_parallel_step_allowed_bytes, format_bytes,
                            format_measured, format_ratio, measure_peak_memory)
 from shared.mistakes import mistakes_of
@@ -90,13 +90,7 @@ def all_reduce_mean(worker_arrays, cluster=None):
         ValueError: if worker_arrays is empty or its arrays differ in shape or dtype.
     """
     # Given (bookkeeping, not the technique): the checks of the input, and the cluster.
-    if len(worker_arrays) == 0:
-        raise ValueError("worker_arrays is empty: an all-reduce needs at least one worker")
-    shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
-    for rank, array in enumerate(worker_arrays):
-        if array.shape != shape or array.dtype != dtype:
-            raise ValueError(f"worker {rank}'s array is {array.dtype} {array.shape}, worker 0's is "
-                             f"{dtype} {shape}: every worker must hold an array of the same shape and dtype")
+    check_worker_arrays(worker_arrays)  # ValueError: no workers, or arrays of another shape or dtype
     num_workers = len(worker_arrays)
     if cluster is None:
         cluster = Cluster(num_workers)
@@ -139,14 +133,8 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
     # Given (bookkeeping, not the technique): the checks of the input (lesson 027's), the cluster, and each
     # worker's flat array cut into N chunks: chunks[r][c] is chunk c of worker r's array (views of its input:
     # replace a chunk by a new array, never add to it in place).
-    if len(worker_arrays) == 0:
-        raise ValueError("worker_arrays is empty: an all-reduce needs at least one worker")
-    shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
-    for rank, array in enumerate(worker_arrays):
-        if array.shape != shape or array.dtype != dtype:
-            raise ValueError(f"worker {rank}'s array is {array.dtype} {array.shape}, worker 0's is "
-                             f"{dtype} {shape}: every worker must hold an array of the same shape and dtype")
-    n = len(worker_arrays)
+    check_worker_arrays(worker_arrays)  # ValueError: no workers, or arrays of another shape or dtype
+    n, shape = len(worker_arrays), worker_arrays[0].shape
     if cluster is None:
         cluster = Cluster(n)
     chunks = [np.array_split(array.ravel(), n) for array in worker_arrays]

@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 from shared import mlp
 from shared.checking import call, check, check_call, check_equal, check_memory, check_raises, check_workers_apart
 from shared.checking import check_rules
+from shared.checking import check_sends_on_given_cluster
 from shared.cluster import Cluster
 from shared.lesson_blocks import ring_all_reduce_mean
 from shared.memory import (format_measured, measure_peak_memory, partitioned_state_allowed_bytes,

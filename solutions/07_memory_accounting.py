@@ -12,8 +12,8 @@ from shared.checking import check_rules
 from shared.cluster import Cluster
 from shared.lesson_blocks import (all_gather_param_shards, estimate_checkpointing_memory_savings,
                                   local_shard_adam_update, ring_all_reduce_mean, shard_dataset_across_workers)
-from shared.memory import (BYTES_PER_NUMBER, format_bytes, format_measured, format_ratio, measure_peak_memory,
-                           training_loop_allowed_bytes)
+from shared.memory import (BYTES_PER_NUMBER, check_memory_arguments, format_bytes, format_measured, format_ratio,
+                           measure_peak_memory, training_loop_allowed_bytes)
 from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
 from shared.plotting import COLORS
@@ -43,16 +43,7 @@ def compute_param_memory_bytes(num_params, dtype, zero_stage=0, num_workers=1, r
             outside [0, N).
     """
     # Given · checking the input: bookkeeping, written for you (the bytes per worker are the lesson).
-    if dtype != "mixed" and dtype not in BYTES_PER_NUMBER:
-        raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(BYTES_PER_NUMBER)} or 'mixed'")
-    if num_params < 0:
-        raise ValueError(f"num_params must be at least 0, got {num_params}")
-    if zero_stage not in (0, 1, 2, 3):
-        raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage}")
-    if num_workers < 1:
-        raise ValueError(f"num_workers must be at least 1, got {num_workers}")
-    if not 0 <= rank < num_workers:
-        raise ValueError(f"rank must be in [0, {num_workers}), got {rank}")
+    check_memory_arguments(num_params, dtype, zero_stage, num_workers, rank)  # ValueError, naming the argument
     size = 2 if dtype == "mixed" else BYTES_PER_NUMBER[dtype]
     owned = num_params // num_workers + (1 if rank < num_params % num_workers else 0)
     return {"parameters": size * (owned if zero_stage == 3 else num_params),
@@ -74,16 +65,7 @@ def compute_optimizer_memory_bytes(num_params, dtype, zero_stage=0, num_workers=
         ValueError: as compute_param_memory_bytes.
     """
     # Given · checking the input, as in 036: bookkeeping, written for you (the optimizer's bytes are the lesson).
-    if dtype != "mixed" and dtype not in BYTES_PER_NUMBER:
-        raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(BYTES_PER_NUMBER)} or 'mixed'")
-    if num_params < 0:
-        raise ValueError(f"num_params must be at least 0, got {num_params}")
-    if zero_stage not in (0, 1, 2, 3):
-        raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage}")
-    if num_workers < 1:
-        raise ValueError(f"num_workers must be at least 1, got {num_workers}")
-    if not 0 <= rank < num_workers:
-        raise ValueError(f"rank must be in [0, {num_workers}), got {rank}")
+    check_memory_arguments(num_params, dtype, zero_stage, num_workers, rank)  # ValueError, naming the argument
     per_param = 12 if dtype == "mixed" else 2 * BYTES_PER_NUMBER[dtype]
     owned = num_params // num_workers + (1 if rank < num_params % num_workers else 0)
     return per_param * (owned if zero_stage >= 1 else num_params)

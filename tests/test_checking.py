@@ -200,3 +200,49 @@ def test_a_list_is_not_the_promised_tuple_nor_an_int_the_promised_float():
     assert "the result['saved_fraction'] should be a Python float, but it is the int 0" in said
     assert difference({"saved_fraction": 0.0}, {"saved_fraction": 0.0}, "the result") is None
     assert "Python float" in difference(True, 1.0, "x")
+
+
+# --------------------------------------------------------------------------
+# a collective sends on the cluster it is given (the visible tests of 027, 028, 034, 035)
+# --------------------------------------------------------------------------
+
+def _send_to_worker_0(arrays, cluster=None):
+    """Every worker r > 0 sends its array to worker 0 on ``cluster`` (or on a cluster of its own)."""
+    from shared.cluster import Cluster
+    cluster = cluster if cluster is not None else Cluster(len(arrays))
+    with cluster.round():
+        for rank in range(1, len(arrays)):
+            cluster.send(rank, 0, arrays[rank])
+    return [cluster.receive(0, rank) for rank in range(1, len(arrays))]
+
+
+TO_WORKER_0 = {"bytes_sent": [0, 16, 16], "bytes_received": [32, 0, 0], "messages_sent": [0, 1, 1],
+               "messages_received": [2, 0, 0], "rounds": 1}
+
+
+def test_a_collective_on_the_cluster_it_is_given_passes():
+    from shared.checking import check_sends_on_given_cluster
+    check_sends_on_given_cluster(_send_to_worker_0, ([np.zeros(2)] * 3,), TO_WORKER_0, "send(arrays, cluster)",
+                                 "worker 0 holds what it received")
+
+
+def test_a_collective_on_a_cluster_of_its_own_or_with_unread_messages_fails_saying_so():
+    from shared.checking import check_sends_on_given_cluster
+    from shared.cluster import Cluster
+
+    def own_cluster(arrays, cluster=None):
+        return _send_to_worker_0(arrays, Cluster(len(arrays)))
+
+    def unread(arrays, cluster):
+        with cluster.round():
+            for rank in range(1, len(arrays)):
+                cluster.send(rank, 0, arrays[rank])
+        return []
+
+    arrays = ([np.zeros(2)] * 3,)
+    with pytest.raises(CheckFailure, match=r"send\(arrays, cluster\) should send its messages on `cluster` "
+                                           r"\(the grader passes one in and reads its ledger\); its ledger shows"):
+        check_sends_on_given_cluster(own_cluster, arrays, TO_WORKER_0, "send(arrays, cluster)", "...")
+    with pytest.raises(CheckFailure, match="2 message\\(s\\) were sent and never received: worker 0 holds what"):
+        check_sends_on_given_cluster(unread, arrays, TO_WORKER_0, "send(arrays, cluster)",
+                                     "worker 0 holds what it received")

@@ -30,6 +30,11 @@ PART_LINE = re.compile(r"\A# Part [^\n]*\n\n\*(\d+) lessons, about ([^*]+)\.\*")
 TIME = re.compile(r"about (?:(\d+) h)? ?(?:(\d+) min)? left")
 
 
+def cell(kind: str, source: str) -> SimpleNamespace:
+    """A notebook cell as the clock reads it."""
+    return SimpleNamespace(cell_type=kind, source=source)
+
+
 def minutes_of(text: str) -> list[int]:
     """Every "about 1 h 5 min left" of a text, in minutes."""
     return [int(hours or 0) * 60 + int(mins or 0) for hours, mins in TIME.findall(text)]
@@ -124,8 +129,6 @@ def test_the_longest_recorded_lessons_are_the_longest_estimates_of_the_walked_te
 
 
 def test_the_model_reads_text_and_solution_lines_of_each_lesson():
-    def cell(kind, source):
-        return SimpleNamespace(cell_type=kind, source=source)
     cells = [
         cell("markdown", "# Part 9 · Opening\n\nnine words of the opening, and three more here"),
         cell("code", "import numpy as np"),
@@ -147,8 +150,6 @@ def test_the_model_reads_text_and_solution_lines_of_each_lesson():
 def test_an_optional_section_is_counted_apart_from_the_lessons_minutes():
     """The words from a heading that says "(optional" to the next heading are the learner's to skip: not in
     the lesson's minutes, but counted, and the build states their reading time under that heading."""
-    def cell(kind, source):
-        return SimpleNamespace(cell_type=kind, source=source)
     cells = [
         cell("markdown", "## 101 · First\n\nfive words in this lesson"),
         cell("code", "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n"),

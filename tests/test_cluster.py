@@ -180,3 +180,19 @@ def test_the_ledger_prints_a_table():
     text = cluster.ledger.table()
     assert "8,000" in text and "rounds: 1" in text
     assert repr(cluster) == "Cluster(2 workers, 1 messages in 1 rounds)"
+
+
+# --------------------------------------------------------------------------
+# the all-reduces' input check (given in lessons 027 and 028)
+# --------------------------------------------------------------------------
+
+def test_the_all_reduce_input_is_one_array_per_worker_of_one_shape_and_dtype():
+    from shared.cluster import check_worker_arrays
+    check_worker_arrays([np.zeros(3), np.ones(3)])
+    check_worker_arrays([np.zeros((2, 2))])
+    with pytest.raises(ValueError, match="worker_arrays is empty"):
+        check_worker_arrays([])
+    with pytest.raises(ValueError, match=r"worker 2's array is float64 \(4,\), worker 0's is float64 \(3,\)"):
+        check_worker_arrays([np.zeros(3), np.zeros(3), np.zeros(4)])
+    with pytest.raises(ValueError, match=r"worker 1's array is float32 \(3,\), worker 0's is float64 \(3,\)"):
+        check_worker_arrays([np.zeros(3), np.zeros(3, np.float32)])

@@ -47,11 +47,21 @@ def random_params(rng, d, h, m):
 
 @pytest.mark.lesson_001
 @pytest.mark.parametrize("seed", SEEDS)
-def test_batch_matches_helper_recipe(seed):
+def test_batch_is_the_recipe_written_out(seed):
+    """The reference (and shared.data's make_regression_batch, generated from it) against the recipe
+    written out here: X, then W_true, from one generator."""
     X, Y = REF.make_synthetic_regression_batch(7, 4, 3, seed)
-    X2, Y2 = data.make_regression_batch(7, 4, 3, seed)
+    rng = np.random.default_rng(seed)
+    X2 = rng.standard_normal((7, 4))
+    Y2 = np.sin(X2 @ (rng.standard_normal((4, 3)) / 2.0))
     assert np.array_equal(X, X2) and np.array_equal(Y, Y2)
     assert X.dtype == Y.dtype == np.float64 and np.all(np.abs(Y) <= 1)
+
+
+@pytest.mark.lesson_001
+def test_the_helper_batch_is_lesson_001s_function_generated_from_its_master():
+    from shared import lesson_blocks
+    assert data.make_regression_batch is lesson_blocks.make_synthetic_regression_batch
 
 
 @pytest.mark.lesson_001

@@ -10,7 +10,8 @@ From them this script writes, deterministically (a second build is byte-identica
 - ``solutions/NN_slug.py``                   the reference module hidden tests compare against
 - ``solutions/NN_slug.ipynb``                the solved notebook with outputs (hidden tests removed)
 - ``shared/lesson_blocks.py``                 the solutions of the functions that composite lessons
-                                             are graded with (see grading/spec.py ``isolate``)
+                                             are graded with (see grading/spec.py ``isolate``), and
+                                             of those a helper module re-exports (``REEXPORTED``)
 - ``shared/lesson_minutes.py``                each lesson's estimated minutes (the model: shared/clock.py)
 - ``shared/course_table.py``                  the parts and lessons the masters hold (tools/course_table.py);
                                              written first: a lesson added to a master changes it, and the
@@ -388,9 +389,11 @@ A composite lesson (``mlp_backward``, ``grad_accumulation_step``, ...) calls
 functions of earlier lessons.  While it is graded, those names in the notebook
 are bound to the versions below (each lesson's ``LessonSpec.isolate`` says
 which), so a bug in ``linear_backward`` costs lesson 007 and not lesson 010 as
-well.  They are the reference solutions' code, copied by the build because the
-grading kernel may not see ``solutions/``; each one answers its own lesson and
-is locked while that lesson is graded (see :mod:`shared.answers`).
+well.  A helper module may offer one under its own name (``shared.data``'s
+``make_regression_batch`` is lesson 001's function).  They are the reference
+solutions' code, copied by the build because the grading kernel may not see
+``solutions/``; each one answers its own lesson and is locked while that lesson
+is graded (see :mod:`shared.answers`).
 """
 
 import math
@@ -399,16 +402,23 @@ import numpy as np
 
 from . import mlp
 from .answers import answers
-from .cluster import Cluster
-from .dtypes import BYTES_PER_NUMBER
+from .cluster import Cluster, check_worker_arrays
+from .dtypes import BYTES_PER_NUMBER, check_memory_arguments
 '''
 
 
+#: Lesson functions that a helper module offers under its own name, besides those some lesson isolates:
+#: written once, in their master, and generated into shared/lesson_blocks.py like the others.
+REEXPORTED = {"make_synthetic_regression_batch": "shared.data.make_regression_batch"}
+
+
 def lesson_blocks_module() -> str:
-    """``shared/lesson_blocks.py``: the solution cells of every function some lesson isolates."""
+    """``shared/lesson_blocks.py``: the solution cells of every function some lesson isolates, and of those a
+    helper module re-exports (``REEXPORTED``)."""
     sources = {master.parent.name: source_notebook(master)
                for master in sorted(PARTS.glob("[0-9][0-9]_*/master.py"))}
     names = {name for slug in sources for spec in lesson_specs(slug).values() for name in spec.isolate}
+    names |= set(REEXPORTED)
     parts = [LESSON_BLOCKS_HEADER.format(note=GENERATED_NOTE.format(slug="*").replace(
         "autograde/parts/*/master.py", "the masters' solution cells"))]
     for lesson in sorted((find_lesson(name) for name in names), key=lambda item: item.number):

@@ -28,8 +28,8 @@ import matplotlib.pyplot as plt
 from shared import mlp
 from shared.checking import CheckFailure, call, check, check_call, check_equal, check_shape
 from shared.checking import check_rules  # the rules for graded code (shared.policy)
-from shared.checking import check_workers_apart, expect_error
-from shared.cluster import Cluster
+from shared.checking import check_sends_on_given_cluster, check_workers_apart, expect_error
+from shared.cluster import Cluster, check_worker_arrays
 from shared.memory import (data_parallel_activation_bytes, data_parallel_step_allowed_bytes, format_bytes,
                            format_measured, format_ratio, measure_peak_memory)
 from shared.mistakes import mistakes_of
@@ -337,13 +337,7 @@ def all_reduce_mean(worker_arrays, cluster=None):
         ValueError: if worker_arrays is empty or its arrays differ in shape or dtype.
     """
     # Given (bookkeeping, not the technique): the checks of the input, and the cluster.
-    if len(worker_arrays) == 0:
-        raise ValueError("worker_arrays is empty: an all-reduce needs at least one worker")
-    shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
-    for rank, array in enumerate(worker_arrays):
-        if array.shape != shape or array.dtype != dtype:
-            raise ValueError(f"worker {rank}'s array is {array.dtype} {array.shape}, worker 0's is "
-                             f"{dtype} {shape}: every worker must hold an array of the same shape and dtype")
+    check_worker_arrays(worker_arrays)  # ValueError: no workers, or arrays of another shape or dtype
     num_workers = len(worker_arrays)
     if cluster is None:
         cluster = Cluster(num_workers)
@@ -390,13 +384,9 @@ one, _ = call(all_reduce_mean, alone, returns=("results", "traffic"))
 check(not np.shares_memory(one[0], alone[0]), "with one worker the result must still be a new array, "
       "not worker_arrays[0] itself")
 # On a cluster that you pass in, the traffic is recorded in its ledger
-given = Cluster(3)
-call(all_reduce_mean, arrays, given)
-check(given.ledger.summary() == naive_traffic,
-      f"all_reduce_mean(arrays, cluster) should send its messages on `cluster` (the grader passes one in and "
-      f"reads its ledger); its ledger shows {given.ledger.summary()}")
-check(given.unreceived() == 0, f"{given.unreceived()} message(s) were sent and never received: each worker's "
-      f"result comes from what it received (worker r > 0 keeps the mean it received from worker 0)")
+check_sends_on_given_cluster(all_reduce_mean, (arrays,), naive_traffic, "all_reduce_mean(arrays, cluster)",
+                             "each worker's result comes from what it received (worker r > 0 keeps the mean "
+                             "it received from worker 0)")
 given = Cluster(3)
 kept, _ = call(all_reduce_mean, arrays, given, returns=("results", "traffic"))
 check(all(given.holds_received(rank, kept[rank]) for rank in (1, 2)),
@@ -572,14 +562,8 @@ def ring_all_reduce_mean(worker_arrays, cluster=None):
     # Given (bookkeeping, not the technique): the checks of the input (lesson 027's), the cluster, and each
     # worker's flat array cut into N chunks: chunks[r][c] is chunk c of worker r's array (views of its input:
     # replace a chunk by a new array, never add to it in place).
-    if len(worker_arrays) == 0:
-        raise ValueError("worker_arrays is empty: an all-reduce needs at least one worker")
-    shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
-    for rank, array in enumerate(worker_arrays):
-        if array.shape != shape or array.dtype != dtype:
-            raise ValueError(f"worker {rank}'s array is {array.dtype} {array.shape}, worker 0's is "
-                             f"{dtype} {shape}: every worker must hold an array of the same shape and dtype")
-    n = len(worker_arrays)
+    check_worker_arrays(worker_arrays)  # ValueError: no workers, or arrays of another shape or dtype
+    n, shape = len(worker_arrays), worker_arrays[0].shape
     if cluster is None:
         cluster = Cluster(n)
     chunks = [np.array_split(array.ravel(), n) for array in worker_arrays]
@@ -655,13 +639,8 @@ check_call(ring_all_reduce_mean, {"worker_arrays": alone},
 one, _ = call(ring_all_reduce_mean, alone, returns=("results", "traffic"))
 check(not np.shares_memory(one[0], alone[0]), "with one worker the result must still be a new array, "
       "not worker_arrays[0] itself")
-given = Cluster(3)
-call(ring_all_reduce_mean, arrays, given)
-check(given.ledger.summary() == ring_traffic,
-      f"ring_all_reduce_mean(arrays, cluster) should send its messages on `cluster` (the grader passes one in "
-      f"and reads its ledger); its ledger shows {given.ledger.summary()}")
-check(given.unreceived() == 0, f"{given.unreceived()} message(s) were sent and never received: each worker's "
-      f"result comes from what it received")
+check_sends_on_given_cluster(ring_all_reduce_mean, (arrays,), ring_traffic, "ring_all_reduce_mean(arrays, cluster)",
+                             "each worker's result comes from what it received")
 # Bit for bit in the ring's order: B = 2**60 swallows any small number added to it, so only the ring's order
 # (chunk c: worker c's number, + worker c+1's, + worker c+2's) keeps the small ones. In rank order (np.mean of
 # the arrays), chunks 1 and 2 would lose them: [1, 0, 0] instead of [1, 1/3, 2/3].

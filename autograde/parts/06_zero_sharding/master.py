@@ -41,6 +41,7 @@ import matplotlib.pyplot as plt
 from shared import mlp
 from shared.checking import call, check, check_call, check_equal, check_memory, check_raises, check_workers_apart
 from shared.checking import check_rules  # the rules for graded code (shared.policy)
+from shared.checking import check_sends_on_given_cluster
 from shared.cluster import Cluster
 from shared.lesson_blocks import ring_all_reduce_mean  # lesson 028's ring, the helper's version
 from shared.memory import (format_measured, measure_peak_memory, partitioned_state_allowed_bytes,
@@ -549,13 +550,9 @@ check_call(all_gather_param_shards, {"param_shards": alone},
                                     "messages_received": [0], "rounds": 0}))
 one, _ = call(all_gather_param_shards, alone, returns=("vectors", "traffic"))
 check(not np.shares_memory(one[0], alone[0]), "with one worker the vector must still be a new array")
-given = Cluster(3)
-call(all_gather_param_shards, shards3, given)
-check(given.ledger.summary() == gather_traffic,
-      f"all_gather_param_shards(param_shards, cluster) should send its messages on `cluster` (the grader passes "
-      f"one in and reads its ledger); its ledger shows {given.ledger.summary()}")
-check(given.unreceived() == 0, f"{given.unreceived()} message(s) were sent and never received: each worker's "
-      f"vector is made of the shards it received")
+check_sends_on_given_cluster(all_gather_param_shards, (shards3,), gather_traffic,
+                             "all_gather_param_shards(param_shards, cluster)",
+                             "each worker's vector is made of the shards it received")
 check_raises(all_gather_param_shards, {"param_shards": []}, ValueError, "param_shards is empty")
 check_raises(all_gather_param_shards, {"param_shards": [np.zeros(2), np.zeros(2, dtype=np.float32)]}, ValueError,
              "the shards have different dtypes")
@@ -855,12 +852,9 @@ args7 = {"params": p7, "worker_grads": g7, "worker_states": z7, "learning_rate":
 replicas, _, _ = check_call(zero_optimizer_step, args7, ([new7] * 3, states7, zero_traffic),
                             mistakes=mistakes_of("zero_optimizer_step"), rtol=1e-12, atol=1e-14)
 check_workers_apart(replicas, "zero_optimizer_step's worker_params")
-given = Cluster(3)
-call(zero_optimizer_step, p7, g7, z7, 0.1, 0.5, 0.75, 0.0, given)
-check(given.ledger.summary() == zero_traffic, f"zero_optimizer_step(..., cluster) should send its messages on "
-      f"`cluster` (the grader passes one in and reads its ledger); its ledger shows {given.ledger.summary()}")
-check(given.unreceived() == 0, f"{given.unreceived()} message(s) were sent and never received: each worker's "
-      f"shard of the mean gradient comes from what it received")
+check_sends_on_given_cluster(zero_optimizer_step, (p7, g7, z7, 0.1, 0.5, 0.75, 0.0), zero_traffic,
+                             "zero_optimizer_step(..., cluster)",
+                             "each worker's shard of the mean gradient comes from what it received")
 # In the ring's order: B = 2**60 swallows any small number added to it. Chunk c's sum starts with
 # worker c+1's number, then worker c+2's: here +B and -B, which cancel, and the small one survives. In rank
 # order (np.mean of the gradients) chunks 0 and 1 would lose it. The first moments (m = g / 2) show the mean.
