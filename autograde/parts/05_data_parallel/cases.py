@@ -200,9 +200,9 @@ def _bad_collective_cases(rng):
 
 
 FIRST_OR_LAST = (
-    "constant 0 - 1 | shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype",
-    "every array is checked against the reference shape and dtype, so the last worker's array serves as "
-    "well as the first's (only the error message would name another worker)")
+    "constant 0 - 1 | n, shape = len(worker_arrays), worker_arrays[0].shape",
+    "check_worker_arrays has checked every array against worker 0's shape, so the last worker's shape serves "
+    "as well as the first's")
 
 
 def _shapes(a):
@@ -362,8 +362,7 @@ LESSONS = (
         ("`float(x)` -> `x` | return float(weight * mean_loss)",
          "mlp.loss_and_grads gives the loss as a Python float, and a float times a float is one"),)),
     LessonSpec("027", naive_cases, **FLOAT64_REORDERED, refuses=COLLECTIVE_REFUSALS, workers_apart=True,
-               on_cluster=OnCluster(ON_WORKERS.workers, results_received=True),
-               equivalent_mutants=(FIRST_OR_LAST,)),
+               on_cluster=OnCluster(ON_WORKERS.workers, results_received=True)),
     LessonSpec("028", ring_cases, exact=True, refuses=COLLECTIVE_REFUSALS, workers_apart=True, on_cluster=ON_WORKERS,
                equivalent_mutants=(
         FIRST_OR_LAST,
