@@ -102,27 +102,38 @@ def rounded(minutes: float) -> int:
 # features of the masters
 # --------------------------------------------------------------------------
 
+def _optional_headings(cells) -> list[int | None]:
+    """For each cell, the index of the optional section's heading cell it belongs to, or None.
+
+    A markdown cell is judged by its first ``## `` heading; a cell without one belongs to the section above."""
+    owners: list[int | None] = []
+    current: int | None = None
+    for index, cell in enumerate(cells):
+        section = _SECTION.search(cell.source) if cell.cell_type == "markdown" else None
+        if section:
+            current = index if _OPTIONAL in section.group(0) else None
+        owners.append(current)
+    return owners
+
+
 def lesson_features(cells) -> dict[str, Features]:
     """Each lesson's features from a part's cells (objects with ``cell_type`` and ``source``), by code."""
     owner: str | None = None
-    optional = False  # inside a section whose heading says "(optional"
     opening = Features(0, 0)
     counts: dict[str, Features] = {}
-    for cell in cells:
+    for cell, optional in zip(cells, _optional_headings(cells)):
         if cell.cell_type == "markdown":
             match = _HEADING.search(cell.source)
             if match:
                 owner = match.group(1)
                 counts.setdefault(owner, Features(0, 0))
-            section = _SECTION.search(cell.source)
-            if section:
-                optional = _OPTIONAL in section.group(0)
         words = len(cell.source.split()) if cell.cell_type == "markdown" else 0
         lines = sum(1 for block in _SOLUTION.findall(cell.source) for line in block.splitlines() if line.strip()) \
             if cell.cell_type == "code" else 0
+        skipped = optional is not None
         now = opening if owner is None else counts[owner]
-        now = Features(now.words + (0 if optional else words), now.solution_lines + lines,
-                       now.optional_words + (words if optional else 0))
+        now = Features(now.words + (0 if skipped else words), now.solution_lines + lines,
+                       now.optional_words + (words if skipped else 0))
         if owner is None:
             opening = now
         else:
@@ -138,15 +149,9 @@ def lesson_features(cells) -> dict[str, Features]:
 def optional_sections(cells) -> dict[int, int]:
     """The words of each optional section, by the index of the cell that holds its heading."""
     sections: dict[int, int] = {}
-    current: int | None = None
-    for index, cell in enumerate(cells):
-        if cell.cell_type != "markdown":
-            continue
-        section = _SECTION.search(cell.source)
-        if section:
-            current = index if _OPTIONAL in section.group(0) else None
-        if current is not None:
-            sections[current] = sections.get(current, 0) + len(cell.source.split())
+    for cell, heading in zip(cells, _optional_headings(cells)):
+        if heading is not None and cell.cell_type == "markdown":
+            sections[heading] = sections.get(heading, 0) + len(cell.source.split())
     return sections
 
 
@@ -273,21 +278,25 @@ GRID = {
 }
 
 
-def calibrate(features: dict[str, Features], recorded: list[Recorded], grid: dict = GRID) -> tuple[Model, float]:
-    """The model of the grid whose rounded estimates fit the recording best (the first of equals, in grid order)."""
-    best: tuple[float, Model] | None = None
+def best_fits(features: dict[str, Features], recorded: list[Recorded], grid: dict = GRID) -> tuple[list[Model], float]:
+    """Every model of the grid whose rounded estimates fit the recording best (in grid order), and their misfit:
+    the fits the recording cannot tell apart."""
+    fits: list[Model] = []
+    best = math.inf
     for values in itertools.product(*grid.values()):
         model = Model(**dict(zip(grid, values)))
         score = misfit(estimates(features, model), recorded)
-        if best is None or score < best[0] - 1e-12:
-            best = (score, model)
-    return best[1], best[0]
+        if score < best - 1e-12:
+            fits, best = [model], score
+        elif score <= best + 1e-12:
+            fits.append(model)
+    return fits, best
 
 
-def fitting(features: dict[str, Features], recorded: list[Recorded], score: float, grid: dict = GRID) -> list[Model]:
-    """Every model of the grid whose misfit is ``score`` (the best): the fits the recording cannot tell apart."""
-    models = (Model(**dict(zip(grid, values))) for values in itertools.product(*grid.values()))
-    return [model for model in models if misfit(estimates(features, model), recorded) <= score + 1e-12]
+def calibrate(features: dict[str, Features], recorded: list[Recorded], grid: dict = GRID) -> tuple[Model, float]:
+    """The model of the grid whose rounded estimates fit the recording best (the first of equals, in grid order)."""
+    fits, score = best_fits(features, recorded, grid)
+    return fits[0], score
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -316,9 +325,8 @@ def main(argv: list[str] | None = None) -> int:
               f"({(estimate - item.minutes) / item.minutes:+.0%}); today {sum(minutes[c] for c in item.codes)} min")
     print(f"misfit (sum of squared relative errors): {misfit(walked, record.recorded):.4f}")
     if "--calibrate" in argv:
-        model, score = calibrate(record.walked, record.recorded)
-        equals = [other for other in fitting(record.walked, record.recorded, score)]
-        print(f"best model on the grid: {model}, misfit {score:.4f}; {len(equals)} models fit as well "
+        equals, score = best_fits(record.walked, record.recorded)
+        print(f"best model on the grid: {equals[0]}, misfit {score:.4f}; {len(equals)} models fit as well "
               f"(the 5-minute rounding hides their differences)"
               + (", MODEL among them" if MODEL in equals else ", MODEL NOT among them: calibrate again"))
         for other in equals:

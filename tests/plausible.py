@@ -372,7 +372,9 @@ def recompute_no_z(checkpoint, params, start_layer, end_layer):
     return cache
 
 
-def backward_checkpointed_einsum(d_out, params, checkpoints, segment_size):
+def backward_checkpointed_einsum(d_out, params, checkpoints, segment_size, overlap=False):
+    """017 with einsum; with ``overlap``, the expensive way: without ``del cache`` the last segment's cache is
+    alive while the next one is recomputed (two segments at the peak)."""
     layers = mlp.num_layers(params)
     grads, delta = {}, d_out
     for start in sorted(checkpoints, reverse=True):
@@ -384,25 +386,14 @@ def backward_checkpointed_einsum(d_out, params, checkpoints, segment_size):
             grads[f"b{i}"] = np.einsum("bo->o", delta)
             if i > 1:
                 delta = np.einsum("bo,io->bi", delta, params[f"W{i}"]) * (a_prev > 0)
-        del cache
+        if not overlap:
+            del cache
     return {key: grads[key] for key in params}
 
 
 def backward_checkpointed_segments_overlap(d_out, params, checkpoints, segment_size):
-    """017 the expensive way: without ``del cache`` the last segment's cache is alive while the next one is
-    recomputed (two segments at the peak)."""
-    layers = mlp.num_layers(params)
-    grads, delta = {}, d_out
-    for start in sorted(checkpoints, reverse=True):
-        end = min(start + segment_size, layers)
-        cache = recompute_einsum(checkpoints[start], params, start, end)
-        for i in range(end, start, -1):
-            a_prev = cache[f"A{i - 1}"]
-            grads[f"W{i}"] = a_prev.T @ delta
-            grads[f"b{i}"] = delta.sum(axis=0)
-            if i > 1:
-                delta = (delta @ params[f"W{i}"].T) * (a_prev > 0)
-    return {key: grads[key] for key in params}
+    """017 the expensive way: each segment's cache kept while the next is recomputed."""
+    return backward_checkpointed_einsum(d_out, params, checkpoints, segment_size, overlap=True)
 
 
 def backward_checkpointed_without_bias(d_out, params, checkpoints, segment_size):

@@ -407,9 +407,10 @@ from .dtypes import BYTES_PER_NUMBER, check_memory_arguments
 '''
 
 
-#: Lesson functions that a helper module offers under its own name, besides those some lesson isolates:
-#: written once, in their master, and generated into shared/lesson_blocks.py like the others.
-REEXPORTED = {"make_synthetic_regression_batch": "shared.data.make_regression_batch"}
+#: Lesson functions that a helper module offers under its own name, besides those some lesson isolates
+#: (lesson 001's, as shared.data.make_regression_batch): written once, in their master, and generated into
+#: shared/lesson_blocks.py like the others.
+REEXPORTED = ("make_synthetic_regression_batch",)
 
 
 def lesson_blocks_module() -> str:
