@@ -488,8 +488,34 @@ class Outcome:
 
 
 def outcome(entry: Entry, seed: int = 0) -> Outcome:
+    """How the notebook's visible tests and the grader (run seed ``seed``) meet ``entry``.
+
+    A contract or shortcut entry that the visible tests catch keeps its promise when the hidden cases fail it
+    anywhere, so it is graded first on the cases it is about (a contract entry on the refusals' cases, a
+    shortcut on the measured ones): a function that fails some of a run's cases fails the run.  Only one
+    that passes those is graded on every case (tests/test_seeds.py grades every entry on every case of
+    eight seeds)."""
     lesson = find_lesson(entry.code)
-    return Outcome(entry, visible_failure(lesson, entry.function), hidden_verdict(lesson, entry.function, seed))
+    visible = visible_failure(lesson, entry.function)
+    if entry.kind in ("contract", "shortcut") and visible is not None:
+        verdict = _verdict_on_its_own_cases(lesson, entry, seed)
+        if not verdict.passed:
+            return Outcome(entry, visible, verdict)
+    return Outcome(entry, visible, hidden_verdict(lesson, entry.function, seed))
+
+
+def _verdict_on_its_own_cases(lesson: Lesson, entry: Entry, seed: int) -> Verdict:
+    """The verdict on the run's refusal cases alone (a contract entry) or its measured cases alone (a
+    shortcut); its "hidden case k of N" counts among these."""
+    from grading.judge import case_seed, drawn_cases, grade_cases
+    cases = drawn_cases(lesson.code, case_seed(seed, lesson.code))
+    if entry.kind == "contract":
+        own = [case for case in cases if isinstance(case, Raises)]
+    else:
+        own = [case for case in cases if isinstance(case, Case) and case.measure]
+    namespace = dict(reference_function(lesson).__globals__)
+    namespace[lesson.function] = entry.function
+    return grade_cases(lesson.code, namespace, own, name_mistakes=False)
 
 
 def table(lessons: list[Lesson] | None = None) -> str:

@@ -247,18 +247,28 @@ def _same_answer(function: Any, lesson: Lesson, case: Case, expected: Any) -> bo
         return False
 
 
-def _screen_child(lesson: Lesson, screens: dict[int, list[Case]], start: int, out_path: str, at_path: str) -> None:
-    """In the forked child: write to ``out_path`` the factories' products (a first line, when ``start``
-    is 0), then a line ``[index, [seeds]]`` for each candidate from ``start`` on that gives the
-    reference's answer to every Case of those run seeds (or runs out of time on one); each candidate's
-    index goes to ``at_path`` before it is called (a child that dies names its candidate)."""
+def _limited(thunk) -> tuple[bool, Any]:
+    """``(True, thunk())``, or ``(False, None)`` when it raises or runs past CALL_SECONDS."""
+    signal.setitimer(signal.ITIMER_REAL, CALL_SECONDS)
+    try:
+        return True, thunk()
+    except BaseException:
+        return False, None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _set_up_child(folder: str) -> None:
+    """In a forked child that calls the package: its own process group, no output, ``MCT_GRADING=1``
+    (progress writes nothing, and a scratch file in ``folder`` to be sure), at most CHILD_MEMORY more
+    memory, and the alarm that stops a call past CALL_SECONDS."""
     os.setpgid(0, 0)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     sys.stdout = sys.stderr = io.StringIO()
-    os.environ["MCT_GRADING"] = "1"  # progress writes nothing (and a scratch file, to be sure)
-    os.environ["MCT_PROGRESS_FILE"] = os.path.join(os.path.dirname(out_path), "progress.json")
+    os.environ["MCT_GRADING"] = "1"
+    os.environ["MCT_PROGRESS_FILE"] = os.path.join(folder, "progress.json")
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     try:
         with open("/proc/self/statm") as statm:
@@ -268,17 +278,46 @@ def _screen_child(lesson: Lesson, screens: dict[int, list[Case]], start: int, ou
     except (OSError, ValueError):
         pass
     signal.signal(signal.SIGALRM, _alarm)
+
+
+@functools.cache
+def factory_products() -> tuple[tuple[int, int], ...]:
+    """:func:`_products`, found once for every lesson, in a forked child set up as the screen's are (a
+    factory is called with the lock lifted, as a learner's module-level code is)."""
+    reachable()  # found in this process: the child inherits the list
+    with tempfile.TemporaryDirectory(prefix="mct-products-") as folder:
+        out_path = os.path.join(folder, "products.json")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: whatever happens, it ends here
+            try:
+                _set_up_child(folder)
+                answers.unlock()
+                with open(out_path, "w") as out:
+                    json.dump(_products(_limited), out)
+                os._exit(0)
+            except BaseException:
+                os._exit(70)
+        how, status = harness._wait(pid, time.monotonic() + SCREEN_SECONDS)
+        if (how, status) != ("exited", 0):
+            pytest.fail(f"the child that calls every factory {how} ({status})")
+        with open(out_path) as handle:
+            return tuple((index, calls) for index, calls in json.load(handle))
+
+
+def candidates_of_the_package() -> list[Candidate]:
+    """Every candidate: the reachable callables, then the factories' products."""
+    return list(reachable()) + [reachable()[index].product(calls) for index, calls in factory_products()]
+
+
+def _screen_child(lesson: Lesson, screens: dict[int, list[Case]], start: int, out_path: str, at_path: str) -> None:
+    """In the forked child: write to ``out_path`` a line ``[index, [seeds]]`` for each candidate from
+    ``start`` on that gives the reference's answer to every Case of those run seeds (or runs out of time
+    on one); each candidate's index goes to ``at_path`` before it is called (a child that dies names its
+    candidate)."""
+    _set_up_child(os.path.dirname(out_path))
     at = os.open(at_path, os.O_WRONLY)
-
-    def limited(thunk) -> tuple[bool, Any]:
-        signal.setitimer(signal.ITIMER_REAL, CALL_SECONDS)
-        try:
-            return True, thunk()
-        except BaseException:
-            return False, None
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-
     expected: dict[tuple[int, int], Any] = {}
 
     def reference(seed: int, index: int) -> Any:
@@ -289,20 +328,15 @@ def _screen_child(lesson: Lesson, screens: dict[int, list[Case]], start: int, ou
             expected[seed, index] = reference_answer(lesson, lesson_spec(lesson.code), case)[0]
         return expected[seed, index]
 
-    answers.unlock()  # factories are called before the lesson is locked, as a learner's module-level code is
-    products = _products(limited)
-    candidates = list(reachable()) + [reachable()[index].product(calls) for index, calls in products]
+    candidates = candidates_of_the_package()
     with open(out_path, "a") as out:
-        if start == 0:
-            out.write(json.dumps({"products": products}) + "\n")
-            out.flush()
         for index in range(start, len(candidates)):
             os.pwrite(at, f"{index:>12d}".encode(), 0)
             survives = []
             for seed, cases in screens.items():
                 try:
                     answers.unlock()
-                    ok, function = limited(candidates[index].resolve)
+                    ok, function = _limited(candidates[index].resolve)
                     if ok and all(_same_answer(function, lesson, case, reference(seed, i))
                                   for i, case in enumerate(cases)):
                         survives.append(seed)
@@ -317,12 +351,13 @@ def screen(lesson: Lesson) -> tuple[list[Candidate], dict[int, list[int]], list[
     """Every candidate (the factories' products after the reachable ones), for each run seed the
     indices of those that the screen cannot tell from the reference, and notes on children that died."""
     screens = _screen_cases(lesson)
-    reachable()  # found once, in this process: the children inherit the list
+    candidates = candidates_of_the_package()  # found once, in this process: the children inherit them
     survivors: dict[int, set[int]] = {seed: set() for seed in RUN_SEEDS}
     notes: list[str] = []
     start = 0
     with tempfile.TemporaryDirectory(prefix="mct-screen-") as folder:
         out_path, at_path = os.path.join(folder, "survivors.jsonl"), os.path.join(folder, "at")
+        open(out_path, "w").close()
         while True:
             with open(at_path, "w") as handle:
                 handle.write(f"{-1:>12d}")
@@ -350,10 +385,7 @@ def screen(lesson: Lesson) -> tuple[list[Candidate], dict[int, list[int]], list[
             start = at + 1
         with open(out_path) as handle:
             lines = [json.loads(line) for line in handle if line.strip()]
-    if not lines or not isinstance(lines[0], dict):
-        pytest.fail(f"lesson {lesson.code}: the screen's child reported nothing")
-    candidates = list(reachable()) + [reachable()[index].product(calls) for index, calls in lines[0]["products"]]
-    for index, seeds in lines[1:]:
+    for index, seeds in lines:
         for seed in seeds:
             survivors[seed].add(index)
     return candidates, {seed: sorted(found) for seed, found in survivors.items()}, notes

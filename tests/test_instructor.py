@@ -459,3 +459,17 @@ def test_runs_start_largest_first_and_hold_only_what_was_handed_in():
         assert {slug for _, slug in task.notebooks} == set(task.slugs)
         assert {student for student, _ in task.notebooks} == set(task.students)
     assert instructor.plan({"01": [], "02": []}, 2) == []
+
+
+def test_one_student_s_parts_are_cut_between_the_jobs():
+    parts = [f"0{n}" for n in range(1, 8)]
+    alone = {slug: ["late"] for slug in parts}
+    tasks = instructor.plan(alone, 2)
+    assert len(tasks) == 2 and sorted(slug for task in tasks for slug in task.slugs) == parts
+    # three students of Part 1 and a fourth who handed in every part: no job grades all ten notebooks
+    lumpy = {slug: (["a", "b", "c", "d"] if slug == "01" else ["d"]) for slug in parts}
+    tasks = instructor.plan(lumpy, 2)
+    assert len(tasks) >= 2 and max(len(task.notebooks) for task in tasks) <= 6
+    assert sorted(pair for task in tasks for pair in task.notebooks) == \
+        sorted((student, slug) for slug, students in lumpy.items() for student in students)
+    assert _shape(instructor.plan(alone, 1)) == [(parts, 1, 7)]

@@ -252,14 +252,24 @@ def plan(handed_in: dict[str, list[str]], jobs: int) -> list[Task]:
     Each run is a group of parts times a group of students, about ``NOTEBOOKS_PER_RUN`` notebooks.  The
     parts are cut first (in a large class each run draws one part's cases; a small class keeps several
     parts in one run), then each group's students, into at least ``jobs`` runs, so that the jobs grade the
-    same parts for about as many students.  Runs start largest first, each on the first free job
-    (longest-processing-time first: the last run to finish is a small one)."""
+    same parts for about as many students.  Where the students cannot be cut that far (one student, or one
+    who handed in far more parts than the others), the parts are cut into ``jobs`` groups instead, so that
+    no job waits while another grades one student's every part.  Runs start largest first, each on the
+    first free job (longest-processing-time first: the last run to finish is a small one)."""
     slugs = [slug for slug, students in handed_in.items() if students]
     notebooks = sum(len(handed_in[slug]) for slug in slugs)
     if not notebooks:
         return []
-    part_groups = split(slugs, [len(handed_in[slug]) for slug in slugs],
-                        min(len(slugs), math.ceil(notebooks / NOTEBOOKS_PER_RUN)))
+    groups = min(len(slugs), math.ceil(notebooks / NOTEBOOKS_PER_RUN))
+    tasks = _runs(handed_in, split(slugs, [len(handed_in[slug]) for slug in slugs], groups), jobs)
+    if len(tasks) < jobs and groups < len(slugs):
+        tasks = _runs(handed_in, split(slugs, [len(handed_in[slug]) for slug in slugs], min(len(slugs), jobs)),
+                      jobs)
+    return sorted(tasks, key=lambda task: -len(task.notebooks))
+
+
+def _runs(handed_in: dict[str, list[str]], part_groups: list[list[str]], jobs: int) -> list[Task]:
+    """Each group of parts cut by students into at least ``jobs`` runs (fewer where there are fewer students)."""
     tasks = []
     for group in part_groups:
         students = sorted({student for slug in group for student in handed_in[slug]})
@@ -268,7 +278,7 @@ def plan(handed_in: dict[str, list[str]], jobs: int) -> list[Task]:
         for batch in split(students, weights, runs):
             pairs = [(student, slug) for slug in group for student in batch if student in handed_in[slug]]
             tasks.append(Task([slug for slug in group if any(part == slug for _, part in pairs)], batch, pairs))
-    return sorted(tasks, key=lambda task: -len(task.notebooks))
+    return tasks
 
 
 def run_task(course: Path, command: str, task: Task, everyone: list[str], log: Path,
