@@ -57,9 +57,9 @@ def pytest_runtest_setup(item):
 # would run alone at the end while the other process idles.
 LONGEST_FIRST = ("tests/test_nbgrader_loop.py", "tests/test_instructor.py", "tests/test_mutation.py",
                  "tests/test_contract.py", "tests/test_mistakes.py", "tests/test_validate.py",
-                 "tests_browser/test_feedback_page.py", "tests/test_grade.py", "tests/test_locations.py",
-                 "tests/test_technique.py", "tests/test_student_notebooks.py", "tests/test_torch_distributed.py",
-                 "tests/test_delegation.py", "tests/test_part7_reference.py")
+                 "tests/test_locations.py", "tests/test_technique.py", "tests_browser/test_feedback_page.py",
+                 "tests/test_delegation.py", "tests/test_torch_distributed.py", "tests/test_student_notebooks.py",
+                 "tests/test_grade.py", "tests/test_part7_reference.py")
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -367,36 +367,6 @@ def full_copy_per_worker_partition(state, num_workers):
     return shards
 
 
-def _ring_reduce_scatter_sums(flat_grads, cluster):
-    """035's ring reduce-scatter, summing: worker r ends with the sum of chunk r (``np.array_split``) over the
-    workers.  Rounds s = 0..N-2: worker r sends chunk (r - 1 - s) % N to worker (r + 1) % N, which adds it to
-    its own chunk of that index."""
-    n = len(flat_grads)
-    chunks = [np.array_split(flat, n) for flat in flat_grads]
-    for step in range(n - 1):
-        with cluster.round():
-            for r in range(n):
-                cluster.send(r, (r + 1) % n, chunks[r][(r - 1 - step) % n])
-        for r in range(n):
-            index = (r - 2 - step) % n
-            chunks[r][index] = chunks[r][index] + cluster.receive(r, (r - 1) % n)
-    return [chunks[r][r] for r in range(n)]
-
-
-def _ring_all_gather(shards, cluster):
-    """034's ring all-gather: worker r's own vector of every shard in rank order, and the ledger.  Rounds
-    s = 0..N-2: worker r sends shard (r - s) % N to worker (r + 1) % N, which keeps it."""
-    n = len(shards)
-    held = [{r: shards[r]} for r in range(n)]
-    for step in range(n - 1):
-        with cluster.round():
-            for r in range(n):
-                cluster.send(r, (r + 1) % n, held[r][(r - step) % n])
-        for r in range(n):
-            held[r][(r - 1 - step) % n] = cluster.receive(r, (r - 1) % n)
-    return [np.concatenate([mine[q] for q in range(n)]) for mine in held], cluster.ledger.summary()
-
-
 def every_worker_keeps_full_moments(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999,
                                     eps=1e-8, cluster=None):
     """035 the expensive way: data-parallel Adam with ZeRO's ledger.  The mean gradient reaches every worker (the
@@ -404,6 +374,8 @@ def every_worker_keeps_full_moments(params, worker_grads, worker_states, learnin
     and rounds); every worker rebuilds the full moments, updates all the parameters, and keeps the full new
     moments, returning views of its own shard of them."""
     from shared.cluster import Cluster
+    from shared.lesson_blocks import all_gather_param_shards  # lesson 034's, unlocked while 035 is graded
+    from shared.mistakes.part6 import ring_reduce_scatter_sums
     adam = reference_function(find_lesson("033"))
     n, total = len(worker_grads), sum(value.size for value in params.values())
     if not 1 <= n <= total or len(worker_states) != n or any(
@@ -413,8 +385,8 @@ def every_worker_keeps_full_moments(params, worker_grads, worker_states, learnin
     if any(len(s["m"]) != bounds[r + 1] - bounds[r] for r, s in enumerate(worker_states)):
         raise ValueError("bad states")
     cluster = cluster or Cluster(n)
-    sums = _ring_reduce_scatter_sums([np.concatenate([g[k].ravel() for k in params]) for g in worker_grads], cluster)
-    mean_grads, traffic = _ring_all_gather([part / n for part in sums], cluster)
+    sums = ring_reduce_scatter_sums([np.concatenate([g[k].ravel() for k in params]) for g in worker_grads], cluster)
+    mean_grads, traffic = all_gather_param_shards([part / n for part in sums], cluster)
     flat_params = np.concatenate([value.ravel() for value in params.values()])
     worker_params, states = [], []
     for r in range(n):

@@ -22,6 +22,7 @@ import re
 import numpy as np
 import pytest
 
+from catalogue import Entry, Outcome, visible_failure
 from course import built_lessons, tagged
 from plausible import NAMED_MISTAKES
 from grading.judge import case_seed, grade_in_process, lesson_spec, reference_function
@@ -109,6 +110,11 @@ def test_a_mistake_loses_the_points_and_is_named(lesson, mistake, seed):
     verdict = grade_in_process(lesson.code, namespace_with(lesson, mistake.compute), seed)
     assert not verdict.passed, f"'{mistake.name}' passes the hidden cases of run seed {seed}"
     assert verdict.points == 0
+    # the catalogue's promise (tests/test_contract.py checks it for every other kind of entry): a mistake that
+    # passes the visible tests is wrong in values alone
+    visible = visible_failure(lesson, mistake.compute)
+    promise = Outcome(Entry(lesson.code, mistake.name, "mistake", mistake.compute), visible, verdict).problem
+    assert promise is None, f"'{mistake.name}': {promise}"
     if f"common mistake: {mistake.name}." in verdict.message:
         return
     why = ambiguity(lesson, mistake, seed, verdict.message)

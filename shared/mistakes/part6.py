@@ -185,8 +185,10 @@ def _gather_at_root(param_shards, cluster=None):
 
 # 035 zero_optimizer_step -----------------------------------------------------------
 
-def _reduce_scatter(flat_grads, cluster):
-    """The ring reduce-scatter that leaves worker r with the *sum* of chunk r."""
+def ring_reduce_scatter_sums(flat_grads, cluster):
+    """The ring reduce-scatter that leaves worker r with the *sum* of chunk r (``np.array_split``) over the
+    workers (the catalogue's expensive 035 builds on it too).  Rounds s = 0..N-2: worker r sends chunk
+    (r - 1 - s) % N to worker (r + 1) % N, which adds it to its own chunk of that index."""
     n = len(flat_grads)
     chunks = [np.array_split(flat, n) for flat in flat_grads]
     for step in range(n - 1):
@@ -216,7 +218,7 @@ def _zero(mistake):
             means, _ = ring_all_reduce_mean(flat_grads, cluster)
             means = [np.array_split(mean, n)[r] for r, mean in enumerate(means)]
         else:
-            sums = _reduce_scatter(flat_grads, cluster)
+            sums = ring_reduce_scatter_sums(flat_grads, cluster)
             means = sums if mistake == "summed" else [total / n for total in sums]
         flat_params = np.array_split(_flat(params), n)
         shards, states = [], []
@@ -239,7 +241,7 @@ def _zero_full_moments(params, worker_grads, worker_states, learning_rate, beta1
     (the helper's lessons 034 and 033)."""
     n = len(worker_grads)
     cluster = cluster or Cluster(n)
-    sums = _reduce_scatter([_flat(grads) for grads in worker_grads], cluster)
+    sums = ring_reduce_scatter_sums([_flat(grads) for grads in worker_grads], cluster)
     mean_grads, traffic = all_gather_param_shards([total / n for total in sums], cluster)
     full = {"step": worker_states[0]["step"], "m": np.concatenate([s["m"] for s in worker_states]),
             "v": np.concatenate([s["v"] for s in worker_states])}
