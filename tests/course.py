@@ -12,10 +12,12 @@ path with :func:`tool`, so no test changes ``sys.path``.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -86,7 +88,9 @@ def committed_student_notebook(slug: str) -> Path:
     if text is None:
         return ROOT / "notebooks" / f"{slug}.ipynb"
     target = Path(tempfile.gettempdir()) / f"mct-committed-{os.getpid()}" / f"{slug}.ipynb"
-    target.parent.mkdir(exist_ok=True)
+    if not target.parent.is_dir():
+        target.parent.mkdir()
+        atexit.register(shutil.rmtree, target.parent, True)  # this process's scratch copies go with it
     if not target.exists() or target.read_text() != text:
         target.write_text(text)
     return target

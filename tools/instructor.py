@@ -40,6 +40,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -818,10 +819,13 @@ def formgrader(course: Path, parts: list[str], port: int | None, open_browser: b
     if not (course / "gradebook.db").is_file():
         print(f"note: {course} has no gradebook yet; `make release` and `make autograde` fill it")
     print(f"formgrader on {course}: open the Nbgrader menu > Formgrader (or /formgrader/ at the address below)")
+    server = subprocess.Popen(formgrader_command(course, port, open_browser), cwd=course, env=formgrader_env(course))
+    # Stopped by SIGTERM (`kill`, a test's server.stop()), JupyterLab shuts its kernels down and this process
+    # then ends normally: its private configuration folder (private_config_dir) is removed at exit.
+    signal.signal(signal.SIGTERM, lambda signum, frame: server.terminate())
     try:
-        return subprocess.run(formgrader_command(course, port, open_browser), cwd=course,
-                              env=formgrader_env(course)).returncode
-    except KeyboardInterrupt:
+        return server.wait()
+    except KeyboardInterrupt:  # Ctrl-C reaches JupyterLab too, which asks whether to shut down
         return 0
 
 
