@@ -820,12 +820,15 @@ def formgrader(course: Path, parts: list[str], port: int | None, open_browser: b
         print(f"note: {course} has no gradebook yet; `make release` and `make autograde` fill it")
     print(f"formgrader on {course}: open the Nbgrader menu > Formgrader (or /formgrader/ at the address below)")
     server = subprocess.Popen(formgrader_command(course, port, open_browser), cwd=course, env=formgrader_env(course))
-    # Stopped by SIGTERM (`kill`, a test's server.stop()), JupyterLab shuts its kernels down and this process
-    # then ends normally: its private configuration folder (private_config_dir) is removed at exit.
+    # Stopped by Ctrl-C or SIGTERM (`kill`, a test's server.stop()), JupyterLab gets SIGTERM, shuts its kernels
+    # down and exits; this process then ends normally, so its private configuration folder
+    # (private_config_dir) is removed at exit.
     signal.signal(signal.SIGTERM, lambda signum, frame: server.terminate())
     try:
         return server.wait()
-    except KeyboardInterrupt:  # Ctrl-C reaches JupyterLab too, which asks whether to shut down
+    except KeyboardInterrupt:
+        server.terminate()
+        server.wait()
         return 0
 
 
