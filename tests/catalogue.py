@@ -111,9 +111,14 @@ def visible_failure(lesson: Lesson, function: Callable[..., Any]) -> str | None:
 def hidden_verdict(lesson: Lesson, function: Callable[..., Any], seed: int = 0, name_mistakes: bool = False) -> Verdict:
     """The grader's verdict on ``function`` as the learner's (the catalogue asks why an answer fails,
     not which mistake it is: tests/test_mistakes.py checks the naming)."""
+    return grade_in_process(lesson.code, namespace_with(lesson, function), seed, name_mistakes=name_mistakes)
+
+
+def namespace_with(lesson: Lesson, function: Callable[..., Any]) -> dict[str, Any]:
+    """The reference module's namespace with the lesson's function replaced by ``function``."""
     namespace = dict(reference_function(lesson).__globals__)
     namespace[lesson.function] = function
-    return grade_in_process(lesson.code, namespace, seed, name_mistakes=name_mistakes)
+    return namespace
 
 
 # --------------------------------------------------------------------------
@@ -485,9 +490,7 @@ def _verdict_on_its_own_cases(lesson: Lesson, entry: Entry, seed: int) -> Verdic
         own = [case for case in cases if isinstance(case, Raises)]
     else:
         own = [case for case in cases if isinstance(case, Case) and case.measure]
-    namespace = dict(reference_function(lesson).__globals__)
-    namespace[lesson.function] = entry.function
-    return grade_cases(lesson.code, namespace, own, name_mistakes=False)
+    return grade_cases(lesson.code, namespace_with(lesson, entry.function), own, name_mistakes=False)
 
 
 def table(lessons: list[Lesson] | None = None) -> str:

@@ -22,7 +22,7 @@ import re
 import numpy as np
 import pytest
 
-from catalogue import Entry, Outcome, visible_failure
+from catalogue import Entry, Outcome, namespace_with, visible_failure
 from course import built_lessons, tagged
 from plausible import NAMED_MISTAKES
 from grading.judge import case_seed, grade_in_process, lesson_spec, reference_function
@@ -37,13 +37,6 @@ RUN_SEEDS = (0,)
 #: (lesson code, mistake name) -> why the grader cannot always name it on the first case it fails.
 #: Each entry is a known weakness of the lesson's cases, to be fixed there, not here.
 AMBIGUOUS: dict[tuple[str, str], str] = {}
-
-
-def namespace_with(lesson, function) -> dict:
-    """The reference module's namespace with the lesson's function replaced by ``function``."""
-    namespace = dict(reference_function(lesson).__globals__)
-    namespace[lesson.function] = function
-    return namespace
 
 
 def _answer(function, case):

@@ -261,11 +261,11 @@ def plan(handed_in: dict[str, list[str]], jobs: int) -> list[Task]:
     notebooks = sum(len(handed_in[slug]) for slug in slugs)
     if not notebooks:
         return []
+    sizes = [len(handed_in[slug]) for slug in slugs]
     groups = min(len(slugs), math.ceil(notebooks / NOTEBOOKS_PER_RUN))
-    tasks = _runs(handed_in, split(slugs, [len(handed_in[slug]) for slug in slugs], groups), jobs)
+    tasks = _runs(handed_in, split(slugs, sizes, groups), jobs)
     if len(tasks) < jobs and groups < len(slugs):
-        tasks = _runs(handed_in, split(slugs, [len(handed_in[slug]) for slug in slugs], min(len(slugs), jobs)),
-                      jobs)
+        tasks = _runs(handed_in, split(slugs, sizes, min(len(slugs), jobs)), jobs)
     return sorted(tasks, key=lambda task: -len(task.notebooks))
 
 
