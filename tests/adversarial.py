@@ -846,8 +846,9 @@ def standalone(function, name: str) -> str:
     """``function``'s source as a learner would write it in one cell: the imports it needs, the
     helpers of its own module that it calls (recursively), and ``name = function``."""
     import inspect
-    import textwrap
     import types
+
+    from plausible import source_of
     module = inspect.getmodule(function)
     imports, helpers, seen = [], [], set()
 
@@ -869,7 +870,7 @@ def standalone(function, name: str) -> str:
                     imports.append(line)
             elif inspect.isfunction(value) and value.__module__ == module.__name__:
                 visit(value)
-        helpers.append(textwrap.dedent(inspect.getsource(fn)))
+        helpers.append(source_of(fn))
 
     visit(function)
     return "\n".join(imports) + "\n\n\n" + "\n\n".join(helpers) + f"\n\n{name} = {function.__name__}\n"

@@ -1,21 +1,66 @@
 """Wrong answers a learner could plausibly write (beyond one-point mutants), and right
 answers written another way, for the catalogue (``tests/catalogue.py``).
 
-``PLAUSIBLE[code]`` must lose the lesson's points, and may pass the visible tests
-only when it is wrong in values alone; ``EXPENSIVE[code]`` gives the right numbers
-at a memory cost the lesson does not allow (both test kinds must refuse it); ``RIGHT[code]`` must pass both the visible
-and the hidden tests (the tolerances accept another summation order, einsum,
-np.dot and loops).  Each function takes exactly the graded function's arguments.
+Each answer is registered where it is written, by the decorator above it, under its lesson's code:
+
+- ``@wrong`` (``PLAUSIBLE[code]``) must lose the lesson's points, and may pass the visible tests
+  only when it is wrong in values alone;
+- ``@expensive`` (``EXPENSIVE[code]``) gives the right numbers at a memory cost the lesson does not
+  allow (both test kinds must refuse it);
+- ``@right`` (``RIGHT[code]``) must pass both the visible and the hidden tests (the tolerances accept
+  another summation order, einsum, np.dot and loops);
+- ``@named`` (``NAMED_MISTAKES[code]``) is a catalogued mistake written a learner's way: the grader
+  must still name it.
+
+Each function takes exactly the graded function's arguments. The lessons follow in order; a helper
+stands before the first answer that calls it. ``source_of`` gives an answer's code as a learner
+writes it in a notebook cell (``tests/adversarial.py`` does, with the helpers it calls).
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+import textwrap
+from typing import Callable
 
 import numpy as np
 
 from shared import mlp
 
+
+#: lesson code -> [(what the answer does, the function)], in the order the answers are written below.
+PLAUSIBLE: dict[str, list[tuple[str, Callable]]] = {}
+EXPENSIVE: dict[str, list[tuple[str, Callable]]] = {}
+RIGHT: dict[str, list[tuple[str, Callable]]] = {}
+#: lesson code -> [(what the answer does, the function, the catalogued mistake the grader must name)]
+NAMED_MISTAKES: dict[str, list[tuple[str, Callable, str]]] = {}
+
+
+def _registrar(table: dict) -> Callable:
+    """A decorator factory: ``@registrar(code, what, *more)`` appends ``(what, function, *more)`` to
+    ``table[code]`` and leaves the function as it is."""
+    def registrar(code: str, what: str, *more: str) -> Callable[[Callable], Callable]:
+        def register(function: Callable) -> Callable:
+            table.setdefault(code, []).append((what, function, *more))
+            return function
+        return register
+    return registrar
+
+
+wrong = _registrar(PLAUSIBLE)          # @wrong(code, what)
+expensive = _registrar(EXPENSIVE)      # @expensive(code, what)
+right = _registrar(RIGHT)              # @right(code, what)
+named = _registrar(NAMED_MISTAKES)     # @named(code, what, the catalogued mistake's name)
+
+
+def source_of(function: Callable) -> str:
+    """The function's source as a learner writes it: dedented, without the decorator that registers it."""
+    source = textwrap.dedent(inspect.getsource(function))
+    return source[source.index("\ndef ") + 1:] if source.startswith("@") else source
+
+
+# 001 make_synthetic_regression_batch --------------------------------------------------------------
 
 def _positive_sizes(*sizes):
     for size in sizes:
@@ -23,8 +68,7 @@ def _positive_sizes(*sizes):
             raise ValueError(f"bad size {size!r}")
 
 
-# 001 ------------------------------------------------------------------------
-
+@wrong("001", "W_true scaled by 1/d")
 def batch_w_over_d(batch_size, in_features, out_features, seed):
     _positive_sizes(batch_size, in_features, out_features)
     rng = np.random.default_rng(seed)
@@ -33,6 +77,7 @@ def batch_w_over_d(batch_size, in_features, out_features, seed):
     return X, np.sin(X @ W_true)
 
 
+@wrong("001", "float32 draws")
 def batch_float32(batch_size, in_features, out_features, seed):
     _positive_sizes(batch_size, in_features, out_features)
     rng = np.random.default_rng(seed)
@@ -41,6 +86,16 @@ def batch_float32(batch_size, in_features, out_features, seed):
     return X, np.sin(X @ W_true)
 
 
+@wrong("001", "the pair as a list")
+def batch_as_list(batch_size, in_features, out_features, seed):
+    """001 wrong: the pair returned as a list, not the tuple ``X, Y``."""
+    _positive_sizes(batch_size, in_features, out_features)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((batch_size, in_features))
+    return [X, np.sin(X @ (rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)))]
+
+
+@right("001", "rng.normal and np.dot")
 def batch_with_normal(batch_size, in_features, out_features, seed):
     _positive_sizes(batch_size, in_features, out_features)
     rng = np.random.default_rng(seed)
@@ -49,8 +104,9 @@ def batch_with_normal(batch_size, in_features, out_features, seed):
     return X, np.sin(np.dot(X, W_true))
 
 
-# 002 ------------------------------------------------------------------------
+# 002 init_mlp_params ------------------------------------------------------------------------------
 
+@wrong("002", "the second layer's scale from the first layer's fan-in")
 def init_second_fan_in_wrong(in_features, hidden, out_features, seed):
     rng = np.random.default_rng(seed)
     W1 = rng.standard_normal((in_features, hidden)) * np.sqrt(2.0 / in_features)
@@ -58,6 +114,7 @@ def init_second_fan_in_wrong(in_features, hidden, out_features, seed):
     return {"W1": W1, "b1": np.zeros(hidden), "W2": W2, "b2": np.zeros(out_features)}
 
 
+@wrong("002", "integer zero biases")
 def init_int_biases(in_features, hidden, out_features, seed):
     rng = np.random.default_rng(seed)
     W1 = rng.standard_normal((in_features, hidden)) * np.sqrt(2.0 / in_features)
@@ -65,6 +122,7 @@ def init_int_biases(in_features, hidden, out_features, seed):
     return {"W1": W1, "b1": np.zeros(hidden, dtype=int), "W2": W2, "b2": np.zeros(out_features, dtype=int)}
 
 
+@right("002", "rng.normal with the scale")
 def init_with_normal(in_features, hidden, out_features, seed):
     rng = np.random.default_rng(seed)
     W1 = rng.normal(0.0, math.sqrt(2 / in_features), size=(in_features, hidden))
@@ -72,16 +130,19 @@ def init_with_normal(in_features, hidden, out_features, seed):
     return {"W1": W1, "b1": np.zeros(hidden), "W2": W2, "b2": np.zeros(out_features)}
 
 
-# 003-004 --------------------------------------------------------------------
+# 003 linear_forward -------------------------------------------------------------------------------
 
+@wrong("003", "the bias added as a column")
 def linear_bias_as_column(x, W, b):
     return x @ W + b.reshape(-1, 1) if x.shape[0] == W.shape[1] else x @ W + b[:, None].T
 
 
+@right("003", "einsum")
 def linear_einsum(x, W, b):
     return np.einsum("bi,io->bo", x, W) + b
 
 
+@right("003", "loops")
 def linear_loops(x, W, b):
     out = np.empty((x.shape[0], W.shape[1]), dtype=np.result_type(x, W, b))
     for row in range(x.shape[0]):
@@ -90,16 +151,21 @@ def linear_loops(x, W, b):
     return out
 
 
+# 004 relu_forward ---------------------------------------------------------------------------------
+
+@wrong("004", "ReLU in place (z[z < 0] = 0)")
 def relu_in_place(z):
     z[z < 0] = 0
     return z
 
 
+@wrong("004", "np.maximum with np.float32(0): float16 in, float32 out")
 def relu_with_a_float32_zero(z):
     """004 wrong: np.float32(0) is a typed scalar (NEP 50): a float16 z comes back float32."""
     return np.maximum(z, np.float32(0.0))
 
 
+@wrong("004", "a floor of 1e-12 instead of 0")
 def relu_with_a_floor(z):
     """004 wrong: a floor of 1e-12 instead of 0 (say, to keep a later log finite)."""
     return np.maximum(z, 1e-12)
@@ -108,6 +174,7 @@ def relu_with_a_floor(z):
 _RELU_BUFFERS: dict = {}
 
 
+@wrong("004", "one output buffer reused by every call")
 def relu_reusing_a_buffer(z):
     """004 wrong: one output buffer per shape and dtype, reused by every call (each call overwrites the
     result the caller got from the one before)."""
@@ -117,58 +184,118 @@ def relu_reusing_a_buffer(z):
     return np.maximum(z, 0, out=out)
 
 
+@wrong("004", "the input itself when nothing is negative")
+def relu_input_when_nonnegative(z):
+    """004 wrong: the input itself handed back when nothing in it is negative."""
+    return z if not (z < 0).any() else np.maximum(z, 0)
+
+
+@wrong("004", "(z + |z|) / 2: NaN for -inf, inf past float16's 32752")
 def relu_abs(z):
     return (z + np.abs(z)) / 2
 
 
-def relu_where(z):
-    return np.where(z > 0, z, np.zeros_like(z))
-
-
+@wrong("004", "z * (z > 0): NaN for -inf (-inf * 0)")
 def relu_mask(z):
     return z * (z > 0)
 
 
+@wrong("004", "z.max() first (an empty array crashes)")
+def relu_max_shortcut(z):
+    """004 wrong: z.max() first, which an empty array cannot give."""
+    return np.zeros_like(z) if z.max() <= 0 else np.maximum(z, 0)
+
+
+@right("004", "np.where")
+def relu_where(z):
+    return np.where(z > 0, z, np.zeros_like(z))
+
+
+@right("004", "np.clip")
 def relu_clip(z):
     return np.clip(z, 0, None)
 
 
-# 005-006 --------------------------------------------------------------------
+# 005 mlp_forward ----------------------------------------------------------------------------------
 
-def mlp_forward_einsum(X, params):
-    Z1 = np.einsum("bi,ih->bh", X, params["W1"]) + params["b1"]
-    A1 = np.maximum(Z1, 0)
-    return np.einsum("bh,ho->bo", A1, params["W2"]) + params["b2"], {"A0": X, "Z1": Z1, "A1": A1}
-
-
+@wrong("005", "the cache without A0")
 def mlp_forward_no_a0(X, params):
     Z1 = X @ params["W1"] + params["b1"]
     A1 = np.maximum(Z1, 0)
     return A1 @ params["W2"] + params["b2"], {"Z1": Z1, "A1": A1}
 
 
+_REFILLED_CACHE: dict = {}
+
+
+@wrong("005", "one module-level cache dict, filled again")
+def mlp_forward_refilled_cache(X, params):
+    """005 wrong: one module-level cache dict, cleared and filled again at every call."""
+    Z1 = X @ params["W1"] + params["b1"]
+    A1 = np.maximum(Z1, 0)
+    _REFILLED_CACHE.clear()
+    _REFILLED_CACHE.update({"A0": X, "Z1": Z1, "A1": A1})
+    return A1 @ params["W2"] + params["b2"], _REFILLED_CACHE
+
+
+_FORWARD_BUFFERS: dict = {}
+
+
+@wrong("005", "Z1 and A1 in buffers kept between calls")
+def mlp_forward_buffer_pool(X, params):
+    """005 wrong: Z1 and A1 written into buffers kept between calls (one pair per shape and dtype)."""
+    dtype = np.result_type(X, params["W1"])
+    shape = (X.shape[0], params["W1"].shape[1])
+    Z1, A1 = _FORWARD_BUFFERS.setdefault((shape, dtype.str), (np.empty(shape, dtype), np.empty(shape, dtype)))
+    np.matmul(X, params["W1"], out=Z1)
+    Z1 += params["b1"]
+    np.maximum(Z1, 0, out=A1)
+    return A1 @ params["W2"] + params["b2"], {"A0": X, "Z1": Z1, "A1": A1}
+
+
+@right("005", "einsum")
+def mlp_forward_einsum(X, params):
+    Z1 = np.einsum("bi,ih->bh", X, params["W1"]) + params["b1"]
+    A1 = np.maximum(Z1, 0)
+    return np.einsum("bh,ho->bo", A1, params["W2"]) + params["b2"], {"A0": X, "Z1": Z1, "A1": A1}
+
+
+# 006 mse_loss_and_grad ----------------------------------------------------------------------------
+
+@wrong("006", "the loss left a NumPy scalar")
 def mse_numpy_scalar(Y_hat, Y):
     diff = Y_hat - Y
     return np.mean(diff ** 2), 2 * diff / diff.size
 
 
-def mse_sum_over_batch_rows(Y_hat, Y):
-    diff = Y_hat - Y
-    return float(np.mean(np.sum(diff ** 2, axis=1))), 2 * diff / len(diff)
-
-
+@wrong("006", "the loss summed in float32")
 def mse_loss_summed_in_float32(Y_hat, Y):
     """006 wrong: the squares summed in float32 (half the memory, seven digits)."""
     diff = Y_hat - Y
     return float(np.sum((diff ** 2).astype(np.float32)) / diff.size), 2.0 * diff / diff.size
 
 
+@wrong("006", "2 / n rounded to float32")
 def mse_grad_with_a_float32_scale(Y_hat, Y):
     """006 wrong: the factor 2 / n rounded to float32 before it multiplies the float64 difference."""
     diff = Y_hat - Y
     return float(np.mean(diff ** 2)), diff * np.float32(2.0 / diff.size)
 
 
+@wrong("006", "the loss summed over outputs, averaged over rows")
+def mse_sum_over_batch_rows(Y_hat, Y):
+    diff = Y_hat - Y
+    return float(np.mean(np.sum(diff ** 2, axis=1))), 2 * diff / len(diff)
+
+
+@wrong("006", "np.nanmean hides a NaN prediction")
+def mse_nanmean(Y_hat, Y):
+    """006 wrong: np.nanmean, which hides a NaN prediction (a diverged model)."""
+    diff = Y_hat - Y
+    return float(np.nanmean(diff ** 2)), 2 * diff / diff.size
+
+
+@right("006", "a Python loop for the loss")
 def mse_loops(Y_hat, Y):
     total = 0.0
     for a, b in zip(Y_hat.ravel().tolist(), Y.ravel().tolist()):
@@ -177,37 +304,106 @@ def mse_loops(Y_hat, Y):
     return total / diff.size, diff * (2 / diff.size)
 
 
-# 007-010 --------------------------------------------------------------------
+# 007 linear_backward ------------------------------------------------------------------------------
 
-def linear_backward_einsum(dZ, x, W):
-    return np.einsum("bo,io->bi", dZ, W), np.einsum("bi,bo->io", x, dZ), np.einsum("bo->o", dZ)
-
-
+@wrong("007", "dW averaged over the batch")
 def linear_backward_mean_dw(dZ, x, W):
     return dZ @ W.T, x.T @ dZ / len(x), dZ.sum(axis=0)
 
 
-def relu_backward_where(dA, Z):
-    return np.where(Z > 0, dA, 0.0).astype(dA.dtype)
+@wrong("007", "db squeezed (shape () for one output)")
+def linear_backward_squeezed_db(dZ, x, W):
+    """007 wrong: db squeezed, shape () when fan_out is 1."""
+    return dZ @ W.T, x.T @ dZ, np.squeeze(dZ.sum(axis=0, keepdims=True))
 
 
+@wrong("007", "the gradients as a list")
+def linear_backward_as_list(dZ, x, W):
+    """007 wrong: the three gradients as a list, not a tuple."""
+    return [dZ @ W.T, x.T @ dZ, dZ.sum(axis=0)]
+
+
+@right("007", "einsum")
+def linear_backward_einsum(dZ, x, W):
+    return np.einsum("bo,io->bi", dZ, W), np.einsum("bi,bo->io", x, dZ), np.einsum("bo->o", dZ)
+
+
+# 008 relu_backward --------------------------------------------------------------------------------
+
+@wrong("008", "a boolean gradient")
+def relu_backward_bool(dA, Z):
+    return (dA * (Z > 0)) != 0
+
+
+@wrong("008", "a float32 mask: float16 in, float32 out")
 def relu_backward_float32_mask(dA, Z):
     """008 wrong: the mask made float32: a float16 dA comes back float32."""
     return dA * (Z > 0).astype(np.float32)
 
 
-def relu_backward_bool(dA, Z):
-    return (dA * (Z > 0)) != 0
+@wrong("008", "dA itself when every gate is open")
+def relu_backward_input_when_open(dA, Z):
+    """008 wrong: dA itself handed back when every gate is open."""
+    return dA if (Z > 0).all() else dA * (Z > 0)
 
 
+@wrong("008", "np.heaviside: Z's dtype leaks in")
+def relu_backward_heaviside(dA, Z):
+    """008 wrong: np.heaviside(Z, 0) is Z's dtype, so a float16 dA with a float64 Z comes back float64."""
+    return dA * np.heaviside(Z, 0)
+
+
+@right("008", "np.where")
+def relu_backward_where(dA, Z):
+    return np.where(Z > 0, dA, 0.0).astype(dA.dtype)
+
+
+# 009 first_linear_backward ------------------------------------------------------------------------
+
+@wrong("009", "dW1 averaged over the batch")
 def first_backward_mean(dZ1, X, W1):
     return X.T @ dZ1 / len(X), dZ1.sum(axis=0)
 
 
+@wrong("009", "db1 squeezed (shape () for one hidden unit)")
+def first_backward_squeezed_db(dZ1, X, W1):
+    """009 wrong: db1 squeezed, shape () with one hidden unit."""
+    return X.T @ dZ1, dZ1.sum(axis=0, keepdims=True).squeeze()
+
+
+@wrong("009", "db1 by a float64 vector of ones")
+def first_backward_db_by_ones(dZ1, X, W1):
+    """009 wrong: db1 as a float64 vector of ones times dZ1 (float32 in, float64 out)."""
+    return X.T @ dZ1, np.ones(X.shape[0]) @ dZ1
+
+
+@right("009", "np.dot")
 def first_backward_dot(dZ1, X, W1):
     return np.dot(X.T, dZ1), np.sum(dZ1, axis=0)
 
 
+# 010 mlp_backward ---------------------------------------------------------------------------------
+
+@wrong("010", "the bias gradients left out")
+def mlp_backward_missing_bias_keys(dY_hat, params, cache):
+    dW2 = cache["A1"].T @ dY_hat
+    dZ1 = (dY_hat @ params["W2"].T) * (cache["Z1"] > 0)
+    return {"W1": cache["A0"].T @ dZ1, "W2": dW2}
+
+
+_REFILLED_GRADS: dict = {}
+
+
+@wrong("010", "one module-level gradient dict, filled again")
+def mlp_backward_refilled_dict(dY_hat, params, cache):
+    """010 wrong: one module-level gradient dict, filled again at every call."""
+    dZ1 = (dY_hat @ params["W2"].T) * (cache["Z1"] > 0)
+    _REFILLED_GRADS.update({"W1": cache["A0"].T @ dZ1, "b1": dZ1.sum(axis=0),
+                            "W2": cache["A1"].T @ dY_hat, "b2": dY_hat.sum(axis=0)})
+    return _REFILLED_GRADS
+
+
+@right("010", "einsum")
 def mlp_backward_einsum(dY_hat, params, cache):
     dW2 = np.einsum("bh,bo->ho", cache["A1"], dY_hat)
     dZ1 = np.einsum("bo,ho->bh", dY_hat, params["W2"]) * (cache["Z1"] > 0)
@@ -215,19 +411,26 @@ def mlp_backward_einsum(dY_hat, params, cache):
             "b2": dY_hat.sum(axis=0)}
 
 
-def mlp_backward_missing_bias_keys(dY_hat, params, cache):
-    dW2 = cache["A1"].T @ dY_hat
-    dZ1 = (dY_hat @ params["W2"].T) * (cache["Z1"] > 0)
-    return {"W1": cache["A0"].T @ dZ1, "W2": dW2}
-
-
-# 011-014 --------------------------------------------------------------------
+# 011 split_into_micro_batches ---------------------------------------------------------------------
 
 def _check_split(X, Y, k):
     if isinstance(k, bool) or int(k) != k or k < 1 or len(X) != len(Y) or len(X) < k:
         raise ValueError("bad split")
 
 
+@wrong("011", "the micro-batches in reverse order")
+def split_as_arrays(X, Y, num_micro_batches):
+    _check_split(X, Y, num_micro_batches)
+    return [(x, y) for x, y in zip(np.array_split(X, num_micro_batches), np.array_split(Y, num_micro_batches))][::-1]
+
+
+@wrong("011", "each micro-batch a list")
+def split_list_of_lists(X, Y, num_micro_batches):
+    """011 wrong: each micro-batch a list ``[X_j, Y_j]``, not a tuple."""
+    return [list(pair) for pair in split_loop(X, Y, num_micro_batches)]
+
+
+@right("011", "a loop over sizes from divmod")
 def split_loop(X, Y, num_micro_batches):
     _check_split(X, Y, num_micro_batches)
     k = int(num_micro_batches)
@@ -240,11 +443,29 @@ def split_loop(X, Y, num_micro_batches):
     return out
 
 
-def split_as_arrays(X, Y, num_micro_batches):
-    _check_split(X, Y, num_micro_batches)
-    return [(x, y) for x, y in zip(np.array_split(X, num_micro_batches), np.array_split(Y, num_micro_batches))][::-1]
+# 012 accumulate_gradients -------------------------------------------------------------------------
+
+@wrong("012", "a running mean instead of a weighted sum")
+def accumulate_mean(accumulated, micro_grads, micro_batch_size):
+    if accumulated is None:
+        return {key: grad * 1.0 for key, grad in micro_grads.items()}
+    return {key: (accumulated[key] + grad) / 2 for key, grad in micro_grads.items()}
 
 
+_ACCUMULATOR: dict = {}
+
+
+@wrong("012", "one module-level result dict")
+def accumulate_into_module_dict(accumulated, micro_grads, micro_batch_size):
+    """012 wrong: one module-level result dict (the previous result, passed back in, is cleared)."""
+    base = {} if accumulated is None else dict(accumulated)
+    _ACCUMULATOR.clear()
+    for key, grad in micro_grads.items():
+        _ACCUMULATOR[key] = micro_batch_size * grad if accumulated is None else base[key] + micro_batch_size * grad
+    return _ACCUMULATOR
+
+
+@right("012", "a loop with 0 as the start")
 def accumulate_loop(accumulated, micro_grads, micro_batch_size):
     out = {}
     for key, grad in micro_grads.items():
@@ -253,12 +474,27 @@ def accumulate_loop(accumulated, micro_grads, micro_batch_size):
     return out
 
 
-def accumulate_mean(accumulated, micro_grads, micro_batch_size):
-    if accumulated is None:
-        return {key: grad * 1.0 for key, grad in micro_grads.items()}
-    return {key: (accumulated[key] + grad) / 2 for key, grad in micro_grads.items()}
+# 013 scale_accumulated_gradients ------------------------------------------------------------------
+
+@wrong("013", "divided by max size times the count")
+def scale_by_max(accumulated, micro_batch_sizes):
+    sizes = list(micro_batch_sizes)
+    if not sizes or min(sizes) < 1:
+        raise ValueError("bad sizes")
+    return {key: value / (max(sizes) * len(sizes)) for key, value in accumulated.items()}
 
 
+@wrong("013", "divided by np.sum(sizes), a NumPy int64 (float32 gradients widened)")
+def scale_by_np_sum(accumulated, micro_batch_sizes):
+    """Divided by np.sum(sizes), a NumPy int64: float32 gradients come back float64."""
+    sizes = list(micro_batch_sizes)
+    if not sizes or min(sizes) < 1:
+        raise ValueError("bad sizes")
+    total = np.sum(sizes)
+    return {key: value / total for key, value in accumulated.items()}
+
+
+@right("013", "a loop and a multiplication by 1/total")
 def scale_loop(accumulated, micro_batch_sizes):
     sizes = list(micro_batch_sizes)
     if not sizes or min(sizes) < 1:
@@ -269,13 +505,22 @@ def scale_loop(accumulated, micro_batch_sizes):
     return {key: value * (1.0 / total) for key, value in accumulated.items()}
 
 
-def scale_by_max(accumulated, micro_batch_sizes):
-    sizes = list(micro_batch_sizes)
-    if not sizes or min(sizes) < 1:
-        raise ValueError("bad sizes")
-    return {key: value / (max(sizes) * len(sizes)) for key, value in accumulated.items()}
+# 014 grad_accumulation_step -----------------------------------------------------------------------
+
+@wrong("014", "the last micro-batch's loss returned")
+def step_last_loss(params, X, Y, num_micro_batches, learning_rate):
+    k = num_micro_batches
+    if isinstance(k, bool) or int(k) != k or k < 1 or len(X) < k:
+        raise ValueError("bad num_micro_batches")
+    total = {key: np.zeros_like(value) for key, value in params.items()}
+    for X_j, Y_j in zip(np.array_split(X, int(k)), np.array_split(Y, int(k))):
+        loss, grads = mlp.loss_and_grads(X_j, Y_j, params)
+        for key in total:
+            total[key] += len(X_j) * grads[key]
+    return {key: params[key] - learning_rate * total[key] / len(X) for key in params}, loss  # the last one's
 
 
+@right("014", "without the earlier lessons' functions")
 def step_without_helpers(params, X, Y, num_micro_batches, learning_rate):
     k = num_micro_batches
     if isinstance(k, bool) or int(k) != k or k < 1 or len(X) < k:
@@ -290,37 +535,9 @@ def step_without_helpers(params, X, Y, num_micro_batches, learning_rate):
     return {key: params[key] - learning_rate * total[key] / len(X) for key in params}, loss_sum / len(X)
 
 
-def step_last_loss(params, X, Y, num_micro_batches, learning_rate):
-    k = num_micro_batches
-    if isinstance(k, bool) or int(k) != k or k < 1 or len(X) < k:
-        raise ValueError("bad num_micro_batches")
-    total = {key: np.zeros_like(value) for key, value in params.items()}
-    for X_j, Y_j in zip(np.array_split(X, int(k)), np.array_split(Y, int(k))):
-        loss, grads = mlp.loss_and_grads(X_j, Y_j, params)
-        for key in total:
-            total[key] += len(X_j) * grads[key]
-    return {key: params[key] - learning_rate * total[key] / len(X) for key in params}, loss  # the last one's
+# 015 mlp_forward_checkpointed ---------------------------------------------------------------------
 
-
-# 015-018 --------------------------------------------------------------------
-
-def _layer(a, params, i):
-    return np.einsum("bi,io->bo", a, params[f"W{i}"]) + params[f"b{i}"]
-
-
-def forward_checkpointed_einsum(X, params, segment_size):
-    if segment_size < 1:
-        raise ValueError("segment_size must be at least 1")
-    layers = mlp.num_layers(params)
-    checkpoints, a = {}, X
-    for i in range(1, layers + 1):
-        if (i - 1) % segment_size == 0:
-            checkpoints[i - 1] = a
-        z = _layer(a, params, i)
-        a = np.maximum(z, 0)
-    return z, checkpoints
-
-
+@wrong("015", "segment_size 0 crashes with ZeroDivisionError")
 def forward_checkpointed_division(X, params, segment_size):
     layers = mlp.num_layers(params)
     checkpoints, a = {}, X
@@ -332,6 +549,28 @@ def forward_checkpointed_division(X, params, segment_size):
     return z, checkpoints
 
 
+_CHECKPOINT_POOL: dict = {}
+
+
+@wrong("015", "the checkpoints in buffers kept between calls")
+def forward_checkpointed_pooled(X, params, segment_size):
+    """015 wrong: the checkpoints written into buffers kept between calls."""
+    if segment_size < 1:
+        raise ValueError("segment_size must be at least 1")
+    num_layers = mlp.num_layers(params)
+    checkpoints, a = {0: X}, X
+    for i in range(1, num_layers + 1):
+        z = a @ params[f"W{i}"] + params[f"b{i}"]
+        if i < num_layers:
+            if i % segment_size == 0:
+                a = np.maximum(z, 0, out=_CHECKPOINT_POOL.setdefault((i, z.shape, z.dtype.str), np.empty_like(z)))
+                checkpoints[i] = a
+            else:
+                a = np.maximum(z, 0)
+    return z, checkpoints
+
+
+@expensive("015", "the checkpoints copied")
 def forward_checkpointed_copies(X, params, segment_size):
     if segment_size < 1:
         raise ValueError("segment_size must be at least 1")
@@ -345,6 +584,7 @@ def forward_checkpointed_copies(X, params, segment_size):
     return z, checkpoints
 
 
+@expensive("015", "the whole forward pass when there is one segment")
 def forward_whole_pass_for_one_segment(X, params, segment_size):
     """015 the expensive way: with one segment (s >= L), the helper's whole forward pass, which keeps every
     activation, and X as the only checkpoint."""
@@ -353,6 +593,57 @@ def forward_whole_pass_for_one_segment(X, params, segment_size):
     return forward_checkpointed_einsum(X, params, segment_size)
 
 
+def _layer(a, params, i):
+    return np.einsum("bi,io->bo", a, params[f"W{i}"]) + params[f"b{i}"]
+
+
+@right("015", "einsum")
+def forward_checkpointed_einsum(X, params, segment_size):
+    if segment_size < 1:
+        raise ValueError("segment_size must be at least 1")
+    layers = mlp.num_layers(params)
+    checkpoints, a = {}, X
+    for i in range(1, layers + 1):
+        if (i - 1) % segment_size == 0:
+            checkpoints[i - 1] = a
+        z = _layer(a, params, i)
+        a = np.maximum(z, 0)
+    return z, checkpoints
+
+
+# 016 recompute_block_activations ------------------------------------------------------------------
+
+@wrong("016", "the cache without the pre-activations Z")
+def recompute_no_z(checkpoint, params, start_layer, end_layer):
+    last = min(end_layer, mlp.num_layers(params) - 1)
+    cache, a = {f"A{start_layer}": checkpoint}, checkpoint
+    for i in range(start_layer + 1, last + 1):
+        a = np.maximum(a @ params[f"W{i}"] + params[f"b{i}"], 0)
+        cache[f"A{i}"] = a
+    return cache
+
+
+_SEGMENT_POOL: dict = {}
+
+
+@wrong("016", "Z and A in buffers kept between calls")
+def recompute_pooled(checkpoint, params, start_layer, end_layer):
+    """016 wrong: Z and A written into buffers kept between calls (one pair per layer, shape and dtype)."""
+    last = min(end_layer, mlp.num_layers(params) - 1)
+    cache, a = {f"A{start_layer}": checkpoint}, checkpoint
+    for i in range(start_layer + 1, last + 1):
+        W = params[f"W{i}"]
+        shape, dtype = (a.shape[0], W.shape[1]), np.result_type(a, W)
+        z, act = _SEGMENT_POOL.setdefault((i, shape, dtype.str), (np.empty(shape, dtype), np.empty(shape, dtype)))
+        np.matmul(a, W, out=z)
+        z += params[f"b{i}"]
+        np.maximum(z, 0, out=act)
+        cache[f"Z{i}"], cache[f"A{i}"] = z, act
+        a = act
+    return cache
+
+
+@right("016", "einsum")
 def recompute_einsum(checkpoint, params, start_layer, end_layer):
     last = min(end_layer, mlp.num_layers(params) - 1)
     cache, a = {f"A{start_layer}": checkpoint}, checkpoint
@@ -363,15 +654,21 @@ def recompute_einsum(checkpoint, params, start_layer, end_layer):
     return cache
 
 
-def recompute_no_z(checkpoint, params, start_layer, end_layer):
-    last = min(end_layer, mlp.num_layers(params) - 1)
-    cache, a = {f"A{start_layer}": checkpoint}, checkpoint
-    for i in range(start_layer + 1, last + 1):
-        a = np.maximum(a @ params[f"W{i}"] + params[f"b{i}"], 0)
-        cache[f"A{i}"] = a
-    return cache
+# 017 mlp_backward_checkpointed --------------------------------------------------------------------
+
+@wrong("017", "the bias gradients left out")
+def backward_checkpointed_without_bias(d_out, params, checkpoints, segment_size):
+    grads = backward_checkpointed_einsum(d_out, params, checkpoints, segment_size)
+    return {key: value for key, value in grads.items() if key[0] == "W"}
 
 
+@expensive("017", "each segment's cache kept while the next is recomputed")
+def backward_checkpointed_segments_overlap(d_out, params, checkpoints, segment_size):
+    """017 the expensive way: each segment's cache kept while the next is recomputed."""
+    return backward_checkpointed_einsum(d_out, params, checkpoints, segment_size, overlap=True)
+
+
+@right("017", "einsum")
 def backward_checkpointed_einsum(d_out, params, checkpoints, segment_size, overlap=False):
     """017 with einsum; with ``overlap``, the expensive way: without ``del cache`` the last segment's cache is
     alive while the next one is recomputed (two segments at the peak)."""
@@ -391,15 +688,7 @@ def backward_checkpointed_einsum(d_out, params, checkpoints, segment_size, overl
     return {key: grads[key] for key in params}
 
 
-def backward_checkpointed_segments_overlap(d_out, params, checkpoints, segment_size):
-    """017 the expensive way: each segment's cache kept while the next is recomputed."""
-    return backward_checkpointed_einsum(d_out, params, checkpoints, segment_size, overlap=True)
-
-
-def backward_checkpointed_without_bias(d_out, params, checkpoints, segment_size):
-    grads = backward_checkpointed_einsum(d_out, params, checkpoints, segment_size)
-    return {key: value for key, value in grads.items() if key[0] == "W"}
-
+# 018 estimate_checkpointing_memory_savings --------------------------------------------------------
 
 def _estimate(batch_size, width, num_layers, segment_size, bytes_per_element, *, count_x=False, floor=False):
     for value in (batch_size, width, num_layers, segment_size, bytes_per_element):
@@ -414,42 +703,487 @@ def _estimate(batch_size, width, num_layers, segment_size, bytes_per_element, *,
             "saved_fraction": 1 - checkpointed / standard}
 
 
-def estimate_integer_ceil(batch_size, width, num_layers, segment_size, bytes_per_element=8):
-    return _estimate(batch_size, width, num_layers, segment_size, bytes_per_element)
-
-
+@wrong("018", "saved_fraction as a percentage")
 def estimate_saved_as_percent(batch_size, width, num_layers, segment_size, bytes_per_element=8):
     out = _estimate(batch_size, width, num_layers, segment_size, bytes_per_element)
     return {**out, "saved_fraction": 100 * out["saved_fraction"]}
 
 
+@wrong("018", "bytes_per_element ignored (always 8)")
 def estimate_bytes_per_element_ignored(batch_size, width, num_layers, segment_size, bytes_per_element=8):
     return _estimate(batch_size, width, num_layers, segment_size, 8)
 
 
-# 025-030 (Part 5: the collectives run on the simulated cluster) -----------------
+@wrong("018", "saved_fraction the int 0")
+def estimate_int_zero_saved(batch_size, width, num_layers, segment_size, bytes_per_element=8):
+    """018 wrong: saved_fraction the int 0 (not 0.0) when one segment saves nothing."""
+    result = estimate_integer_ceil(batch_size, width, num_layers, segment_size, bytes_per_element)
+    return {**result, "saved_fraction": 0} if segment_size >= num_layers else result
+
+
+@right("018", "integer ceiling division")
+def estimate_integer_ceil(batch_size, width, num_layers, segment_size, bytes_per_element=8):
+    return _estimate(batch_size, width, num_layers, segment_size, bytes_per_element)
+
+
+# 019 cast_to_half_precision -----------------------------------------------------------------------
+
+def _float_arrays_only(params, what):
+    for key, value in params.items():
+        if not np.issubdtype(value.dtype, np.floating):
+            raise TypeError(f"params[{key!r}] has dtype {value.dtype}: {what}")
+
+
+@wrong("019", "a .view(np.float16) of the bytes, not a conversion")
+def half_by_view(params):
+    """019 wrong: ``.view`` reinterprets the bytes (four float16 numbers per float64) instead of converting."""
+    _float_arrays_only(params, "only float arrays can be cast to float16")
+    return {key: value.view(np.float16).copy() for key, value in params.items()}
+
+
+@wrong("019", "NaN weights made 0 (np.nan_to_num) before the cast")
+def half_without_nan(params):
+    """019 wrong: NaN weights turned into 0 before the cast (np.nan_to_num keeps inf, as it clips to the max)."""
+    _float_arrays_only(params, "only float arrays can be cast to float16")
+    return {key: np.nan_to_num(value, nan=0.0, posinf=np.inf, neginf=-np.inf).astype(np.float16)
+            for key, value in params.items()}
+
+
+@wrong("019", "np.float16(x): the input itself when it is float16")
+def half_by_np_float16(params):
+    """np.float16(x) for each tensor: a new array for float64 input, but the input itself when it is float16."""
+    return {key: np.float16(value) for key, value in params.items()}
+
+
+@wrong("019", "unsigned ints cast silently")
+def half_refusing_signed_ints_only(params):
+    """019 wrong: only dtype kinds 'i' and 'b' refused, so unsigned ints are cast silently."""
+    for key, value in params.items():
+        if value.dtype.kind in ("i", "b"):
+            raise TypeError(f"params[{key!r}] has dtype {value.dtype}")
+    with np.errstate(over="ignore"):
+        return {key: value.astype(np.float16) for key, value in params.items()}
+
+
+@right("019", "np.array with the dtype")
+def half_with_np_array(params):
+    _float_arrays_only(params, "only float arrays can be cast to float16")
+    with np.errstate(over="ignore"):
+        return {key: np.array(value, dtype=np.float16) for key, value in params.items()}
+
+
+@right("019", "np.empty float16 filled by assignment")
+def half_into_empty(params):
+    """A float16 array from np.empty, filled by assignment (the assignment rounds each value)."""
+    half = {}
+    for key, value in params.items():
+        if value.dtype.kind != "f":
+            raise TypeError(f"params[{key!r}] is {value.dtype}, not a float array")
+        out = np.empty(value.shape, dtype=np.float16)
+        with np.errstate(over="ignore"):
+            out[...] = value
+        half[key] = out
+    return half
+
+
+@right("019", "np.copy, then astype(copy=False)")
+def half_copy_then_cast(params):
+    """Copy first (np.copy), then astype(copy=False): the copy is always new, the cast never aliases the input."""
+    for key in params:
+        if not np.issubdtype(params[key].dtype, np.floating):
+            raise TypeError(f"params[{key!r}] has dtype {params[key].dtype}")
+    out = {}
+    with np.errstate(over="ignore"):
+        for key in params:
+            out[key] = np.copy(params[key]).astype(np.float16, copy=False)
+    return out
+
+
+# 020 make_master_params ---------------------------------------------------------------------------
+
+@wrong("020", "a .view(np.float32) of the bytes, not a conversion")
+def master_by_view(params):
+    """020 wrong: ``.view`` reinterprets the bytes instead of converting them to float32."""
+    _float_arrays_only(params, "master weights are made from float arrays")
+    return {key: value.view(np.float32).copy() for key, value in params.items()}
+
+
+@wrong("020", "np.float32(x): the input itself when it is float32")
+def master_by_np_float32(params):
+    """np.float32(x) for each tensor: the input itself when it is float32 already (an alias, not a copy)."""
+    return {key: np.float32(value) for key, value in params.items()}
+
+
+@wrong("020", "unsigned ints converted silently")
+def master_refusing_signed_ints_only(params):
+    """020 wrong: only dtype kinds 'i' and 'b' refused, so unsigned ints are converted silently."""
+    for key, value in params.items():
+        if value.dtype.kind in ("i", "b"):
+            raise TypeError(f"params[{key!r}] has dtype {value.dtype}")
+    return {key: value.astype(np.float32) for key, value in params.items()}
+
+
+@right("020", "np.array with the dtype")
+def master_with_np_array(params):
+    _float_arrays_only(params, "master weights are made from float arrays")
+    return {key: np.array(value, dtype=np.float32) for key, value in params.items()}
+
+
+@right("020", "np.empty float32 filled with np.copyto")
+def master_with_copyto(params):
+    """np.empty float32 arrays filled with np.copyto (a same-kind cast)."""
+    master = {}
+    for key, value in params.items():
+        if value.dtype.kind != "f":
+            raise TypeError(f"params[{key!r}] is {value.dtype}: master weights come from float arrays")
+        master[key] = np.empty(value.shape, dtype=np.float32)
+        np.copyto(master[key], value)
+    return master
+
+
+# 021 scale_loss -----------------------------------------------------------------------------------
+
+def _positive_finite_scale(loss_scale):
+    if not np.isfinite(loss_scale) or loss_scale <= 0:
+        raise ValueError(f"loss_scale must be positive and finite, got {loss_scale}")
+
+
+@wrong("021", "the scaled loss left a NumPy float32")
+def scale_loss_numpy_float(loss, d_out, loss_scale):
+    """021 wrong in form: the scaled loss left a NumPy float32 (the contract promises a Python float)."""
+    _positive_finite_scale(loss_scale)
+    with np.errstate(over="ignore"):
+        scaled = (d_out.astype(np.float32) * np.float32(loss_scale)).astype(np.float16)
+    return np.float32(loss) * np.float32(loss_scale), scaled
+
+
+@wrong("021", "d_out scaled in its own float16")
+def scale_in_the_inputs_dtype(loss, d_out, loss_scale):
+    """021 wrong: d_out * S in d_out's own dtype: a float16 d_out overflows where float32's product would not."""
+    _positive_finite_scale(loss_scale)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(loss) * loss_scale, (d_out * loss_scale).astype(np.float16)
+
+
+@wrong("021", "the loss rounded to float16 first")
+def scale_loss_rounded_to_half(loss, d_out, loss_scale):
+    """021 wrong: the loss rounded to float16 before it is scaled."""
+    _positive_finite_scale(loss_scale)
+    with np.errstate(over="ignore"):
+        scaled = (d_out.astype(np.float32) * np.float32(loss_scale)).astype(np.float16)
+    return float(np.float16(loss)) * loss_scale, scaled
+
+
+@right("021", "np.multiply with dtype=np.float32")
+def scale_loss_with_multiply_dtype(loss, d_out, loss_scale):
+    _positive_finite_scale(loss_scale)
+    with np.errstate(over="ignore"):
+        scaled = np.multiply(d_out, loss_scale, dtype=np.float32).astype(np.float16)
+    return float(loss) * float(loss_scale), scaled
+
+
+@right("021", "a loop over the entries, each product a np.float32")
+def scale_loss_loop(loss, d_out, loss_scale):
+    """A loop over the entries, each product a np.float32, stored into a float16 array."""
+    if not 0 < loss_scale < math.inf:  # NaN fails both comparisons
+        raise ValueError(f"loss_scale must be positive and finite, got {loss_scale}")
+    scale32 = np.float32(loss_scale)
+    scaled = np.empty(d_out.shape, dtype=np.float16)
+    with np.errstate(over="ignore"):
+        for index in np.ndindex(d_out.shape):
+            scaled[index] = np.float32(d_out[index]) * scale32
+    return float(loss) * float(loss_scale), scaled
+
+
+# 022 unscale_gradients ----------------------------------------------------------------------------
+
+@wrong("022", "the caller's dict updated and handed back")
+def unscale_into_callers_dict(grads, loss_scale):
+    """022 wrong: the caller's dict updated (its arrays replaced) and handed back."""
+    _positive_finite_scale(loss_scale)
+    for key in list(grads):
+        grads[key] = grads[key].astype(np.float32) / np.float32(loss_scale)
+    return grads
+
+
+@right("022", "np.divide with dtype=np.float32")
+def unscale_with_divide_dtype(grads, loss_scale):
+    _positive_finite_scale(loss_scale)
+    return {key: np.divide(value, loss_scale, dtype=np.float32) for key, value in grads.items()}
+
+
+@right("022", "divided in float64, the quotient rounded to float32")
+def unscale_in_float64(grads, loss_scale):
+    """Divided in float64 (the float16/float32 values are exact there), the quotient rounded to float32."""
+    if not (math.isfinite(loss_scale) and loss_scale > 0):
+        raise ValueError(f"loss_scale must be positive and finite, got {loss_scale}")
+    unscaled = {}
+    for key, value in grads.items():
+        unscaled[key] = (value.astype(np.float64) / float(loss_scale)).astype(np.float32)
+    return unscaled
+
+
+@right("022", "multiplied by the float32 reciprocal (GradScaler's inv_scale)")
+def unscale_by_reciprocal(grads, loss_scale):
+    """Multiplied by the float32 reciprocal of S, as PyTorch's GradScaler unscales (inv_scale)."""
+    if not (math.isfinite(loss_scale) and loss_scale > 0):
+        raise ValueError(f"loss_scale must be positive and finite, got {loss_scale}")
+    inv_scale = np.float32(1.0 / loss_scale)
+    return {key: value.astype(np.float32) * inv_scale for key, value in grads.items()}
+
+
+# 023 has_non_finite_gradients ---------------------------------------------------------------------
+
+@wrong("023", "each array's sum checked (a finite sum can overflow)")
+def non_finite_by_sums(grads):
+    """023 wrong: each array's sum looked at (a sum of finite float16 values can overflow to inf)."""
+    return any(not np.isfinite(value.sum()) for value in grads.values())
+
+
+@wrong("023", "a NumPy bool from np.any")
+def non_finite_numpy_bool(grads):
+    """023 wrong in form: np.any hands back a NumPy bool (the contract promises a Python bool)."""
+    return np.any([~np.isfinite(value).all() for value in grads.values()])
+
+
+@wrong("023", "cast to float16 before the check")
+def non_finite_in_half(grads):
+    """023 wrong: the gradients cast to float16 first: a finite float32 value above 65504 counts as inf."""
+    with np.errstate(over="ignore"):
+        return any(not np.isfinite(value.astype(np.float16)).all() for value in grads.values())
+
+
+@wrong("023", "|g| <= 65504 taken for finite")
+def non_finite_beyond_half_max(grads):
+    """023 wrong: |g| <= 65504 (float16's largest) taken for finite, in every dtype."""
+    return not all(bool(np.all(np.abs(value) <= np.finfo(np.float16).max)) for value in grads.values())
+
+
+@right("023", "not all(...) over the arrays")
+def non_finite_with_all(grads):
+    return not all(np.isfinite(value).all() for value in grads.values())
+
+
+@right("023", "|g| <= finfo(dtype).max, a loop with an early return")
+def non_finite_against_finfo(grads):
+    """A loop with an early return: |g| <= finfo(dtype).max is False exactly for inf, -inf and NaN."""
+    for value in grads.values():
+        largest = np.finfo(value.dtype).max
+        if not (np.abs(value) <= largest).all():
+            return True
+    return False
+
+
+@right("023", "np.isnan and np.isinf separately")
+def non_finite_isnan_or_isinf(grads):
+    """np.isnan and np.isinf looked at separately, any() over each, a Python bool."""
+    found = False
+    for value in grads.values():
+        found = found or bool(np.isnan(value).any()) or bool(np.isinf(value).any())
+    return found
+
+
+# 024 mixed_precision_step -------------------------------------------------------------------------
+
+def _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval, grows_when,
+                       checked=lambda grads: list(grads)):
+    """024 without the earlier lessons' functions; ``grows_when(tracker, interval)`` decides growth, and
+    ``checked(grads)`` names the gradients looked at for inf and NaN (all of them, rightly)."""
+    for key, value in master_params.items():
+        if value.dtype != np.float32:
+            raise TypeError(f"master_params[{key!r}] has dtype {value.dtype}: master weights are float32")
+    if growth_interval < 1:
+        raise ValueError(f"growth_interval must be at least 1, got {growth_interval}")
+    scale = scaler_state["scale"]
+    if not np.isfinite(scale) or scale <= 0:
+        raise ValueError(f"the scale must be positive and finite, got {scale}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        half = {key: value.astype(np.float16) for key, value in master_params.items()}
+        out, cache = mlp.forward(X.astype(np.float16), half)
+        _, d_out = mlp.mse_loss_and_grad(out.astype(np.float32), Y.astype(np.float32))
+        scaled = (d_out.astype(np.float32) * np.float32(scale)).astype(np.float16)
+        grads = {key: g.astype(np.float32) / np.float32(scale) for key, g in mlp.backward(scaled, half, cache).items()}
+    if not all(np.isfinite(grads[key]).all() for key in checked(grads)):
+        return master_params, {"scale": scale * 0.5, "growth_tracker": 0}, True
+    tracker = scaler_state["growth_tracker"] + 1
+    if grows_when(tracker, growth_interval):
+        scale, tracker = scale * 2.0, 0
+    return ({key: master_params[key] - learning_rate * grads[key] for key in master_params},
+            {"scale": scale, "growth_tracker": tracker}, False)
+
+
+@wrong("024", "the scale grows one clean step late (tracker > interval)")
+def mixed_step_grows_one_step_late(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """024 wrong: the scale doubles only when the tracker passes the interval (one clean step late)."""
+    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
+                              lambda tracker, interval: tracker > interval)
+
+
+@wrong("024", "only the first layer's gradients checked for inf")
+def mixed_step_first_layer_checked(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """024 wrong: only the first layer's gradients looked at for inf and NaN."""
+    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
+                              lambda tracker, interval: tracker == interval, lambda grads: ["W1", "b1"])
+
+
+@wrong("024", "only the last layer's gradients checked for inf")
+def mixed_step_last_layer_checked(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """024 wrong: only the last layer's gradients looked at for inf and NaN (where an overflow starts)."""
+    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
+                              lambda tracker, interval: tracker == interval, lambda grads: list(grads)[-2:])
+
+
+@wrong("024", "only the weights' gradients checked")
+def mixed_step_weights_checked(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """024 wrong: only the weights' gradients looked at for inf and NaN (a bias gradient, a sum over the
+    batch, can overflow alone)."""
+    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
+                              lambda tracker, interval: tracker == interval,
+                              lambda grads: [key for key in grads if key.startswith("W")])
+
+
+@right("024", "without the earlier lessons' functions")
+def mixed_step_without_helpers(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
+                              lambda tracker, interval: tracker == interval)
+
+
+@right("024", "unscaled by the float32 reciprocal, checked key by key")
+def mixed_step_reciprocal_unscale(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """GradScaler's way written out (no earlier lesson's function): unscaled by the float32 reciprocal 1/S,
+    checked key by key with an early return, the scale grown when the clean steps reach the interval."""
+    for key, value in master_params.items():
+        if value.dtype != np.float32:
+            raise TypeError(f"master_params[{key!r}] is {value.dtype}, not float32")
+    if growth_interval < 1:
+        raise ValueError(f"growth_interval must be at least 1, got {growth_interval}")
+    scale = scaler_state["scale"]
+    if not 0 < scale < math.inf:
+        raise ValueError(f"the scale must be positive and finite, got {scale}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        half = {key: value.astype(np.float16) for key, value in master_params.items()}
+        out, cache = mlp.forward(X.astype(np.float16), half)
+        _, d_out = mlp.mse_loss_and_grad(out.astype(np.float32), Y.astype(np.float32))
+        scaled = (np.float32(scale) * d_out).astype(np.float16)
+        half_grads = mlp.backward(scaled, half, cache)
+    del out, cache, scaled
+    inv_scale = np.float32(1.0 / scale)
+    grads = {}
+    for key, g in half_grads.items():
+        grads[key] = g.astype(np.float32) * inv_scale
+        if not np.isfinite(grads[key]).all():
+            return master_params, {"scale": scale / 2, "growth_tracker": 0}, True
+    new_master = {key: master_params[key] - np.float32(learning_rate) * grads[key] for key in master_params}
+    clean_steps = scaler_state["growth_tracker"] + 1
+    if clean_steps < growth_interval:
+        return new_master, {"scale": scale, "growth_tracker": clean_steps}, False
+    return new_master, {"scale": scale * 2, "growth_tracker": 0}, False
+
+
+@right("024", "the update computed in float64, rounded once to float32")
+def mixed_step_update_in_float64(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """The update computed in float64 and rounded to float32 once (the master stays float32); the overflow
+    looked for in one pass over every unscaled gradient."""
+    if any(value.dtype != np.float32 for value in master_params.values()):
+        raise TypeError("the master weights must be float32")
+    if not growth_interval >= 1:
+        raise ValueError(f"growth_interval must be at least 1, got {growth_interval}")
+    scale = scaler_state["scale"]
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"the scale must be positive and finite, got {scale}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        half = {key: np.array(value, dtype=np.float16) for key, value in master_params.items()}
+        out, cache = mlp.forward(np.array(X, dtype=np.float16), half)
+        _, d_out = mlp.mse_loss_and_grad(np.array(out, dtype=np.float32), np.array(Y, dtype=np.float32))
+        scaled_d_out = np.multiply(d_out, scale, dtype=np.float32).astype(np.float16)
+        half_grads = mlp.backward(scaled_d_out, half, cache)
+        grads = {key: np.divide(g, scale, dtype=np.float32) for key, g in half_grads.items()}
+    if not all(np.isfinite(g).all() for g in grads.values()):
+        return master_params, {"scale": 0.5 * scale, "growth_tracker": 0}, True
+    new_master = {key: (value.astype(np.float64) - learning_rate * grads[key].astype(np.float64)).astype(np.float32)
+                  for key, value in master_params.items()}
+    tracker = scaler_state["growth_tracker"] + 1
+    grown = tracker == growth_interval
+    return new_master, {"scale": 2.0 * scale if grown else scale, "growth_tracker": 0 if grown else tracker}, False
+
+
+# 025 shard_dataset_across_workers -----------------------------------------------------------------
 
 def _check_workers(X, Y, N):
     if N < 1 or len(X) != len(Y) or N > len(X):
         raise ValueError("bad shards")
 
 
+@wrong("025", "the shards dealt to the ranks in reverse order")
 def shard_reversed_ranks(X, Y, num_workers):
     _check_workers(X, Y, num_workers)
     return [(X[r::num_workers], Y[r::num_workers]) for r in reversed(range(num_workers))]
 
 
+@wrong("025", "shards copied into np.zeros buffers (float64 whatever X's dtype)")
+def shard_into_zeros(X, Y, num_workers):
+    """Each shard's rows copied into np.zeros buffers (float64, whatever X's dtype)."""
+    N = num_workers
+    if N < 1 or len(X) != len(Y) or N > len(X):
+        raise ValueError("bad input")
+    shards = []
+    for r in range(N):
+        rows = list(range(r, len(X), N))
+        Xr, Yr = np.zeros((len(rows), X.shape[1])), np.zeros((len(rows), Y.shape[1]))
+        for i, row in enumerate(rows):
+            Xr[i], Yr[i] = X[row], Y[row]
+        shards.append((Xr, Yr))
+    return shards
+
+
+@wrong("025", "each shard a list")
+def shard_as_lists(X, Y, num_workers):
+    """025 wrong: each shard a list ``[X_r, Y_r]``, not a tuple."""
+    if num_workers < 1 or len(X) != len(Y) or num_workers > len(X):
+        raise ValueError(f"cannot shard {len(X)} examples across {num_workers} workers")
+    return [[X[r::num_workers], Y[r::num_workers]] for r in range(num_workers)]
+
+
+@right("025", "a boolean mask of index % N")
 def shard_by_index_mask(X, Y, num_workers):
     _check_workers(X, Y, num_workers)
     index = np.arange(len(X))
     return [(X[index % num_workers == r], Y[index % num_workers == r]) for r in range(num_workers)]
 
 
+@right("025", "rows dealt one by one into lists, np.stack")
+def shard_dealt_row_by_row(X, Y, num_workers):
+    """The rows dealt one by one like cards into per-worker lists, stacked at the end."""
+    if num_workers < 1 or len(X) != len(Y) or num_workers > len(X):
+        raise ValueError(f"cannot deal {len(X)} examples (and {len(Y)} targets) to {num_workers} workers")
+    hands = [([], []) for _ in range(num_workers)]
+    for i in range(len(X)):
+        rows, targets = hands[i % num_workers]
+        rows.append(X[i])
+        targets.append(Y[i])
+    return [(np.stack(rows), np.stack(targets)) for rows, targets in hands]
+
+
+@right("025", "np.take of np.arange(r, B, N)")
+def shard_with_take(X, Y, num_workers):
+    """np.take of the index runs range(r, B, N) (copies, not views)."""
+    if not 1 <= num_workers <= len(X) or len(X) != len(Y):
+        raise ValueError(f"cannot deal {len(X)} examples (and {len(Y)} targets) to {num_workers} workers")
+    shards = []
+    for r in range(num_workers):
+        rows = np.arange(r, len(X), num_workers)
+        shards.append((np.take(X, rows, axis=0), np.take(Y, rows, axis=0)))
+    return shards
+
+
+# 026 compute_local_gradients ----------------------------------------------------------------------
+
 def _check_shard(X_shard, Y_shard, num_workers):
     if len(X_shard) != len(Y_shard) or len(X_shard) == 0 or num_workers < 1:
         raise ValueError("bad shard")
 
 
+@wrong("026", "the average shard rounded down (B // N)")
 def local_integer_average_shard(params, X_shard, Y_shard, global_batch_size, num_workers):
     _check_shard(X_shard, Y_shard, num_workers)
     loss, grads = mlp.loss_and_grads(X_shard, Y_shard, params)
@@ -457,6 +1191,7 @@ def local_integer_average_shard(params, X_shard, Y_shard, global_batch_size, num
     return float(weight * loss), {key: weight * g for key, g in grads.items()}
 
 
+@right("026", "the weight applied to the output gradient before backward")
 def local_scaled_before_backward(params, X_shard, Y_shard, global_batch_size, num_workers):
     _check_shard(X_shard, Y_shard, num_workers)
     out, cache = mlp.forward(X_shard, params)
@@ -466,11 +1201,29 @@ def local_scaled_before_backward(params, X_shard, Y_shard, global_batch_size, nu
     return loss, mlp.backward(weight * 2.0 * diff / diff.size, params, cache)
 
 
+@right("026", "one example at a time, the sums times N / B")
+def local_one_example_at_a_time(params, X_shard, Y_shard, global_batch_size, num_workers):
+    """One example at a time: each example's mean loss and gradients summed, the sums times N / B."""
+    if len(X_shard) != len(Y_shard) or len(X_shard) == 0 or num_workers < 1:
+        raise ValueError("the shard must be non-empty, X_shard and Y_shard of one length, N >= 1")
+    loss_sum, grad_sums = 0.0, {key: np.zeros_like(value) for key, value in params.items()}
+    for i in range(len(X_shard)):
+        loss, grads = mlp.loss_and_grads(X_shard[i:i + 1], Y_shard[i:i + 1], params)
+        loss_sum += loss
+        for key in grad_sums:
+            grad_sums[key] += grads[key]
+    factor = num_workers / global_batch_size
+    return float(loss_sum * factor), {key: total * factor for key, total in grad_sums.items()}
+
+
+# 027 all_reduce_mean ------------------------------------------------------------------------------
+
 def _check_arrays(worker_arrays):
     if not worker_arrays or len({(a.shape, a.dtype) for a in worker_arrays}) > 1:
         raise ValueError("bad worker arrays")
 
 
+@wrong("027", "everyone sends to everyone (right numbers, N(N - 1) messages)")
 def all_to_all_mean(worker_arrays, cluster=None):
     """Everyone sends to everyone, and every worker averages: the right numbers, N(N - 1) messages."""
     from shared.cluster import Cluster
@@ -492,6 +1245,29 @@ def all_to_all_mean(worker_arrays, cluster=None):
     return results, cluster.ledger.summary()
 
 
+@wrong("027", "the dtype of the last worker only compared with worker 0's")
+def all_reduce_dtype_checked_against_last(worker_arrays, cluster=None):
+    """The naive all-reduce; shapes checked for every worker, the dtype only of the last against worker 0's."""
+    from shared.cluster import Cluster
+    if len(worker_arrays) == 0 or len({a.shape for a in worker_arrays}) > 1 \
+            or worker_arrays[-1].dtype != worker_arrays[0].dtype:
+        raise ValueError("bad")
+    n = len(worker_arrays)
+    cluster = cluster or Cluster(n)
+    with cluster.round():
+        for rank in range(1, n):
+            cluster.send(rank, 0, worker_arrays[rank])
+    total = worker_arrays[0]
+    for rank in range(1, n):
+        total = total + cluster.receive(0, rank)
+    mean = total / n
+    with cluster.round():
+        for rank in range(1, n):
+            cluster.send(0, rank, mean)
+    return [mean] + [cluster.receive(rank, 0) for rank in range(1, n)], cluster.ledger.summary()
+
+
+@right("027", "np.mean of the stacked arrays at the root")
 def naive_mean_with_stack(worker_arrays, cluster=None):
     from shared.cluster import Cluster
     _check_arrays(worker_arrays)
@@ -507,6 +1283,61 @@ def naive_mean_with_stack(worker_arrays, cluster=None):
             cluster.send(0, r, mean)
     return [mean] + [cluster.receive(r, 0) for r in range(1, N)], cluster.ledger.summary()
 
+
+@right("027", "the root sums in place on a copy of its own array")
+def naive_mean_in_place(worker_arrays, cluster=None):
+    """The root receives everything first, then adds in rank order in place on a copy of its own array
+    and divides in place; the broadcast sent from the last rank down."""
+    from shared.cluster import Cluster
+    if not worker_arrays:
+        raise ValueError("no workers")
+    for array in worker_arrays:
+        if array.shape != worker_arrays[0].shape or array.dtype != worker_arrays[0].dtype:
+            raise ValueError("the workers' arrays differ in shape or dtype")
+    n = len(worker_arrays)
+    if cluster is None:
+        cluster = Cluster(n)
+    with cluster.round():
+        for rank in range(n - 1, 0, -1):
+            cluster.send(rank, 0, worker_arrays[rank])
+    received = {rank: cluster.receive(0, rank) for rank in range(n - 1, 0, -1)}
+    mean = worker_arrays[0].copy()
+    for rank in range(1, n):
+        mean += received[rank]
+    mean /= n
+    with cluster.round():
+        for rank in range(n - 1, 0, -1):
+            cluster.send(0, rank, mean)
+    results = [mean] + [cluster.receive(rank, 0) for rank in range(1, n)]
+    return results, cluster.ledger.summary()
+
+
+@right("027", "the root accumulates in float64, the mean cast back before the broadcast")
+def naive_mean_wide_accumulator(worker_arrays, cluster=None):
+    """The root accumulates in float64 (np.add with dtype), in rank order; the mean is cast back to the
+    arrays' dtype before it is broadcast (the same bytes on the wire)."""
+    from shared.cluster import Cluster
+    if len(worker_arrays) == 0:
+        raise ValueError("no workers")
+    shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
+    if any(a.shape != shape or a.dtype != dtype for a in worker_arrays):
+        raise ValueError("the workers' arrays differ in shape or dtype")
+    n = len(worker_arrays)
+    cluster = Cluster(n) if cluster is None else cluster
+    with cluster.round():
+        for r in range(1, n):
+            cluster.send(r, 0, worker_arrays[r])
+    total = worker_arrays[0].astype(np.float64)
+    for r in range(1, n):
+        total = np.add(total, cluster.receive(0, r), dtype=np.float64)
+    mean = (total / n).astype(dtype)
+    with cluster.round():
+        for r in range(1, n):
+            cluster.send(0, r, mean)
+    return [mean] + [cluster.receive(r, 0) for r in range(1, n)], cluster.ledger.summary()
+
+
+# 028 ring_all_reduce_mean -------------------------------------------------------------------------
 
 def _ring(worker_arrays, cluster, right):
     """A ring all-reduce on chunk bounds from divmod; ``right`` False sends to the left neighbour."""
@@ -539,19 +1370,112 @@ def _ring(worker_arrays, cluster, right):
     return [np.concatenate(chunks[r]).reshape(shape) for r in range(N)], cluster.ledger.summary()
 
 
+@wrong("028", "the ring turning the other way (to the left neighbour)")
+def ring_to_the_left(worker_arrays, cluster=None):
+    return _ring(worker_arrays, cluster, right=False)
+
+
+def _ring_on_bounds(worker_arrays, cluster, bounds_of):
+    from shared.cluster import Cluster
+    n = len(worker_arrays)
+    cluster = cluster or Cluster(n)
+    bounds = bounds_of(worker_arrays[0].size, n)
+    chunks = [[a.reshape(-1)[lo:hi] for lo, hi in bounds] for a in worker_arrays]
+    for step in range(n - 1):
+        with cluster.round():
+            for rank in range(n):
+                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank - step) % n])
+        for rank in range(n):
+            index = (rank - 1 - step) % n
+            chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
+    for rank in range(n):
+        owned = (rank + 1) % n
+        chunks[rank][owned] = chunks[rank][owned] / n
+    for step in range(n - 1):
+        with cluster.round():
+            for rank in range(n):
+                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank + 1 - step) % n])
+        for rank in range(n):
+            chunks[rank][(rank - step) % n] = cluster.receive(rank, (rank - 1) % n)
+    shape = worker_arrays[0].shape
+    return [np.concatenate(chunks[rank]).reshape(shape) for rank in range(n)], cluster.ledger.summary()
+
+
+def _split_bounds(length, parts):
+    cuts = np.cumsum([0] + [len(c) for c in np.array_split(np.zeros(length), parts)])
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _ring_ref(worker_arrays, cluster):
+    return _ring_on_bounds(worker_arrays, cluster, _split_bounds)
+
+
+@wrong("028", "the dtype of the last worker only compared with worker 0's")
+def ring_dtype_checked_against_last(worker_arrays, cluster=None):
+    """Shapes checked for every worker, the dtype only of the last against worker 0's."""
+    if len(worker_arrays) == 0 or len({a.shape for a in worker_arrays}) > 1 \
+            or worker_arrays[-1].dtype != worker_arrays[0].dtype:
+        raise ValueError("bad")
+    return _ring_ref(worker_arrays, cluster)
+
+
+@right("028", "chunk bounds from divmod, no np.array_split")
 def ring_with_divmod_bounds(worker_arrays, cluster=None):
     return _ring(worker_arrays, cluster, right=True)
 
 
-def ring_to_the_left(worker_arrays, cluster=None):
-    return _ring(worker_arrays, cluster, right=False)
+@right("028", "one flat buffer per worker, chunk slices updated in place")
+def ring_in_flat_buffers(worker_arrays, cluster=None):
+    """Each worker keeps one flat copy of its array and updates chunk slices of it in place (+=, /=, =);
+    the chunk bounds from the sizes q + (c < rho)."""
+    from shared.cluster import Cluster
+    if len(worker_arrays) == 0:
+        raise ValueError("no workers")
+    shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
+    if any(a.shape != shape or a.dtype != dtype for a in worker_arrays):
+        raise ValueError("the workers' arrays differ in shape or dtype")
+    n = len(worker_arrays)
+    if cluster is None:
+        cluster = Cluster(n)
+    buffers = [np.array(a, copy=True).reshape(-1) for a in worker_arrays]
+    q, rho = divmod(buffers[0].size, n)
+    starts = [c * q + min(c, rho) for c in range(n + 1)]
 
+    def chunk(c):
+        return slice(starts[c], starts[c + 1])
+
+    for s in range(n - 1):  # reduce-scatter
+        with cluster.round():
+            for r in range(n):
+                cluster.send(r, (r + 1) % n, buffers[r][chunk((r - s) % n)])
+        for r in range(n):
+            buffers[r][chunk((r - 1 - s) % n)] += cluster.receive(r, (r - 1) % n)
+    for r in range(n):
+        buffers[r][chunk((r + 1) % n)] /= n
+    for s in range(n - 1):  # all-gather
+        with cluster.round():
+            for r in range(n):
+                cluster.send(r, (r + 1) % n, buffers[r][chunk((r + 1 - s) % n)])
+        for r in range(n):
+            buffers[r][chunk((r - s) % n)] = cluster.receive(r, (r - 1) % n)
+    return [b.reshape(shape) for b in buffers], cluster.ledger.summary()
+
+
+# 029 data_parallel_train_step ---------------------------------------------------------------------
 
 def _dp_check(X, num_workers):
     if num_workers < 1 or num_workers > len(X):
         raise ValueError("bad num_workers")
 
 
+@wrong("029", "worker 0's loss returned")
+def dp_step_worker_zero_loss(params, X, Y, num_workers, learning_rate, cluster=None):
+    _dp_check(X, num_workers)
+    replicas, _ = dp_step_by_hand(params, X, Y, num_workers, learning_rate, cluster)
+    return replicas, mlp.loss_and_grads(X[0::num_workers], Y[0::num_workers], params)[0]
+
+
+@wrong("029", "weighted gradients averaged in a loop, no all-reduce on the cluster")
 def dp_step_without_helpers(params, X, Y, num_workers, learning_rate, cluster=None):
     """Wrong since grading v3: weighted local gradients and a plain average, one worker at a time, and
     no all-reduce on the cluster (the step's traffic is measured on the cluster the grader passes)."""
@@ -566,6 +1490,7 @@ def dp_step_without_helpers(params, X, Y, num_workers, learning_rate, cluster=No
     return [{key: params[key] - learning_rate * total[key] / N for key in params} for _ in range(N)], loss_total / N
 
 
+@right("029", "the local gradients written out in loops, the helper's ring on the cluster")
 def dp_step_by_hand(params, X, Y, num_workers, learning_rate, cluster=None):
     """Right: the shards dealt, the weighted local gradients written out in loops, then the helper's ring
     all-reduce of each tensor on the cluster."""
@@ -588,11 +1513,35 @@ def dp_step_by_hand(params, X, Y, num_workers, learning_rate, cluster=None):
     return replicas, float(loss_total / N)
 
 
-def dp_step_worker_zero_loss(params, X, Y, num_workers, learning_rate, cluster=None):
-    _dp_check(X, num_workers)
-    replicas, _ = dp_step_by_hand(params, X, Y, num_workers, learning_rate, cluster)
-    return replicas, mlp.loss_and_grads(X[0::num_workers], Y[0::num_workers], params)[0]
+@right("029", "the learner's own ring, the loss as sum(n_r L_r) / B, replicas updated in place")
+def dp_step_own_ring_in_place(params, X, Y, num_workers, learning_rate, cluster=None):
+    """The learner's own ring (028, flat buffers) per tensor; the loss as sum(n_r L_r) / B; each replica
+    updated in place on the array its worker received."""
+    from shared.cluster import Cluster
+    if num_workers < 1 or num_workers > len(X):
+        raise ValueError(f"{num_workers} workers for {len(X)} examples")
+    N, B = num_workers, len(X)
+    if cluster is None:
+        cluster = Cluster(N)
+    contributions, weighted_loss = [], 0.0
+    for r in range(N):
+        X_r, Y_r = X[r::N], Y[r::N]
+        loss, grads = mlp.loss_and_grads(X_r, Y_r, params)
+        weighted_loss += len(X_r) * loss
+        weight = N * len(X_r) / B
+        contributions.append({key: weight * g for key, g in grads.items()})
+    replicas = [dict() for _ in range(N)]
+    for key in params:
+        averaged, _ = ring_in_flat_buffers([c[key] for c in contributions], cluster)
+        for r in range(N):
+            mine = averaged[r]
+            mine *= -learning_rate
+            mine += params[key]
+            replicas[r][key] = mine
+    return replicas, float(weighted_loss / B)
 
+
+# 030 bucket_gradients -----------------------------------------------------------------------------
 
 def _bucket_check(worker_grads, cap):
     if cap <= 0 or not worker_grads:
@@ -631,36 +1580,122 @@ def _bucket_with(worker_grads, cap, cluster, order):
     return [{k: a[k] for k in first} for a in averaged], order(buckets), cluster.ledger.summary()
 
 
-def buckets_by_cumsum(worker_grads, bucket_cap_bytes, cluster=None):
-    return _bucket_with(worker_grads, bucket_cap_bytes, cluster, lambda buckets: buckets)
-
-
+@wrong("030", "the buckets listed from the last filled to the first")
 def buckets_listed_last_first(worker_grads, bucket_cap_bytes, cluster=None):
     return _bucket_with(worker_grads, bucket_cap_bytes, cluster, lambda buckets: buckets[::-1])
 
 
-# 031-035 (Part 6: ZeRO's sharded Adam on the simulated cluster) -------------------
+@wrong("030", "only the last worker's keys and shapes compared with worker 0's")
+def buckets_checked_against_last(worker_grads, bucket_cap_bytes, cluster=None):
+    """Only the last worker's keys and shapes compared with worker 0's."""
+    from shared.cluster import Cluster
+    from shared.lesson_blocks import ring_all_reduce_mean
+    if bucket_cap_bytes <= 0 or not worker_grads:
+        raise ValueError("bad")
+    first, last = worker_grads[0], worker_grads[-1]
+    if first.keys() != last.keys() or any(first[k].shape != last[k].shape for k in first):
+        raise ValueError("bad")
+    cluster = cluster or Cluster(len(worker_grads))
+    buckets, current, size = [], [], 0
+    for key in reversed(list(first)):
+        if current and size + first[key].nbytes > bucket_cap_bytes:
+            buckets.append(current)
+            current, size = [], 0
+        current.append(key)
+        size += first[key].nbytes
+    buckets.append(current)
+    averaged = [{} for _ in worker_grads]
+    for bucket in buckets:
+        reduced, _ = ring_all_reduce_mean([np.concatenate([g[k].ravel() for k in bucket]) for g in worker_grads],
+                                          cluster)
+        for rank, buffer in enumerate(reduced):
+            offset = 0
+            for key in bucket:
+                averaged[rank][key] = buffer[offset:offset + first[key].size].reshape(first[key].shape)
+                offset += first[key].size
+    return [{key: mine[key] for key in first} for mine in averaged], buckets, cluster.ledger.summary()
 
-def init_moments_one_dict(params):
-    """031 wrong: m and v are the same dict of zero arrays (an update of one is an update of the other)."""
-    zeros = {key: np.zeros_like(value) for key, value in params.items()}
-    return {"step": 0, "m": zeros, "v": zeros}
+
+@wrong("030", "each bucket a tuple")
+def buckets_as_tuples(worker_grads, bucket_cap_bytes, cluster=None):
+    """030 wrong: each bucket a tuple of keys, not a list."""
+    return _bucket_with(worker_grads, bucket_cap_bytes, cluster, lambda buckets: [tuple(b) for b in buckets])
 
 
+@right("030", "buckets cut where the cumulative size passes the cap")
+def buckets_by_cumsum(worker_grads, bucket_cap_bytes, cluster=None):
+    return _bucket_with(worker_grads, bucket_cap_bytes, cluster, lambda buckets: buckets)
+
+
+@right("030", "buckets by a while loop, the learner's own ring, np.split")
+def buckets_with_own_ring(worker_grads, bucket_cap_bytes, cluster=None):
+    """Buckets filled by a while loop over the reversed keys (itemsize x size bytes), each all-reduced by
+    the learner's own ring (028), cut back with np.split."""
+    from shared.cluster import Cluster
+    if bucket_cap_bytes <= 0 or len(worker_grads) == 0:
+        raise ValueError("a positive cap and at least one worker")
+    first = worker_grads[0]
+    for grads in worker_grads:
+        if set(grads) != set(first) or any(grads[k].shape != first[k].shape for k in first):
+            raise ValueError("the workers' gradients differ in keys or shapes")
+    if cluster is None:
+        cluster = Cluster(len(worker_grads))
+    keys = list(first)[::-1]
+    buckets, i = [], 0
+    while i < len(keys):
+        bucket = [keys[i]]
+        size = first[keys[i]].size * first[keys[i]].itemsize
+        i += 1
+        while i < len(keys) and size + first[keys[i]].size * first[keys[i]].itemsize <= bucket_cap_bytes:
+            size += first[keys[i]].size * first[keys[i]].itemsize
+            bucket.append(keys[i])
+            i += 1
+        buckets.append(bucket)
+    pieces = [{} for _ in worker_grads]
+    for bucket in buckets:
+        reduced, _ = ring_in_flat_buffers([np.concatenate([g[k].ravel() for k in bucket]) for g in worker_grads],
+                                          cluster)
+        cuts = list(np.cumsum([first[k].size for k in bucket])[:-1])
+        for r, buffer in enumerate(reduced):
+            for k, part in zip(bucket, np.split(buffer, cuts)):
+                pieces[r][k] = part.reshape(first[k].shape)
+    averaged = [{k: mine[k] for k in first} for mine in pieces]
+    return averaged, buckets, cluster.ledger.summary()
+
+
+# 031 init_adam_state ------------------------------------------------------------------------------
+
+@wrong("031", "params * 0.0: NaN where a parameter is inf or NaN")
+def init_times_zero(params):
+    return {"step": 0, "m": {k: v * 0.0 for k, v in params.items()}, "v": {k: 0.0 * v for k, v in params.items()}}
+
+
+@wrong("031", "the state without its step")
 def init_without_step(params):
     return {"m": {k: np.zeros_like(v) for k, v in params.items()}, "v": {k: np.zeros_like(v) for k, v in params.items()}}
 
 
+@wrong("031", "m and v as flat vectors")
 def init_flat_moments(params):
     size = sum(v.size for v in params.values())
     dtype = next(iter(params.values())).dtype
     return {"step": 0, "m": np.zeros(size, dtype), "v": np.zeros(size, dtype)}
 
 
-def init_times_zero(params):
-    return {"step": 0, "m": {k: v * 0.0 for k, v in params.items()}, "v": {k: 0.0 * v for k, v in params.items()}}
+@wrong("031", "m and v one dict of arrays")
+def init_moments_one_dict(params):
+    """031 wrong: m and v are the same dict of zero arrays (an update of one is an update of the other)."""
+    zeros = {key: np.zeros_like(value) for key, value in params.items()}
+    return {"step": 0, "m": zeros, "v": zeros}
 
 
+@right("031", "np.zeros with the dtype, np.full")
+def init_zeros_with_dtype(params):
+    return {"step": 0, "m": {k: np.zeros(v.shape, dtype=v.dtype) for k, v in params.items()},
+            "v": {k: np.full(v.shape, 0, dtype=v.dtype) for k, v in params.items()}}
+
+
+@right("031", "np.empty filled with 0")
 def init_empty_then_filled(params):
     """Right: np.empty arrays of the parameters' shapes and dtypes, filled with 0."""
     state = {"step": 0, "m": {}, "v": {}}
@@ -672,10 +1707,7 @@ def init_empty_then_filled(params):
     return state
 
 
-def init_zeros_with_dtype(params):
-    return {"step": 0, "m": {k: np.zeros(v.shape, dtype=v.dtype) for k, v in params.items()},
-            "v": {k: np.full(v.shape, 0, dtype=v.dtype) for k, v in params.items()}}
-
+# 032 partition_optimizer_state --------------------------------------------------------------------
 
 def _check_state(state, num_workers):
     m, v = state["m"], state["v"]
@@ -684,6 +1716,7 @@ def _check_state(state, num_workers):
         raise ValueError("bad partition")
 
 
+@wrong("032", "the flat vector in sorted key order")
 def partition_sorted_keys(state, num_workers):
     """The flat vector in sorted key order (W1, W2, ..., b1, b2, ...) instead of the dict's order."""
     _check_state(state, num_workers)
@@ -693,6 +1726,7 @@ def partition_sorted_keys(state, num_workers):
             for m, v in zip(np.array_split(flat["m"], num_workers), np.array_split(flat["v"], num_workers))]
 
 
+@wrong("032", "the shards' step reset to 0")
 def partition_step_reset(state, num_workers):
     _check_state(state, num_workers)
     flat = {moment: np.concatenate([a.ravel() for a in state[moment].values()]) for moment in ("m", "v")}
@@ -700,6 +1734,7 @@ def partition_step_reset(state, num_workers):
             for m, v in zip(np.array_split(flat["m"], num_workers), np.array_split(flat["v"], num_workers))]
 
 
+@right("032", "views of one flat vector per moment")
 def partition_views_of_one_flat(state, num_workers):
     """Views of one new flat vector per moment: the shards together keep the state once (no copy per shard)."""
     _check_state(state, num_workers)
@@ -708,6 +1743,7 @@ def partition_views_of_one_flat(state, num_workers):
             for m, v in zip(np.array_split(flat["m"], num_workers), np.array_split(flat["v"], num_workers))]
 
 
+@right("032", "bounds from divmod, np.array copies")
 def partition_divmod_loop(state, num_workers):
     _check_state(state, num_workers)
     flat_m = np.concatenate([a.reshape(-1) for a in state["m"].values()])
@@ -721,12 +1757,15 @@ def partition_divmod_loop(state, num_workers):
     return shards
 
 
+# 033 local_shard_adam_update ----------------------------------------------------------------------
+
 def _check_update(param_shard, grad_shard, state_shard, learning_rate, beta1, beta2):
     if learning_rate <= 0 or not 0 <= beta1 < 1 or not 0 <= beta2 < 1 or grad_shard.shape != param_shard.shape \
             or state_shard["m"].shape != param_shard.shape or state_shard["v"].shape != param_shard.shape:
         raise ValueError("bad update")
 
 
+@wrong("033", "eps added before v's bias correction (the paper's 'efficient' form)")
 def adam_eps_before_correction(param_shard, grad_shard, state_shard, learning_rate, beta1=0.9, beta2=0.999,
                                eps=1e-8):
     """The Adam paper's "efficient" ordering: eps added to sqrt(v) before the bias correction of v."""
@@ -738,6 +1777,7 @@ def adam_eps_before_correction(param_shard, grad_shard, state_shard, learning_ra
     return param_shard - step_size * m / (np.sqrt(v) + eps), {"step": t, "m": m, "v": v}
 
 
+@wrong("033", "the step count not advanced in the new state")
 def adam_step_not_advanced(param_shard, grad_shard, state_shard, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8):
     _check_update(param_shard, grad_shard, state_shard, learning_rate, beta1, beta2)
     t = state_shard["step"] + 1
@@ -747,6 +1787,7 @@ def adam_step_not_advanced(param_shard, grad_shard, state_shard, learning_rate, 
     return new, {"step": state_shard["step"], "m": m, "v": v}
 
 
+@right("033", "torch.optim.Adam's arithmetic, on copies")
 def adam_pytorch_style(param_shard, grad_shard, state_shard, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8):
     """torch.optim.Adam's arithmetic (step size lr / bias_correction1, denominator sqrt(v) / sqrt(bc2) + eps),
     on copies."""
@@ -763,6 +1804,7 @@ def adam_pytorch_style(param_shard, grad_shard, state_shard, learning_rate, beta
     return param_shard - (learning_rate / (1 - beta1 ** t)) * (m / denominator), {"step": t, "m": m, "v": v}
 
 
+@right("033", "a loop over elements")
 def adam_loop(param_shard, grad_shard, state_shard, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8):
     _check_update(param_shard, grad_shard, state_shard, learning_rate, beta1, beta2)
     t = state_shard["step"] + 1
@@ -774,11 +1816,14 @@ def adam_loop(param_shard, grad_shard, state_shard, learning_rate, beta1=0.9, be
     return new, {"step": t, "m": m, "v": v}
 
 
+# 034 all_gather_param_shards ----------------------------------------------------------------------
+
 def _check_shards(param_shards):
     if not param_shards or len({s.dtype for s in param_shards}) > 1 or any(s.ndim != 1 for s in param_shards):
         raise ValueError("bad shards")
 
 
+@wrong("034", "the ring turning the other way (to the left neighbour)")
 def gather_to_the_left(param_shards, cluster=None):
     """The ring turning the other way: worker r sends to r - 1."""
     from shared.cluster import Cluster
@@ -795,6 +1840,7 @@ def gather_to_the_left(param_shards, cluster=None):
     return [np.concatenate([mine[q] for q in range(n)]) for mine in held], cluster.ledger.summary()
 
 
+@wrong("034", "everyone sends its shard to everyone in one round")
 def gather_all_to_all(param_shards, cluster=None):
     """Every worker sends its shard to every other in one round: the right vectors, other traffic."""
     from shared.cluster import Cluster
@@ -813,6 +1859,25 @@ def gather_all_to_all(param_shards, cluster=None):
     return vectors, cluster.ledger.summary()
 
 
+@wrong("034", "the dtype of the last shard only compared with worker 0's")
+def gather_dtype_checked_against_last(param_shards, cluster=None):
+    """Every shard checked to be 1-D, the dtype only of the last against worker 0's."""
+    from shared.cluster import Cluster
+    if not param_shards or any(s.ndim != 1 for s in param_shards) or param_shards[-1].dtype != param_shards[0].dtype:
+        raise ValueError("bad")
+    n = len(param_shards)
+    cluster = cluster or Cluster(n)
+    held = [{r: param_shards[r]} for r in range(n)]
+    for step in range(n - 1):
+        with cluster.round():
+            for r in range(n):
+                cluster.send(r, (r + 1) % n, held[r][(r - step) % n])
+        for r in range(n):
+            held[r][(r - 1 - step) % n] = cluster.receive(r, (r - 1) % n)
+    return [np.concatenate([mine[q] for q in range(n)]) for mine in held], cluster.ledger.summary()
+
+
+@right("034", "a list of N slots per worker")
 def gather_slots(param_shards, cluster=None):
     """The ring, each worker filling a list of N slots as the shards arrive."""
     from shared.cluster import Cluster
@@ -830,6 +1895,42 @@ def gather_slots(param_shards, cluster=None):
             slots[r][(r - 1 - step) % n] = cluster.receive(r, (r - 1) % n)
     return [np.concatenate(mine) for mine in slots], cluster.ledger.summary()
 
+
+@right("034", "each worker's whole vector preallocated, shards written at their offsets")
+def gather_into_preallocated(param_shards, cluster=None):
+    """Each worker allocates its whole vector up front and writes every shard at its offset; it forwards
+    slices of that vector."""
+    from shared.cluster import Cluster
+    if len(param_shards) == 0:
+        raise ValueError("no shards")
+    for shard in param_shards:
+        if shard.ndim != 1:
+            raise ValueError(f"a shard of shape {shard.shape} is not 1-D")
+        if shard.dtype != param_shards[0].dtype:
+            raise ValueError("the shards differ in dtype")
+    n = len(param_shards)
+    if cluster is None:
+        cluster = Cluster(n)
+    offsets = [0]
+    for shard in param_shards:
+        offsets.append(offsets[-1] + len(shard))
+    vectors = []
+    for r in range(n):
+        vector = np.empty(offsets[-1], dtype=param_shards[0].dtype)
+        vector[offsets[r]:offsets[r + 1]] = param_shards[r]
+        vectors.append(vector)
+    for s in range(n - 1):
+        with cluster.round():
+            for r in range(n):
+                q = (r - s) % n
+                cluster.send(r, (r + 1) % n, vectors[r][offsets[q]:offsets[q + 1]])
+        for r in range(n):
+            q = (r - 1 - s) % n
+            vectors[r][offsets[q]:offsets[q + 1]] = cluster.receive(r, (r - 1) % n)
+    return vectors, cluster.ledger.summary()
+
+
+# 035 zero_optimizer_step --------------------------------------------------------------------------
 
 def _zero_inline(params, worker_grads, worker_states, learning_rate, beta1, beta2, eps, cluster, *, local=False,
                  order=None):
@@ -872,157 +1973,125 @@ def _zero_inline(params, worker_grads, worker_states, learning_rate, beta1, beta
     return worker_params, states, traffic
 
 
-def zero_without_helpers(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8,
-                         cluster=None):
-    return _zero_inline(params, worker_grads, worker_states, learning_rate, beta1, beta2, eps, cluster)
-
-
+@wrong("035", "each worker steps with its own gradient (no reduce-scatter)")
 def zero_own_gradient(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8,
                       cluster=None):
     return _zero_inline(params, worker_grads, worker_states, learning_rate, beta1, beta2, eps, cluster, local=True)
 
 
+@wrong("035", "the vector cut back into tensors in reverse key order")
 def zero_cut_in_reverse(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8,
                         cluster=None):
     return _zero_inline(params, worker_grads, worker_states, learning_rate, beta1, beta2, eps, cluster,
                         order=lambda keys: keys[::-1])
 
 
-# 019-024 (Part 4: mixed precision) ----------------------------------------------------
-
-def _float_arrays_only(params, what):
-    for key, value in params.items():
-        if not np.issubdtype(value.dtype, np.floating):
-            raise TypeError(f"params[{key!r}] has dtype {value.dtype}: {what}")
+@right("035", "without the earlier lessons' functions (PyTorch-style Adam inline)")
+def zero_without_helpers(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8,
+                         cluster=None):
+    return _zero_inline(params, worker_grads, worker_states, learning_rate, beta1, beta2, eps, cluster)
 
 
-def _positive_finite_scale(loss_scale):
-    if not np.isfinite(loss_scale) or loss_scale <= 0:
-        raise ValueError(f"loss_scale must be positive and finite, got {loss_scale}")
+@right("035", "flat reduce-scatter buffers, the helper's Adam, the learner's own all-gather")
+def zero_flat_buffers_own_gather(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999,
+                                 eps=1e-8, cluster=None):
+    """The reduce-scatter in one flat buffer per worker (chunk slices updated in place), the helper's
+    local_shard_adam_update, the learner's own all-gather (034, preallocated vectors), np.split to cut."""
+    from shared.cluster import Cluster
+    from shared.lesson_blocks import local_shard_adam_update
+    n = len(worker_grads)
+    total = sum(value.size for value in params.values())
+    if n == 0 or n > total:
+        raise ValueError(f"{n} workers for {total} parameter elements")
+    for grads in worker_grads:
+        if grads.keys() != params.keys() or any(grads[k].shape != params[k].shape for k in params):
+            raise ValueError("a worker's gradients differ from the parameters in keys or shapes")
+    if len(worker_states) != n:
+        raise ValueError(f"{len(worker_states)} state shards for {n} workers")
+    if cluster is None:
+        cluster = Cluster(n)
+    q, rho = divmod(total, n)
+    starts = [c * q + min(c, rho) for c in range(n + 1)]
+    buffers = [np.concatenate([g[k].ravel() for k in params]) for g in worker_grads]
+    for s in range(n - 1):
+        with cluster.round():
+            for r in range(n):
+                c = (r - 1 - s) % n
+                cluster.send(r, (r + 1) % n, buffers[r][starts[c]:starts[c + 1]])
+        for r in range(n):
+            c = (r - 2 - s) % n
+            buffers[r][starts[c]:starts[c + 1]] += cluster.receive(r, (r - 1) % n)
+    flat_params = np.concatenate([value.ravel() for value in params.values()])
+    new_shards, new_states = [], []
+    for r in range(n):
+        mean = buffers[r][starts[r]:starts[r + 1]] / n
+        shard, state = local_shard_adam_update(flat_params[starts[r]:starts[r + 1]], mean, worker_states[r],
+                                               learning_rate, beta1, beta2, eps)
+        new_shards.append(shard)
+        new_states.append(state)
+    del buffers
+    vectors, traffic = gather_into_preallocated(new_shards, cluster)
+    cuts = list(np.cumsum([value.size for value in params.values()])[:-1])
+    worker_params = []
+    for vector in vectors:
+        parts = np.split(vector, cuts)
+        worker_params.append({k: part.reshape(params[k].shape) for k, part in zip(params, parts)})
+    return worker_params, new_states, traffic
 
 
-def half_by_view(params):
-    """019 wrong: ``.view`` reinterprets the bytes (four float16 numbers per float64) instead of converting."""
-    _float_arrays_only(params, "only float arrays can be cast to float16")
-    return {key: value.view(np.float16).copy() for key, value in params.items()}
+@right("035", "adam inline, the bias corrections folded into the step size and eps")
+def zero_adam_step_size_folded(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999,
+                               eps=1e-8, cluster=None):
+    """Adam inline with the bias corrections folded into the step size, lr sqrt(1 - b2^t) / (1 - b1^t), and
+    eps sqrt(1 - b2^t) beside sqrt(v) (the contract's formula, rearranged exactly); the reduce-scatter on
+    np.array_split chunks; the helper's all-gather."""
+    from shared.cluster import Cluster
+    from shared.lesson_blocks import all_gather_param_shards
+    if not learning_rate > 0 or not 0 <= beta1 < 1 or not 0 <= beta2 < 1:
+        raise ValueError("learning_rate > 0 and beta1, beta2 in [0, 1)")
+    n = len(worker_grads)
+    sizes = [value.size for value in params.values()]
+    if not 1 <= n <= sum(sizes):
+        raise ValueError(f"{n} workers for {sum(sizes)} parameter elements")
+    if any(g.keys() != params.keys() or any(g[k].shape != params[k].shape for k in params) for g in worker_grads):
+        raise ValueError("a worker's gradients differ from the parameters in keys or shapes")
+    shards = np.array_split(np.concatenate([value.ravel() for value in params.values()]), n)
+    if len(worker_states) != n or any(state["m"].shape != shard.shape or state["v"].shape != shard.shape
+                                      for state, shard in zip(worker_states, shards)):
+        raise ValueError("worker_states must be the N state shards of these parameters")
+    if cluster is None:
+        cluster = Cluster(n)
+    chunks = [np.array_split(np.concatenate([g[k].ravel() for k in params]), n) for g in worker_grads]
+    for s in range(n - 1):
+        with cluster.round():
+            for r in range(n):
+                cluster.send(r, (r + 1) % n, chunks[r][(r - 1 - s) % n])
+        for r in range(n):
+            c = (r - 2 - s) % n
+            chunks[r][c] = chunks[r][c] + cluster.receive(r, (r - 1) % n)
+    new_shards, new_states = [], []
+    for r in range(n):
+        g = chunks[r][r] / n
+        t = worker_states[r]["step"] + 1
+        m = beta1 * worker_states[r]["m"] + (1 - beta1) * g
+        v = beta2 * worker_states[r]["v"] + (1 - beta2) * (g * g)
+        root_c2 = math.sqrt(1 - beta2 ** t)
+        step_size = learning_rate * root_c2 / (1 - beta1 ** t)
+        new_shards.append(shards[r] - step_size * m / (np.sqrt(v) + eps * root_c2))
+        new_states.append({"step": t, "m": m, "v": v})
+    del chunks
+    vectors, traffic = all_gather_param_shards(new_shards, cluster)
+    worker_params = []
+    for vector in vectors:
+        mine, start = {}, 0
+        for key, value in params.items():
+            mine[key] = vector[start:start + value.size].reshape(value.shape)
+            start += value.size
+        worker_params.append(mine)
+    return worker_params, new_states, traffic
 
 
-def half_with_np_array(params):
-    _float_arrays_only(params, "only float arrays can be cast to float16")
-    with np.errstate(over="ignore"):
-        return {key: np.array(value, dtype=np.float16) for key, value in params.items()}
-
-
-def master_by_view(params):
-    """020 wrong: ``.view`` reinterprets the bytes instead of converting them to float32."""
-    _float_arrays_only(params, "master weights are made from float arrays")
-    return {key: value.view(np.float32).copy() for key, value in params.items()}
-
-
-def master_with_np_array(params):
-    _float_arrays_only(params, "master weights are made from float arrays")
-    return {key: np.array(value, dtype=np.float32) for key, value in params.items()}
-
-
-def scale_loss_numpy_float(loss, d_out, loss_scale):
-    """021 wrong in form: the scaled loss left a NumPy float32 (the contract promises a Python float)."""
-    _positive_finite_scale(loss_scale)
-    with np.errstate(over="ignore"):
-        scaled = (d_out.astype(np.float32) * np.float32(loss_scale)).astype(np.float16)
-    return np.float32(loss) * np.float32(loss_scale), scaled
-
-
-def scale_loss_with_multiply_dtype(loss, d_out, loss_scale):
-    _positive_finite_scale(loss_scale)
-    with np.errstate(over="ignore"):
-        scaled = np.multiply(d_out, loss_scale, dtype=np.float32).astype(np.float16)
-    return float(loss) * float(loss_scale), scaled
-
-
-def unscale_into_callers_dict(grads, loss_scale):
-    """022 wrong: the caller's dict updated (its arrays replaced) and handed back."""
-    _positive_finite_scale(loss_scale)
-    for key in list(grads):
-        grads[key] = grads[key].astype(np.float32) / np.float32(loss_scale)
-    return grads
-
-
-def unscale_with_divide_dtype(grads, loss_scale):
-    _positive_finite_scale(loss_scale)
-    return {key: np.divide(value, loss_scale, dtype=np.float32) for key, value in grads.items()}
-
-
-def non_finite_by_sums(grads):
-    """023 wrong: each array's sum looked at (a sum of finite float16 values can overflow to inf)."""
-    return any(not np.isfinite(value.sum()) for value in grads.values())
-
-
-def non_finite_numpy_bool(grads):
-    """023 wrong in form: np.any hands back a NumPy bool (the contract promises a Python bool)."""
-    return np.any([~np.isfinite(value).all() for value in grads.values()])
-
-
-def non_finite_with_all(grads):
-    return not all(np.isfinite(value).all() for value in grads.values())
-
-
-def _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval, grows_when,
-                       checked=lambda grads: list(grads)):
-    """024 without the earlier lessons' functions; ``grows_when(tracker, interval)`` decides growth, and
-    ``checked(grads)`` names the gradients looked at for inf and NaN (all of them, rightly)."""
-    for key, value in master_params.items():
-        if value.dtype != np.float32:
-            raise TypeError(f"master_params[{key!r}] has dtype {value.dtype}: master weights are float32")
-    if growth_interval < 1:
-        raise ValueError(f"growth_interval must be at least 1, got {growth_interval}")
-    scale = scaler_state["scale"]
-    if not np.isfinite(scale) or scale <= 0:
-        raise ValueError(f"the scale must be positive and finite, got {scale}")
-    with np.errstate(over="ignore", invalid="ignore"):
-        half = {key: value.astype(np.float16) for key, value in master_params.items()}
-        out, cache = mlp.forward(X.astype(np.float16), half)
-        _, d_out = mlp.mse_loss_and_grad(out.astype(np.float32), Y.astype(np.float32))
-        scaled = (d_out.astype(np.float32) * np.float32(scale)).astype(np.float16)
-        grads = {key: g.astype(np.float32) / np.float32(scale) for key, g in mlp.backward(scaled, half, cache).items()}
-    if not all(np.isfinite(grads[key]).all() for key in checked(grads)):
-        return master_params, {"scale": scale * 0.5, "growth_tracker": 0}, True
-    tracker = scaler_state["growth_tracker"] + 1
-    if grows_when(tracker, growth_interval):
-        scale, tracker = scale * 2.0, 0
-    return ({key: master_params[key] - learning_rate * grads[key] for key in master_params},
-            {"scale": scale, "growth_tracker": tracker}, False)
-
-
-def mixed_step_grows_one_step_late(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
-    """024 wrong: the scale doubles only when the tracker passes the interval (one clean step late)."""
-    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
-                              lambda tracker, interval: tracker > interval)
-
-
-def mixed_step_first_layer_checked(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
-    """024 wrong: only the first layer's gradients looked at for inf and NaN."""
-    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
-                              lambda tracker, interval: tracker == interval, lambda grads: ["W1", "b1"])
-
-
-def mixed_step_last_layer_checked(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
-    """024 wrong: only the last layer's gradients looked at for inf and NaN (where an overflow starts)."""
-    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
-                              lambda tracker, interval: tracker == interval, lambda grads: list(grads)[-2:])
-
-
-def half_without_nan(params):
-    """019 wrong: NaN weights turned into 0 before the cast (np.nan_to_num keeps inf, as it clips to the max)."""
-    _float_arrays_only(params, "only float arrays can be cast to float16")
-    return {key: np.nan_to_num(value, nan=0.0, posinf=np.inf, neginf=-np.inf).astype(np.float16)
-            for key, value in params.items()}
-
-
-def mixed_step_without_helpers(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
-    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
-                              lambda tracker, interval: tracker == interval)
-
-# 036-040 (Part 7: memory accounting and the full loop) -------------------------------
+# 036 compute_param_memory_bytes -------------------------------------------------------------------
 
 def _layout_checks(num_params, dtype, zero_stage, num_workers, rank):
     if dtype not in ("float16", "float32", "float64", "mixed") or num_params < 0 or zero_stage not in (0, 1, 2, 3) \
@@ -1030,6 +2099,7 @@ def _layout_checks(num_params, dtype, zero_stage, num_workers, rank):
         raise ValueError("bad layout")
 
 
+@wrong("036", "every worker counted with the longest shard")
 def params_ceil_shards(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
     """Every worker counted with the longest shard, ceil(Psi / N)."""
     _layout_checks(num_params, dtype, zero_stage, num_workers, rank)
@@ -1039,6 +2109,7 @@ def params_ceil_shards(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
             "gradients": size * (owned if zero_stage >= 2 else num_params)}
 
 
+@right("036", "n_r as len(range(rank, Psi, N)), the dtype's itemsize")
 def params_range_length(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
     """n_r as len(range(rank, Psi, N)): as many elements as the contiguous shard, and the dtype's itemsize."""
     _layout_checks(num_params, dtype, zero_stage, num_workers, rank)
@@ -1048,6 +2119,47 @@ def params_range_length(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
             "gradients": size * owned if zero_stage >= 2 else size * num_params}
 
 
+@right("036", "n_r as the difference of the start offsets")
+def params_start_offsets(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
+    """n_r as the difference of the shard's start offsets s_(r+1) - s_r, s_r = r q + min(r, rho)."""
+    sizes = {"float16": 2, "float32": 4, "float64": 8, "mixed": 2}
+    if dtype not in sizes:
+        raise ValueError(f"unknown dtype {dtype!r}")
+    if num_params < 0 or zero_stage not in (0, 1, 2, 3) or num_workers < 1 or not 0 <= rank < num_workers:
+        raise ValueError("num_params >= 0, zero_stage in 0..3, num_workers >= 1 and 0 <= rank < num_workers")
+    q, rho = divmod(num_params, num_workers)
+    owned = ((rank + 1) * q + min(rank + 1, rho)) - (rank * q + min(rank, rho))
+    b = sizes[dtype]
+    parameters = b * num_params
+    gradients = b * num_params
+    if zero_stage >= 2:
+        gradients = b * owned
+    if zero_stage == 3:
+        parameters = b * owned
+    return {"parameters": parameters, "gradients": gradients}
+
+
+@right("036", "n_r as ceil((Psi - r) / N) by floor division")
+def params_strided_count(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
+    """n_r as ceil((Psi - r) / N) by floor division of negatives (lesson 025's count of a dealt shard, the
+    same number as the contiguous shard's); the bytes from np.dtype(...).itemsize."""
+    if dtype not in ("float16", "float32", "float64", "mixed"):
+        raise ValueError(f"unknown dtype {dtype!r}")
+    if num_params < 0:
+        raise ValueError("num_params must be at least 0")
+    if zero_stage not in range(4):
+        raise ValueError("zero_stage must be 0, 1, 2 or 3")
+    if num_workers < 1 or rank < 0 or rank >= num_workers:
+        raise ValueError("rank must be in [0, num_workers), num_workers >= 1")
+    b = np.dtype(np.float16 if dtype == "mixed" else dtype).itemsize
+    owned = -((rank - num_params) // num_workers)
+    return {"parameters": b * (owned if zero_stage > 2 else num_params),
+            "gradients": b * (owned if zero_stage > 1 else num_params)}
+
+
+# 037 compute_optimizer_memory_bytes ---------------------------------------------------------------
+
+@wrong("037", "the paper's 16 bytes counted as the optimizer's")
 def optimizer_sixteen_for_mixed(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
     """The ZeRO paper's 16 bytes counted as the optimizer's (parameters and gradients twice over)."""
     _layout_checks(num_params, dtype, zero_stage, num_workers, rank)
@@ -1056,11 +2168,41 @@ def optimizer_sixteen_for_mixed(num_params, dtype, zero_stage=0, num_workers=1, 
     return per * (owned if zero_stage else num_params)
 
 
+@wrong("037", "mixed: the master weights not sharded")
+def optimizer_master_unsharded(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
+    """037 wrong: in mixed precision the float32 master weights kept whole at stages 1-3 (only m and v sharded)."""
+    _layout_checks(num_params, dtype, zero_stage, num_workers, rank)
+    owned = num_params // num_workers + (rank < num_params % num_workers)
+    if dtype == "mixed":
+        return 12 * num_params if zero_stage == 0 else 4 * num_params + 8 * owned
+    return 2 * (int(dtype[5:]) // 8) * (owned if zero_stage else num_params)
+
+
+@right("037", "np.dtype(...).itemsize, n_r from range()")
 def optimizer_itemsize(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
     _layout_checks(num_params, dtype, zero_stage, num_workers, rank)
     per = 3 * np.dtype(np.float32).itemsize if dtype == "mixed" else 2 * np.dtype(dtype).itemsize
     return per * (len(range(rank, num_params, num_workers)) if zero_stage >= 1 else num_params)
 
+
+@right("037", "the state listed tensor by tensor, n_r from divmod")
+def optimizer_states_listed(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
+    """The state listed tensor by tensor (master, m, v in float32 for mixed; m and v otherwise), summed;
+    n_r from divmod."""
+    itemsize = {"float16": 2, "float32": 4, "float64": 8}
+    if dtype != "mixed" and dtype not in itemsize:
+        raise ValueError(f"unknown dtype {dtype!r}")
+    if num_params < 0 or zero_stage not in (0, 1, 2, 3) or num_workers < 1 or not 0 <= rank < num_workers:
+        raise ValueError("num_params >= 0, zero_stage in 0..3, num_workers >= 1 and 0 <= rank < num_workers")
+    state = ["float32", "float32", "float32"] if dtype == "mixed" else [dtype, dtype]
+    per_param = sum(itemsize[name] for name in state)
+    if zero_stage == 0:
+        return per_param * num_params
+    q, rho = divmod(num_params, num_workers)
+    return per_param * (q + int(rank < rho))
+
+
+# 038 compute_peak_activation_memory_bytes ---------------------------------------------------------
 
 def _activation_checks(batch_size, width, num_layers, dtype, segment_size, num_micro_batches):
     if dtype not in ("float16", "float32", "float64", "mixed") or min(batch_size, width, num_layers) < 1 \
@@ -1068,6 +2210,7 @@ def _activation_checks(batch_size, width, num_layers, dtype, segment_size, num_m
         raise ValueError("bad sizes")
 
 
+@wrong("038", "the micro-batch as B // k rows")
 def activations_floor_micro_batch(batch_size, width, num_layers, dtype, segment_size=None, num_micro_batches=1):
     """The micro-batch as B // k rows (the smallest, not the largest)."""
     _activation_checks(batch_size, width, num_layers, dtype, segment_size, num_micro_batches)
@@ -1077,6 +2220,17 @@ def activations_floor_micro_batch(batch_size, width, num_layers, dtype, segment_
     return (stored + 2) * rows * width * b + rows * width + (2 * rows * width if dtype == "mixed" else 0)
 
 
+@wrong("038", "the micro-batch rounded to the nearest")
+def activations_rounded_micro_batch(batch_size, width, num_layers, dtype, segment_size=None, num_micro_batches=1):
+    """038 wrong: the micro-batch as round(B / k) rows (the nearest, not the largest)."""
+    _activation_checks(batch_size, width, num_layers, dtype, segment_size, num_micro_batches)
+    rows, b = round(batch_size / num_micro_batches), 2 if dtype == "mixed" else int(dtype[5:]) // 8
+    s = num_layers if segment_size is None else segment_size
+    stored = -(-num_layers // s) - 1 + 2 * min(s, num_layers - 1)
+    return (stored + 2) * rows * width * b + rows * width + (2 * rows * width if dtype == "mixed" else 0)
+
+
+@right("038", "018's formula written out with math.ceil")
 def activations_written_out(batch_size, width, num_layers, dtype, segment_size=None, num_micro_batches=1):
     """018's formula written out, without the helper (math.ceil for the segments and the largest micro-batch)."""
     import math
@@ -1087,6 +2241,32 @@ def activations_written_out(batch_size, width, num_layers, dtype, segment_size=N
     arrays = math.ceil(num_layers / s) - 1 + 2 * min(s, num_layers - 1) + 2
     return arrays * rows * width * b + rows * width * (3 if dtype == "mixed" else 1)
 
+
+@right("038", "the arrays at the peak counted one by one")
+def activations_array_by_array(batch_size, width, num_layers, dtype, segment_size=None, num_micro_batches=1):
+    """The arrays alive at the peak counted one by one (checkpoints, a segment's Z and A, two gradients, the
+    bool mask, mixed precision's float16 X), for ceil(B / k) rows from integer division."""
+    if dtype not in ("float16", "float32", "float64", "mixed"):
+        raise ValueError(f"unknown dtype {dtype!r}")
+    if batch_size < 1 or width < 1 or num_layers < 1 or (segment_size is not None and segment_size < 1):
+        raise ValueError("sizes must be at least 1")
+    if num_micro_batches < 1 or num_micro_batches > batch_size:
+        raise ValueError(f"{num_micro_batches} micro-batches for {batch_size} rows")
+    rows = (batch_size + num_micro_batches - 1) // num_micro_batches
+    b = np.dtype("float16" if dtype == "mixed" else dtype).itemsize
+    one_array = rows * width * b
+    segment = num_layers if segment_size is None else segment_size
+    checkpoints = (num_layers + segment - 1) // segment - 1       # the inputs of every segment but the first
+    segment_arrays = 2 * min(segment, num_layers - 1)             # Z and A of the hidden layers of one segment
+    gradients = 2                                                 # the gradient carried and the next one
+    peak = (checkpoints + segment_arrays + gradients) * one_array
+    peak += rows * width * np.dtype(np.bool_).itemsize             # the ReLU mask Z > 0
+    if dtype == "mixed":
+        peak += rows * width * np.dtype(np.float16).itemsize       # the float16 copy of the inputs
+    return int(peak)
+
+
+# 039 compare_memory_with_and_without_optimizations ------------------------------------------------
 
 def _compare_written_out(params, X, Y, config, rows_of):
     """039 written out, each row's activations for ``rows_of(X, N)`` examples."""
@@ -1122,17 +2302,20 @@ def _compare_written_out(params, X, Y, config, rows_of):
     return table
 
 
+@wrong("039", "the last worker's rows")
+def compare_last_workers_rows(params, X, Y, config):
+    """The last worker's rows counted instead of worker 0's (wrong when N does not divide B)."""
+    return _compare_written_out(params, X, Y, config, lambda X, N: len(X[N - 1::N]))
+
+
+@right("039", "the busiest worker's rows by ceiling division")
 def compare_rows_by_ceil(params, X, Y, config):
     """Worker 0's rows counted as the busiest worker's, by ceiling division (right: dealt like cards,
     worker 0 holds ceil(B / N) of B examples)."""
     return _compare_written_out(params, X, Y, config, lambda X, N: -(-len(X) // N))
 
 
-def compare_last_workers_rows(params, X, Y, config):
-    """The last worker's rows counted instead of worker 0's (wrong when N does not divide B)."""
-    return _compare_written_out(params, X, Y, config, lambda X, N: len(X[N - 1::N]))
-
-
+@right("039", "bytes per number and worker 0's share counted by hand")
 def compare_by_bytes_per_number(params, X, Y, config):
     """Right: parameters, gradients and Adam's state counted from bytes per number and worker 0's share
     (np.array_split's first piece holds ceil(Psi / N)), each row's configuration made with TrainingConfig."""
@@ -1164,6 +2347,8 @@ def compare_by_bytes_per_number(params, X, Y, config):
         table.append(entry)
     return table
 
+
+# 040 full_distributed_training_loop ---------------------------------------------------------------
 
 def _summed_by_hand(params, X, Y, num_micro_batches, segment_size, loss_scale, *, in_float32):
     """One worker's loss and gradients with the learner's own accumulation: each micro-batch's gradients
@@ -1278,54 +2463,14 @@ def _loop_written_out(params, X, Y, config, cluster=None, *, scale_after, checkp
     return {key: value.copy() for key, value in tensors(final).items()}, history, workers
 
 
-def loop_written_out(params, X, Y, config, cluster=None):
-    """Right: each worker's rows sliced with X[r::N], the steps counted with range, the final parameters copied."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
-                             full_state=False)
-
-
+@wrong("040", "the scale after each step recorded")
 def loop_scale_after_the_step(params, X, Y, config, cluster=None):
     """The loss scale each step leaves behind recorded, not the one it used."""
     return _loop_written_out(params, X, Y, config, cluster, scale_after=True, checkpointing=True, accumulation=True,
                              full_state=False)
 
 
-def loop_without_checkpointing(params, X, Y, config, cluster=None):
-    """segment_size not passed on: the same numbers, every layer's activations at once."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=False,
-                             accumulation=True, full_state=False)
-
-
-def loop_without_accumulation(params, X, Y, config, cluster=None):
-    """num_micro_batches not passed on: the same numbers (to rounding), the whole shard's activations at once."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True,
-                             accumulation=False, full_state=False)
-
-
-def loop_full_state_on_every_worker(params, X, Y, config, cluster=None):
-    """ZeRO's numbers and messages, but every worker keeps Adam's state of the whole vector."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True,
-                             accumulation=True, full_state=True)
-
-
-def loop_not_unscaled(params, X, Y, config, cluster=None):
-    """A learner's own loop that hands Adam the scaled gradients (no unscaling)."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
-                             full_state=False, unscale=0)
-
-
-def loop_unscaled_twice(params, X, Y, config, cluster=None):
-    """A learner's own loop that divides the loss scale out twice."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
-                             full_state=False, unscale=2)
-
-
-def loop_skip_updates_the_state(params, X, Y, config, cluster=None):
-    """A learner's own loop that keeps Adam's moments and master weights of a skipped step."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
-                             full_state=False, skip_updates_state=True)
-
-
+@wrong("040", "the micro-batches' float16 gradients summed in float16")
 def loop_summing_micro_batches_in_float16(params, X, Y, config, cluster=None):
     """A learner's own accumulation: each micro-batch's float16 gradients from worker_gradients(k=1),
     summed in float16 (n_j * S * g_j overflows where the mean does not)."""
@@ -1333,6 +2478,35 @@ def loop_summing_micro_batches_in_float16(params, X, Y, config, cluster=None):
                              full_state=False, own_accumulation="float16")
 
 
+@expensive("040", "checkpointing ignored (segment_size not passed on)")
+def loop_without_checkpointing(params, X, Y, config, cluster=None):
+    """segment_size not passed on: the same numbers, every layer's activations at once."""
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=False,
+                             accumulation=True, full_state=False)
+
+
+@expensive("040", "accumulation ignored (num_micro_batches not passed on)")
+def loop_without_accumulation(params, X, Y, config, cluster=None):
+    """num_micro_batches not passed on: the same numbers (to rounding), the whole shard's activations at once."""
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True,
+                             accumulation=False, full_state=False)
+
+
+@expensive("040", "ZeRO's whole state kept on every worker, its shard handed back")
+def loop_full_state_on_every_worker(params, X, Y, config, cluster=None):
+    """ZeRO's numbers and messages, but every worker keeps Adam's state of the whole vector."""
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True,
+                             accumulation=True, full_state=True)
+
+
+@right("040", "written out: each worker's rows as X[r::N], the steps with range")
+def loop_written_out(params, X, Y, config, cluster=None):
+    """Right: each worker's rows sliced with X[r::N], the steps counted with range, the final parameters copied."""
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
+                             full_state=False)
+
+
+@right("040", "its own micro-batch loop, the gradients summed in float32")
 def loop_summing_micro_batches_in_float32(params, X, Y, config, cluster=None):
     """Right: the learner's own accumulation, each micro-batch's gradients from worker_gradients(k=1) summed in
     float32 and the mean rounded to float16 once."""
@@ -1340,1153 +2514,23 @@ def loop_summing_micro_batches_in_float32(params, X, Y, config, cluster=None):
                              full_state=False, own_accumulation="float32")
 
 
-# Right answers written another way, Parts 4 to 7: a second way for each lesson ----------------
-
-# right, 019 ----------------------------------------------------------------------------
-
-def half_into_empty(params):
-    """A float16 array from np.empty, filled by assignment (the assignment rounds each value)."""
-    half = {}
-    for key, value in params.items():
-        if value.dtype.kind != "f":
-            raise TypeError(f"params[{key!r}] is {value.dtype}, not a float array")
-        out = np.empty(value.shape, dtype=np.float16)
-        with np.errstate(over="ignore"):
-            out[...] = value
-        half[key] = out
-    return half
-
-
-def half_copy_then_cast(params):
-    """Copy first (np.copy), then astype(copy=False): the copy is always new, the cast never aliases the input."""
-    for key in params:
-        if not np.issubdtype(params[key].dtype, np.floating):
-            raise TypeError(f"params[{key!r}] has dtype {params[key].dtype}")
-    out = {}
-    with np.errstate(over="ignore"):
-        for key in params:
-            out[key] = np.copy(params[key]).astype(np.float16, copy=False)
-    return out
-
-
-# right, 020 ----------------------------------------------------------------------------
-
-def master_with_copyto(params):
-    """np.empty float32 arrays filled with np.copyto (a same-kind cast)."""
-    master = {}
-    for key, value in params.items():
-        if value.dtype.kind != "f":
-            raise TypeError(f"params[{key!r}] is {value.dtype}: master weights come from float arrays")
-        master[key] = np.empty(value.shape, dtype=np.float32)
-        np.copyto(master[key], value)
-    return master
-
-
-# right, 021 ----------------------------------------------------------------------------
-
-def scale_loss_loop(loss, d_out, loss_scale):
-    """A loop over the entries, each product a np.float32, stored into a float16 array."""
-    if not 0 < loss_scale < math.inf:  # NaN fails both comparisons
-        raise ValueError(f"loss_scale must be positive and finite, got {loss_scale}")
-    scale32 = np.float32(loss_scale)
-    scaled = np.empty(d_out.shape, dtype=np.float16)
-    with np.errstate(over="ignore"):
-        for index in np.ndindex(d_out.shape):
-            scaled[index] = np.float32(d_out[index]) * scale32
-    return float(loss) * float(loss_scale), scaled
-
-
-# right, 022 ----------------------------------------------------------------------------
-
-def unscale_in_float64(grads, loss_scale):
-    """Divided in float64 (the float16/float32 values are exact there), the quotient rounded to float32."""
-    if not (math.isfinite(loss_scale) and loss_scale > 0):
-        raise ValueError(f"loss_scale must be positive and finite, got {loss_scale}")
-    unscaled = {}
-    for key, value in grads.items():
-        unscaled[key] = (value.astype(np.float64) / float(loss_scale)).astype(np.float32)
-    return unscaled
-
-
-def unscale_by_reciprocal(grads, loss_scale):
-    """Multiplied by the float32 reciprocal of S, as PyTorch's GradScaler unscales (inv_scale)."""
-    if not (math.isfinite(loss_scale) and loss_scale > 0):
-        raise ValueError(f"loss_scale must be positive and finite, got {loss_scale}")
-    inv_scale = np.float32(1.0 / loss_scale)
-    return {key: value.astype(np.float32) * inv_scale for key, value in grads.items()}
-
-
-# right, 023 ----------------------------------------------------------------------------
-
-def non_finite_against_finfo(grads):
-    """A loop with an early return: |g| <= finfo(dtype).max is False exactly for inf, -inf and NaN."""
-    for value in grads.values():
-        largest = np.finfo(value.dtype).max
-        if not (np.abs(value) <= largest).all():
-            return True
-    return False
-
-
-def non_finite_isnan_or_isinf(grads):
-    """np.isnan and np.isinf looked at separately, any() over each, a Python bool."""
-    found = False
-    for value in grads.values():
-        found = found or bool(np.isnan(value).any()) or bool(np.isinf(value).any())
-    return found
-
-
-# right, 024 ----------------------------------------------------------------------------
-
-def mixed_step_reciprocal_unscale(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
-    """GradScaler's way written out (no earlier lesson's function): unscaled by the float32 reciprocal 1/S,
-    checked key by key with an early return, the scale grown when the clean steps reach the interval."""
-    for key, value in master_params.items():
-        if value.dtype != np.float32:
-            raise TypeError(f"master_params[{key!r}] is {value.dtype}, not float32")
-    if growth_interval < 1:
-        raise ValueError(f"growth_interval must be at least 1, got {growth_interval}")
-    scale = scaler_state["scale"]
-    if not 0 < scale < math.inf:
-        raise ValueError(f"the scale must be positive and finite, got {scale}")
-    with np.errstate(over="ignore", invalid="ignore"):
-        half = {key: value.astype(np.float16) for key, value in master_params.items()}
-        out, cache = mlp.forward(X.astype(np.float16), half)
-        _, d_out = mlp.mse_loss_and_grad(out.astype(np.float32), Y.astype(np.float32))
-        scaled = (np.float32(scale) * d_out).astype(np.float16)
-        half_grads = mlp.backward(scaled, half, cache)
-    del out, cache, scaled
-    inv_scale = np.float32(1.0 / scale)
-    grads = {}
-    for key, g in half_grads.items():
-        grads[key] = g.astype(np.float32) * inv_scale
-        if not np.isfinite(grads[key]).all():
-            return master_params, {"scale": scale / 2, "growth_tracker": 0}, True
-    new_master = {key: master_params[key] - np.float32(learning_rate) * grads[key] for key in master_params}
-    clean_steps = scaler_state["growth_tracker"] + 1
-    if clean_steps < growth_interval:
-        return new_master, {"scale": scale, "growth_tracker": clean_steps}, False
-    return new_master, {"scale": scale * 2, "growth_tracker": 0}, False
-
-
-def mixed_step_update_in_float64(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
-    """The update computed in float64 and rounded to float32 once (the master stays float32); the overflow
-    looked for in one pass over every unscaled gradient."""
-    if any(value.dtype != np.float32 for value in master_params.values()):
-        raise TypeError("the master weights must be float32")
-    if not growth_interval >= 1:
-        raise ValueError(f"growth_interval must be at least 1, got {growth_interval}")
-    scale = scaler_state["scale"]
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"the scale must be positive and finite, got {scale}")
-    with np.errstate(over="ignore", invalid="ignore"):
-        half = {key: np.array(value, dtype=np.float16) for key, value in master_params.items()}
-        out, cache = mlp.forward(np.array(X, dtype=np.float16), half)
-        _, d_out = mlp.mse_loss_and_grad(np.array(out, dtype=np.float32), np.array(Y, dtype=np.float32))
-        scaled_d_out = np.multiply(d_out, scale, dtype=np.float32).astype(np.float16)
-        half_grads = mlp.backward(scaled_d_out, half, cache)
-        grads = {key: np.divide(g, scale, dtype=np.float32) for key, g in half_grads.items()}
-    if not all(np.isfinite(g).all() for g in grads.values()):
-        return master_params, {"scale": 0.5 * scale, "growth_tracker": 0}, True
-    new_master = {key: (value.astype(np.float64) - learning_rate * grads[key].astype(np.float64)).astype(np.float32)
-                  for key, value in master_params.items()}
-    tracker = scaler_state["growth_tracker"] + 1
-    grown = tracker == growth_interval
-    return new_master, {"scale": 2.0 * scale if grown else scale, "growth_tracker": 0 if grown else tracker}, False
-
-
-# right, 025 ----------------------------------------------------------------------------
-
-def shard_dealt_row_by_row(X, Y, num_workers):
-    """The rows dealt one by one like cards into per-worker lists, stacked at the end."""
-    if num_workers < 1 or len(X) != len(Y) or num_workers > len(X):
-        raise ValueError(f"cannot deal {len(X)} examples (and {len(Y)} targets) to {num_workers} workers")
-    hands = [([], []) for _ in range(num_workers)]
-    for i in range(len(X)):
-        rows, targets = hands[i % num_workers]
-        rows.append(X[i])
-        targets.append(Y[i])
-    return [(np.stack(rows), np.stack(targets)) for rows, targets in hands]
-
-
-def shard_with_take(X, Y, num_workers):
-    """np.take of the index runs range(r, B, N) (copies, not views)."""
-    if not 1 <= num_workers <= len(X) or len(X) != len(Y):
-        raise ValueError(f"cannot deal {len(X)} examples (and {len(Y)} targets) to {num_workers} workers")
-    shards = []
-    for r in range(num_workers):
-        rows = np.arange(r, len(X), num_workers)
-        shards.append((np.take(X, rows, axis=0), np.take(Y, rows, axis=0)))
-    return shards
-
-
-# right, 026 ----------------------------------------------------------------------------
-
-def local_one_example_at_a_time(params, X_shard, Y_shard, global_batch_size, num_workers):
-    """One example at a time: each example's mean loss and gradients summed, the sums times N / B."""
-    if len(X_shard) != len(Y_shard) or len(X_shard) == 0 or num_workers < 1:
-        raise ValueError("the shard must be non-empty, X_shard and Y_shard of one length, N >= 1")
-    loss_sum, grad_sums = 0.0, {key: np.zeros_like(value) for key, value in params.items()}
-    for i in range(len(X_shard)):
-        loss, grads = mlp.loss_and_grads(X_shard[i:i + 1], Y_shard[i:i + 1], params)
-        loss_sum += loss
-        for key in grad_sums:
-            grad_sums[key] += grads[key]
-    factor = num_workers / global_batch_size
-    return float(loss_sum * factor), {key: total * factor for key, total in grad_sums.items()}
-
-
-# right, 027 ----------------------------------------------------------------------------
-
-def naive_mean_in_place(worker_arrays, cluster=None):
-    """The root receives everything first, then adds in rank order in place on a copy of its own array
-    and divides in place; the broadcast sent from the last rank down."""
-    from shared.cluster import Cluster
-    if not worker_arrays:
-        raise ValueError("no workers")
-    for array in worker_arrays:
-        if array.shape != worker_arrays[0].shape or array.dtype != worker_arrays[0].dtype:
-            raise ValueError("the workers' arrays differ in shape or dtype")
-    n = len(worker_arrays)
-    if cluster is None:
-        cluster = Cluster(n)
-    with cluster.round():
-        for rank in range(n - 1, 0, -1):
-            cluster.send(rank, 0, worker_arrays[rank])
-    received = {rank: cluster.receive(0, rank) for rank in range(n - 1, 0, -1)}
-    mean = worker_arrays[0].copy()
-    for rank in range(1, n):
-        mean += received[rank]
-    mean /= n
-    with cluster.round():
-        for rank in range(n - 1, 0, -1):
-            cluster.send(0, rank, mean)
-    results = [mean] + [cluster.receive(rank, 0) for rank in range(1, n)]
-    return results, cluster.ledger.summary()
-
-
-def naive_mean_wide_accumulator(worker_arrays, cluster=None):
-    """The root accumulates in float64 (np.add with dtype), in rank order; the mean is cast back to the
-    arrays' dtype before it is broadcast (the same bytes on the wire)."""
-    from shared.cluster import Cluster
-    if len(worker_arrays) == 0:
-        raise ValueError("no workers")
-    shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
-    if any(a.shape != shape or a.dtype != dtype for a in worker_arrays):
-        raise ValueError("the workers' arrays differ in shape or dtype")
-    n = len(worker_arrays)
-    cluster = Cluster(n) if cluster is None else cluster
-    with cluster.round():
-        for r in range(1, n):
-            cluster.send(r, 0, worker_arrays[r])
-    total = worker_arrays[0].astype(np.float64)
-    for r in range(1, n):
-        total = np.add(total, cluster.receive(0, r), dtype=np.float64)
-    mean = (total / n).astype(dtype)
-    with cluster.round():
-        for r in range(1, n):
-            cluster.send(0, r, mean)
-    return [mean] + [cluster.receive(r, 0) for r in range(1, n)], cluster.ledger.summary()
-
-
-# right, 028 ----------------------------------------------------------------------------
-
-def ring_in_flat_buffers(worker_arrays, cluster=None):
-    """Each worker keeps one flat copy of its array and updates chunk slices of it in place (+=, /=, =);
-    the chunk bounds from the sizes q + (c < rho)."""
-    from shared.cluster import Cluster
-    if len(worker_arrays) == 0:
-        raise ValueError("no workers")
-    shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
-    if any(a.shape != shape or a.dtype != dtype for a in worker_arrays):
-        raise ValueError("the workers' arrays differ in shape or dtype")
-    n = len(worker_arrays)
-    if cluster is None:
-        cluster = Cluster(n)
-    buffers = [np.array(a, copy=True).reshape(-1) for a in worker_arrays]
-    q, rho = divmod(buffers[0].size, n)
-    starts = [c * q + min(c, rho) for c in range(n + 1)]
-
-    def chunk(c):
-        return slice(starts[c], starts[c + 1])
-
-    for s in range(n - 1):  # reduce-scatter
-        with cluster.round():
-            for r in range(n):
-                cluster.send(r, (r + 1) % n, buffers[r][chunk((r - s) % n)])
-        for r in range(n):
-            buffers[r][chunk((r - 1 - s) % n)] += cluster.receive(r, (r - 1) % n)
-    for r in range(n):
-        buffers[r][chunk((r + 1) % n)] /= n
-    for s in range(n - 1):  # all-gather
-        with cluster.round():
-            for r in range(n):
-                cluster.send(r, (r + 1) % n, buffers[r][chunk((r + 1 - s) % n)])
-        for r in range(n):
-            buffers[r][chunk((r - s) % n)] = cluster.receive(r, (r - 1) % n)
-    return [b.reshape(shape) for b in buffers], cluster.ledger.summary()
-
-
-# right, 029 ----------------------------------------------------------------------------
-
-def dp_step_own_ring_in_place(params, X, Y, num_workers, learning_rate, cluster=None):
-    """The learner's own ring (028, flat buffers) per tensor; the loss as sum(n_r L_r) / B; each replica
-    updated in place on the array its worker received."""
-    from shared.cluster import Cluster
-    if num_workers < 1 or num_workers > len(X):
-        raise ValueError(f"{num_workers} workers for {len(X)} examples")
-    N, B = num_workers, len(X)
-    if cluster is None:
-        cluster = Cluster(N)
-    contributions, weighted_loss = [], 0.0
-    for r in range(N):
-        X_r, Y_r = X[r::N], Y[r::N]
-        loss, grads = mlp.loss_and_grads(X_r, Y_r, params)
-        weighted_loss += len(X_r) * loss
-        weight = N * len(X_r) / B
-        contributions.append({key: weight * g for key, g in grads.items()})
-    replicas = [dict() for _ in range(N)]
-    for key in params:
-        averaged, _ = ring_in_flat_buffers([c[key] for c in contributions], cluster)
-        for r in range(N):
-            mine = averaged[r]
-            mine *= -learning_rate
-            mine += params[key]
-            replicas[r][key] = mine
-    return replicas, float(weighted_loss / B)
-
-
-# right, 030 ----------------------------------------------------------------------------
-
-def buckets_with_own_ring(worker_grads, bucket_cap_bytes, cluster=None):
-    """Buckets filled by a while loop over the reversed keys (itemsize x size bytes), each all-reduced by
-    the learner's own ring (028), cut back with np.split."""
-    from shared.cluster import Cluster
-    if bucket_cap_bytes <= 0 or len(worker_grads) == 0:
-        raise ValueError("a positive cap and at least one worker")
-    first = worker_grads[0]
-    for grads in worker_grads:
-        if set(grads) != set(first) or any(grads[k].shape != first[k].shape for k in first):
-            raise ValueError("the workers' gradients differ in keys or shapes")
-    if cluster is None:
-        cluster = Cluster(len(worker_grads))
-    keys = list(first)[::-1]
-    buckets, i = [], 0
-    while i < len(keys):
-        bucket = [keys[i]]
-        size = first[keys[i]].size * first[keys[i]].itemsize
-        i += 1
-        while i < len(keys) and size + first[keys[i]].size * first[keys[i]].itemsize <= bucket_cap_bytes:
-            size += first[keys[i]].size * first[keys[i]].itemsize
-            bucket.append(keys[i])
-            i += 1
-        buckets.append(bucket)
-    pieces = [{} for _ in worker_grads]
-    for bucket in buckets:
-        reduced, _ = ring_in_flat_buffers([np.concatenate([g[k].ravel() for k in bucket]) for g in worker_grads],
-                                          cluster)
-        cuts = list(np.cumsum([first[k].size for k in bucket])[:-1])
-        for r, buffer in enumerate(reduced):
-            for k, part in zip(bucket, np.split(buffer, cuts)):
-                pieces[r][k] = part.reshape(first[k].shape)
-    averaged = [{k: mine[k] for k in first} for mine in pieces]
-    return averaged, buckets, cluster.ledger.summary()
-
-
-# right, 034 ----------------------------------------------------------------------------
-
-def gather_into_preallocated(param_shards, cluster=None):
-    """Each worker allocates its whole vector up front and writes every shard at its offset; it forwards
-    slices of that vector."""
-    from shared.cluster import Cluster
-    if len(param_shards) == 0:
-        raise ValueError("no shards")
-    for shard in param_shards:
-        if shard.ndim != 1:
-            raise ValueError(f"a shard of shape {shard.shape} is not 1-D")
-        if shard.dtype != param_shards[0].dtype:
-            raise ValueError("the shards differ in dtype")
-    n = len(param_shards)
-    if cluster is None:
-        cluster = Cluster(n)
-    offsets = [0]
-    for shard in param_shards:
-        offsets.append(offsets[-1] + len(shard))
-    vectors = []
-    for r in range(n):
-        vector = np.empty(offsets[-1], dtype=param_shards[0].dtype)
-        vector[offsets[r]:offsets[r + 1]] = param_shards[r]
-        vectors.append(vector)
-    for s in range(n - 1):
-        with cluster.round():
-            for r in range(n):
-                q = (r - s) % n
-                cluster.send(r, (r + 1) % n, vectors[r][offsets[q]:offsets[q + 1]])
-        for r in range(n):
-            q = (r - 1 - s) % n
-            vectors[r][offsets[q]:offsets[q + 1]] = cluster.receive(r, (r - 1) % n)
-    return vectors, cluster.ledger.summary()
-
-
-# right, 035 ----------------------------------------------------------------------------
-
-def zero_flat_buffers_own_gather(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999,
-                                 eps=1e-8, cluster=None):
-    """The reduce-scatter in one flat buffer per worker (chunk slices updated in place), the helper's
-    local_shard_adam_update, the learner's own all-gather (034, preallocated vectors), np.split to cut."""
-    from shared.cluster import Cluster
-    from shared.lesson_blocks import local_shard_adam_update
-    n = len(worker_grads)
-    total = sum(value.size for value in params.values())
-    if n == 0 or n > total:
-        raise ValueError(f"{n} workers for {total} parameter elements")
-    for grads in worker_grads:
-        if grads.keys() != params.keys() or any(grads[k].shape != params[k].shape for k in params):
-            raise ValueError("a worker's gradients differ from the parameters in keys or shapes")
-    if len(worker_states) != n:
-        raise ValueError(f"{len(worker_states)} state shards for {n} workers")
-    if cluster is None:
-        cluster = Cluster(n)
-    q, rho = divmod(total, n)
-    starts = [c * q + min(c, rho) for c in range(n + 1)]
-    buffers = [np.concatenate([g[k].ravel() for k in params]) for g in worker_grads]
-    for s in range(n - 1):
-        with cluster.round():
-            for r in range(n):
-                c = (r - 1 - s) % n
-                cluster.send(r, (r + 1) % n, buffers[r][starts[c]:starts[c + 1]])
-        for r in range(n):
-            c = (r - 2 - s) % n
-            buffers[r][starts[c]:starts[c + 1]] += cluster.receive(r, (r - 1) % n)
-    flat_params = np.concatenate([value.ravel() for value in params.values()])
-    new_shards, new_states = [], []
-    for r in range(n):
-        mean = buffers[r][starts[r]:starts[r + 1]] / n
-        shard, state = local_shard_adam_update(flat_params[starts[r]:starts[r + 1]], mean, worker_states[r],
-                                               learning_rate, beta1, beta2, eps)
-        new_shards.append(shard)
-        new_states.append(state)
-    del buffers
-    vectors, traffic = gather_into_preallocated(new_shards, cluster)
-    cuts = list(np.cumsum([value.size for value in params.values()])[:-1])
-    worker_params = []
-    for vector in vectors:
-        parts = np.split(vector, cuts)
-        worker_params.append({k: part.reshape(params[k].shape) for k, part in zip(params, parts)})
-    return worker_params, new_states, traffic
-
-
-def zero_adam_step_size_folded(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999,
-                               eps=1e-8, cluster=None):
-    """Adam inline with the bias corrections folded into the step size, lr sqrt(1 - b2^t) / (1 - b1^t), and
-    eps sqrt(1 - b2^t) beside sqrt(v) (the contract's formula, rearranged exactly); the reduce-scatter on
-    np.array_split chunks; the helper's all-gather."""
-    from shared.cluster import Cluster
-    from shared.lesson_blocks import all_gather_param_shards
-    if not learning_rate > 0 or not 0 <= beta1 < 1 or not 0 <= beta2 < 1:
-        raise ValueError("learning_rate > 0 and beta1, beta2 in [0, 1)")
-    n = len(worker_grads)
-    sizes = [value.size for value in params.values()]
-    if not 1 <= n <= sum(sizes):
-        raise ValueError(f"{n} workers for {sum(sizes)} parameter elements")
-    if any(g.keys() != params.keys() or any(g[k].shape != params[k].shape for k in params) for g in worker_grads):
-        raise ValueError("a worker's gradients differ from the parameters in keys or shapes")
-    shards = np.array_split(np.concatenate([value.ravel() for value in params.values()]), n)
-    if len(worker_states) != n or any(state["m"].shape != shard.shape or state["v"].shape != shard.shape
-                                      for state, shard in zip(worker_states, shards)):
-        raise ValueError("worker_states must be the N state shards of these parameters")
-    if cluster is None:
-        cluster = Cluster(n)
-    chunks = [np.array_split(np.concatenate([g[k].ravel() for k in params]), n) for g in worker_grads]
-    for s in range(n - 1):
-        with cluster.round():
-            for r in range(n):
-                cluster.send(r, (r + 1) % n, chunks[r][(r - 1 - s) % n])
-        for r in range(n):
-            c = (r - 2 - s) % n
-            chunks[r][c] = chunks[r][c] + cluster.receive(r, (r - 1) % n)
-    new_shards, new_states = [], []
-    for r in range(n):
-        g = chunks[r][r] / n
-        t = worker_states[r]["step"] + 1
-        m = beta1 * worker_states[r]["m"] + (1 - beta1) * g
-        v = beta2 * worker_states[r]["v"] + (1 - beta2) * (g * g)
-        root_c2 = math.sqrt(1 - beta2 ** t)
-        step_size = learning_rate * root_c2 / (1 - beta1 ** t)
-        new_shards.append(shards[r] - step_size * m / (np.sqrt(v) + eps * root_c2))
-        new_states.append({"step": t, "m": m, "v": v})
-    del chunks
-    vectors, traffic = all_gather_param_shards(new_shards, cluster)
-    worker_params = []
-    for vector in vectors:
-        mine, start = {}, 0
-        for key, value in params.items():
-            mine[key] = vector[start:start + value.size].reshape(value.shape)
-            start += value.size
-        worker_params.append(mine)
-    return worker_params, new_states, traffic
-
-
-# right, 036 ----------------------------------------------------------------------------
-
-def params_start_offsets(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
-    """n_r as the difference of the shard's start offsets s_(r+1) - s_r, s_r = r q + min(r, rho)."""
-    sizes = {"float16": 2, "float32": 4, "float64": 8, "mixed": 2}
-    if dtype not in sizes:
-        raise ValueError(f"unknown dtype {dtype!r}")
-    if num_params < 0 or zero_stage not in (0, 1, 2, 3) or num_workers < 1 or not 0 <= rank < num_workers:
-        raise ValueError("num_params >= 0, zero_stage in 0..3, num_workers >= 1 and 0 <= rank < num_workers")
-    q, rho = divmod(num_params, num_workers)
-    owned = ((rank + 1) * q + min(rank + 1, rho)) - (rank * q + min(rank, rho))
-    b = sizes[dtype]
-    parameters = b * num_params
-    gradients = b * num_params
-    if zero_stage >= 2:
-        gradients = b * owned
-    if zero_stage == 3:
-        parameters = b * owned
-    return {"parameters": parameters, "gradients": gradients}
-
-
-def params_strided_count(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
-    """n_r as ceil((Psi - r) / N) by floor division of negatives (lesson 025's count of a dealt shard, the
-    same number as the contiguous shard's); the bytes from np.dtype(...).itemsize."""
-    if dtype not in ("float16", "float32", "float64", "mixed"):
-        raise ValueError(f"unknown dtype {dtype!r}")
-    if num_params < 0:
-        raise ValueError("num_params must be at least 0")
-    if zero_stage not in range(4):
-        raise ValueError("zero_stage must be 0, 1, 2 or 3")
-    if num_workers < 1 or rank < 0 or rank >= num_workers:
-        raise ValueError("rank must be in [0, num_workers), num_workers >= 1")
-    b = np.dtype(np.float16 if dtype == "mixed" else dtype).itemsize
-    owned = -((rank - num_params) // num_workers)
-    return {"parameters": b * (owned if zero_stage > 2 else num_params),
-            "gradients": b * (owned if zero_stage > 1 else num_params)}
-
-
-# right, 037 ----------------------------------------------------------------------------
-
-def optimizer_states_listed(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
-    """The state listed tensor by tensor (master, m, v in float32 for mixed; m and v otherwise), summed;
-    n_r from divmod."""
-    itemsize = {"float16": 2, "float32": 4, "float64": 8}
-    if dtype != "mixed" and dtype not in itemsize:
-        raise ValueError(f"unknown dtype {dtype!r}")
-    if num_params < 0 or zero_stage not in (0, 1, 2, 3) or num_workers < 1 or not 0 <= rank < num_workers:
-        raise ValueError("num_params >= 0, zero_stage in 0..3, num_workers >= 1 and 0 <= rank < num_workers")
-    state = ["float32", "float32", "float32"] if dtype == "mixed" else [dtype, dtype]
-    per_param = sum(itemsize[name] for name in state)
-    if zero_stage == 0:
-        return per_param * num_params
-    q, rho = divmod(num_params, num_workers)
-    return per_param * (q + int(rank < rho))
-
-
-# right, 038 ----------------------------------------------------------------------------
-
-def activations_array_by_array(batch_size, width, num_layers, dtype, segment_size=None, num_micro_batches=1):
-    """The arrays alive at the peak counted one by one (checkpoints, a segment's Z and A, two gradients, the
-    bool mask, mixed precision's float16 X), for ceil(B / k) rows from integer division."""
-    if dtype not in ("float16", "float32", "float64", "mixed"):
-        raise ValueError(f"unknown dtype {dtype!r}")
-    if batch_size < 1 or width < 1 or num_layers < 1 or (segment_size is not None and segment_size < 1):
-        raise ValueError("sizes must be at least 1")
-    if num_micro_batches < 1 or num_micro_batches > batch_size:
-        raise ValueError(f"{num_micro_batches} micro-batches for {batch_size} rows")
-    rows = (batch_size + num_micro_batches - 1) // num_micro_batches
-    b = np.dtype("float16" if dtype == "mixed" else dtype).itemsize
-    one_array = rows * width * b
-    segment = num_layers if segment_size is None else segment_size
-    checkpoints = (num_layers + segment - 1) // segment - 1       # the inputs of every segment but the first
-    segment_arrays = 2 * min(segment, num_layers - 1)             # Z and A of the hidden layers of one segment
-    gradients = 2                                                 # the gradient carried and the next one
-    peak = (checkpoints + segment_arrays + gradients) * one_array
-    peak += rows * width * np.dtype(np.bool_).itemsize             # the ReLU mask Z > 0
-    if dtype == "mixed":
-        peak += rows * width * np.dtype(np.float16).itemsize       # the float16 copy of the inputs
-    return int(peak)
-
-
-# Wrong answers from a sweep of Parts 2, 5 and 6: a corner each (float32, a worker in the middle) ---------
-
-def scale_by_np_sum(accumulated, micro_batch_sizes):
-    """Divided by np.sum(sizes), a NumPy int64: float32 gradients come back float64."""
-    sizes = list(micro_batch_sizes)
-    if not sizes or min(sizes) < 1:
-        raise ValueError("bad sizes")
-    total = np.sum(sizes)
-    return {key: value / total for key, value in accumulated.items()}
-
-
-def _ring_on_bounds(worker_arrays, cluster, bounds_of):
-    from shared.cluster import Cluster
-    n = len(worker_arrays)
-    cluster = cluster or Cluster(n)
-    bounds = bounds_of(worker_arrays[0].size, n)
-    chunks = [[a.reshape(-1)[lo:hi] for lo, hi in bounds] for a in worker_arrays]
-    for step in range(n - 1):
-        with cluster.round():
-            for rank in range(n):
-                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank - step) % n])
-        for rank in range(n):
-            index = (rank - 1 - step) % n
-            chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
-    for rank in range(n):
-        owned = (rank + 1) % n
-        chunks[rank][owned] = chunks[rank][owned] / n
-    for step in range(n - 1):
-        with cluster.round():
-            for rank in range(n):
-                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank + 1 - step) % n])
-        for rank in range(n):
-            chunks[rank][(rank - step) % n] = cluster.receive(rank, (rank - 1) % n)
-    shape = worker_arrays[0].shape
-    return [np.concatenate(chunks[rank]).reshape(shape) for rank in range(n)], cluster.ledger.summary()
-
-
-def _split_bounds(length, parts):
-    cuts = np.cumsum([0] + [len(c) for c in np.array_split(np.zeros(length), parts)])
-    return list(zip(cuts[:-1], cuts[1:]))
-
-
-def _ring_ref(worker_arrays, cluster):
-    return _ring_on_bounds(worker_arrays, cluster, _split_bounds)
-
-
-def shard_into_zeros(X, Y, num_workers):
-    """Each shard's rows copied into np.zeros buffers (float64, whatever X's dtype)."""
-    N = num_workers
-    if N < 1 or len(X) != len(Y) or N > len(X):
-        raise ValueError("bad input")
-    shards = []
-    for r in range(N):
-        rows = list(range(r, len(X), N))
-        Xr, Yr = np.zeros((len(rows), X.shape[1])), np.zeros((len(rows), Y.shape[1]))
-        for i, row in enumerate(rows):
-            Xr[i], Yr[i] = X[row], Y[row]
-        shards.append((Xr, Yr))
-    return shards
-
-
-def ring_dtype_checked_against_last(worker_arrays, cluster=None):
-    """Shapes checked for every worker, the dtype only of the last against worker 0's."""
-    if len(worker_arrays) == 0 or len({a.shape for a in worker_arrays}) > 1 \
-            or worker_arrays[-1].dtype != worker_arrays[0].dtype:
-        raise ValueError("bad")
-    return _ring_ref(worker_arrays, cluster)
-
-
-def buckets_checked_against_last(worker_grads, bucket_cap_bytes, cluster=None):
-    """Only the last worker's keys and shapes compared with worker 0's."""
-    from shared.cluster import Cluster
-    from shared.lesson_blocks import ring_all_reduce_mean
-    if bucket_cap_bytes <= 0 or not worker_grads:
-        raise ValueError("bad")
-    first, last = worker_grads[0], worker_grads[-1]
-    if first.keys() != last.keys() or any(first[k].shape != last[k].shape for k in first):
-        raise ValueError("bad")
-    cluster = cluster or Cluster(len(worker_grads))
-    buckets, current, size = [], [], 0
-    for key in reversed(list(first)):
-        if current and size + first[key].nbytes > bucket_cap_bytes:
-            buckets.append(current)
-            current, size = [], 0
-        current.append(key)
-        size += first[key].nbytes
-    buckets.append(current)
-    averaged = [{} for _ in worker_grads]
-    for bucket in buckets:
-        reduced, _ = ring_all_reduce_mean([np.concatenate([g[k].ravel() for k in bucket]) for g in worker_grads],
-                                          cluster)
-        for rank, buffer in enumerate(reduced):
-            offset = 0
-            for key in bucket:
-                averaged[rank][key] = buffer[offset:offset + first[key].size].reshape(first[key].shape)
-                offset += first[key].size
-    return [{key: mine[key] for key in first} for mine in averaged], buckets, cluster.ledger.summary()
-
-
-def gather_dtype_checked_against_last(param_shards, cluster=None):
-    """Every shard checked to be 1-D, the dtype only of the last against worker 0's."""
-    from shared.cluster import Cluster
-    if not param_shards or any(s.ndim != 1 for s in param_shards) or param_shards[-1].dtype != param_shards[0].dtype:
-        raise ValueError("bad")
-    n = len(param_shards)
-    cluster = cluster or Cluster(n)
-    held = [{r: param_shards[r]} for r in range(n)]
-    for step in range(n - 1):
-        with cluster.round():
-            for r in range(n):
-                cluster.send(r, (r + 1) % n, held[r][(r - step) % n])
-        for r in range(n):
-            held[r][(r - 1 - step) % n] = cluster.receive(r, (r - 1) % n)
-    return [np.concatenate([mine[q] for q in range(n)]) for mine in held], cluster.ledger.summary()
-
-
-def all_reduce_dtype_checked_against_last(worker_arrays, cluster=None):
-    """The naive all-reduce; shapes checked for every worker, the dtype only of the last against worker 0's."""
-    from shared.cluster import Cluster
-    if len(worker_arrays) == 0 or len({a.shape for a in worker_arrays}) > 1 \
-            or worker_arrays[-1].dtype != worker_arrays[0].dtype:
-        raise ValueError("bad")
-    n = len(worker_arrays)
-    cluster = cluster or Cluster(n)
-    with cluster.round():
-        for rank in range(1, n):
-            cluster.send(rank, 0, worker_arrays[rank])
-    total = worker_arrays[0]
-    for rank in range(1, n):
-        total = total + cluster.receive(0, rank)
-    mean = total / n
-    with cluster.round():
-        for rank in range(1, n):
-            cluster.send(0, rank, mean)
-    return [mean] + [cluster.receive(rank, 0) for rank in range(1, n)], cluster.ledger.summary()
-
-
-def half_by_np_float16(params):
-    """np.float16(x) for each tensor: a new array for float64 input, but the input itself when it is float16."""
-    return {key: np.float16(value) for key, value in params.items()}
-
-
-def master_by_np_float32(params):
-    """np.float32(x) for each tensor: the input itself when it is float32 already (an alias, not a copy)."""
-    return {key: np.float32(value) for key, value in params.items()}
-
-
-#: Catalogued mistakes written a learner's way, not as the catalogue's own copy: the grader must still name them.
-#: lesson code -> [(description, function, the catalogued mistake's name)]
-NAMED_MISTAKES = {
-    "040": [("written out, not unscaled", loop_not_unscaled, "the gradients not unscaled"),
-            ("written out, unscaled twice", loop_unscaled_twice, "the gradients unscaled twice"),
-            ("written out, a skipped step's state kept", loop_skip_updates_the_state,
-             "a skipped step still updates the master weights and moments")],
-}
-
-
-# --------------------------------------------------------------------------
-# Wrong answers of a sweep (each earned the points before a case of its kind was drawn on every seed)
-# --------------------------------------------------------------------------
-
-def batch_as_list(batch_size, in_features, out_features, seed):
-    """001 wrong: the pair returned as a list, not the tuple ``X, Y``."""
-    _positive_sizes(batch_size, in_features, out_features)
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((batch_size, in_features))
-    return [X, np.sin(X @ (rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)))]
-
-
-def relu_input_when_nonnegative(z):
-    """004 wrong: the input itself handed back when nothing in it is negative."""
-    return z if not (z < 0).any() else np.maximum(z, 0)
-
-
-def relu_max_shortcut(z):
-    """004 wrong: z.max() first, which an empty array cannot give."""
-    return np.zeros_like(z) if z.max() <= 0 else np.maximum(z, 0)
-
-
-_REFILLED_CACHE: dict = {}
-
-
-def mlp_forward_refilled_cache(X, params):
-    """005 wrong: one module-level cache dict, cleared and filled again at every call."""
-    Z1 = X @ params["W1"] + params["b1"]
-    A1 = np.maximum(Z1, 0)
-    _REFILLED_CACHE.clear()
-    _REFILLED_CACHE.update({"A0": X, "Z1": Z1, "A1": A1})
-    return A1 @ params["W2"] + params["b2"], _REFILLED_CACHE
-
-
-_FORWARD_BUFFERS: dict = {}
-
-
-def mlp_forward_buffer_pool(X, params):
-    """005 wrong: Z1 and A1 written into buffers kept between calls (one pair per shape and dtype)."""
-    dtype = np.result_type(X, params["W1"])
-    shape = (X.shape[0], params["W1"].shape[1])
-    Z1, A1 = _FORWARD_BUFFERS.setdefault((shape, dtype.str), (np.empty(shape, dtype), np.empty(shape, dtype)))
-    np.matmul(X, params["W1"], out=Z1)
-    Z1 += params["b1"]
-    np.maximum(Z1, 0, out=A1)
-    return A1 @ params["W2"] + params["b2"], {"A0": X, "Z1": Z1, "A1": A1}
-
-
-def mse_nanmean(Y_hat, Y):
-    """006 wrong: np.nanmean, which hides a NaN prediction (a diverged model)."""
-    diff = Y_hat - Y
-    return float(np.nanmean(diff ** 2)), 2 * diff / diff.size
-
-
-def linear_backward_squeezed_db(dZ, x, W):
-    """007 wrong: db squeezed, shape () when fan_out is 1."""
-    return dZ @ W.T, x.T @ dZ, np.squeeze(dZ.sum(axis=0, keepdims=True))
-
-
-def linear_backward_as_list(dZ, x, W):
-    """007 wrong: the three gradients as a list, not a tuple."""
-    return [dZ @ W.T, x.T @ dZ, dZ.sum(axis=0)]
-
-
-def relu_backward_input_when_open(dA, Z):
-    """008 wrong: dA itself handed back when every gate is open."""
-    return dA if (Z > 0).all() else dA * (Z > 0)
-
-
-def relu_backward_heaviside(dA, Z):
-    """008 wrong: np.heaviside(Z, 0) is Z's dtype, so a float16 dA with a float64 Z comes back float64."""
-    return dA * np.heaviside(Z, 0)
-
-
-def first_backward_squeezed_db(dZ1, X, W1):
-    """009 wrong: db1 squeezed, shape () with one hidden unit."""
-    return X.T @ dZ1, dZ1.sum(axis=0, keepdims=True).squeeze()
-
-
-def first_backward_db_by_ones(dZ1, X, W1):
-    """009 wrong: db1 as a float64 vector of ones times dZ1 (float32 in, float64 out)."""
-    return X.T @ dZ1, np.ones(X.shape[0]) @ dZ1
-
-
-_REFILLED_GRADS: dict = {}
-
-
-def mlp_backward_refilled_dict(dY_hat, params, cache):
-    """010 wrong: one module-level gradient dict, filled again at every call."""
-    dZ1 = (dY_hat @ params["W2"].T) * (cache["Z1"] > 0)
-    _REFILLED_GRADS.update({"W1": cache["A0"].T @ dZ1, "b1": dZ1.sum(axis=0),
-                            "W2": cache["A1"].T @ dY_hat, "b2": dY_hat.sum(axis=0)})
-    return _REFILLED_GRADS
-
-
-def split_list_of_lists(X, Y, num_micro_batches):
-    """011 wrong: each micro-batch a list ``[X_j, Y_j]``, not a tuple."""
-    return [list(pair) for pair in split_loop(X, Y, num_micro_batches)]
-
-
-_ACCUMULATOR: dict = {}
-
-
-def accumulate_into_module_dict(accumulated, micro_grads, micro_batch_size):
-    """012 wrong: one module-level result dict (the previous result, passed back in, is cleared)."""
-    base = {} if accumulated is None else dict(accumulated)
-    _ACCUMULATOR.clear()
-    for key, grad in micro_grads.items():
-        _ACCUMULATOR[key] = micro_batch_size * grad if accumulated is None else base[key] + micro_batch_size * grad
-    return _ACCUMULATOR
-
-
-_CHECKPOINT_POOL: dict = {}
-
-
-def forward_checkpointed_pooled(X, params, segment_size):
-    """015 wrong: the checkpoints written into buffers kept between calls."""
-    if segment_size < 1:
-        raise ValueError("segment_size must be at least 1")
-    num_layers = mlp.num_layers(params)
-    checkpoints, a = {0: X}, X
-    for i in range(1, num_layers + 1):
-        z = a @ params[f"W{i}"] + params[f"b{i}"]
-        if i < num_layers:
-            if i % segment_size == 0:
-                a = np.maximum(z, 0, out=_CHECKPOINT_POOL.setdefault((i, z.shape, z.dtype.str), np.empty_like(z)))
-                checkpoints[i] = a
-            else:
-                a = np.maximum(z, 0)
-    return z, checkpoints
-
-
-_SEGMENT_POOL: dict = {}
-
-
-def recompute_pooled(checkpoint, params, start_layer, end_layer):
-    """016 wrong: Z and A written into buffers kept between calls (one pair per layer, shape and dtype)."""
-    last = min(end_layer, mlp.num_layers(params) - 1)
-    cache, a = {f"A{start_layer}": checkpoint}, checkpoint
-    for i in range(start_layer + 1, last + 1):
-        W = params[f"W{i}"]
-        shape, dtype = (a.shape[0], W.shape[1]), np.result_type(a, W)
-        z, act = _SEGMENT_POOL.setdefault((i, shape, dtype.str), (np.empty(shape, dtype), np.empty(shape, dtype)))
-        np.matmul(a, W, out=z)
-        z += params[f"b{i}"]
-        np.maximum(z, 0, out=act)
-        cache[f"Z{i}"], cache[f"A{i}"] = z, act
-        a = act
-    return cache
-
-
-def estimate_int_zero_saved(batch_size, width, num_layers, segment_size, bytes_per_element=8):
-    """018 wrong: saved_fraction the int 0 (not 0.0) when one segment saves nothing."""
-    result = estimate_integer_ceil(batch_size, width, num_layers, segment_size, bytes_per_element)
-    return {**result, "saved_fraction": 0} if segment_size >= num_layers else result
-
-
-def half_refusing_signed_ints_only(params):
-    """019 wrong: only dtype kinds 'i' and 'b' refused, so unsigned ints are cast silently."""
-    for key, value in params.items():
-        if value.dtype.kind in ("i", "b"):
-            raise TypeError(f"params[{key!r}] has dtype {value.dtype}")
-    with np.errstate(over="ignore"):
-        return {key: value.astype(np.float16) for key, value in params.items()}
-
-
-def master_refusing_signed_ints_only(params):
-    """020 wrong: only dtype kinds 'i' and 'b' refused, so unsigned ints are converted silently."""
-    for key, value in params.items():
-        if value.dtype.kind in ("i", "b"):
-            raise TypeError(f"params[{key!r}] has dtype {value.dtype}")
-    return {key: value.astype(np.float32) for key, value in params.items()}
-
-
-def scale_in_the_inputs_dtype(loss, d_out, loss_scale):
-    """021 wrong: d_out * S in d_out's own dtype: a float16 d_out overflows where float32's product would not."""
-    _positive_finite_scale(loss_scale)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return float(loss) * loss_scale, (d_out * loss_scale).astype(np.float16)
-
-
-def scale_loss_rounded_to_half(loss, d_out, loss_scale):
-    """021 wrong: the loss rounded to float16 before it is scaled."""
-    _positive_finite_scale(loss_scale)
-    with np.errstate(over="ignore"):
-        scaled = (d_out.astype(np.float32) * np.float32(loss_scale)).astype(np.float16)
-    return float(np.float16(loss)) * loss_scale, scaled
-
-
-def non_finite_in_half(grads):
-    """023 wrong: the gradients cast to float16 first: a finite float32 value above 65504 counts as inf."""
-    with np.errstate(over="ignore"):
-        return any(not np.isfinite(value.astype(np.float16)).all() for value in grads.values())
-
-
-def non_finite_beyond_half_max(grads):
-    """023 wrong: |g| <= 65504 (float16's largest) taken for finite, in every dtype."""
-    return not all(bool(np.all(np.abs(value) <= np.finfo(np.float16).max)) for value in grads.values())
-
-
-def mixed_step_weights_checked(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
-    """024 wrong: only the weights' gradients looked at for inf and NaN (a bias gradient, a sum over the
-    batch, can overflow alone)."""
-    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
-                              lambda tracker, interval: tracker == interval,
-                              lambda grads: [key for key in grads if key.startswith("W")])
-
-
-def shard_as_lists(X, Y, num_workers):
-    """025 wrong: each shard a list ``[X_r, Y_r]``, not a tuple."""
-    if num_workers < 1 or len(X) != len(Y) or num_workers > len(X):
-        raise ValueError(f"cannot shard {len(X)} examples across {num_workers} workers")
-    return [[X[r::num_workers], Y[r::num_workers]] for r in range(num_workers)]
-
-
-def buckets_as_tuples(worker_grads, bucket_cap_bytes, cluster=None):
-    """030 wrong: each bucket a tuple of keys, not a list."""
-    return _bucket_with(worker_grads, bucket_cap_bytes, cluster, lambda buckets: [tuple(b) for b in buckets])
-
-
-def optimizer_master_unsharded(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
-    """037 wrong: in mixed precision the float32 master weights kept whole at stages 1-3 (only m and v sharded)."""
-    _layout_checks(num_params, dtype, zero_stage, num_workers, rank)
-    owned = num_params // num_workers + (rank < num_params % num_workers)
-    if dtype == "mixed":
-        return 12 * num_params if zero_stage == 0 else 4 * num_params + 8 * owned
-    return 2 * (int(dtype[5:]) // 8) * (owned if zero_stage else num_params)
-
-
-def activations_rounded_micro_batch(batch_size, width, num_layers, dtype, segment_size=None, num_micro_batches=1):
-    """038 wrong: the micro-batch as round(B / k) rows (the nearest, not the largest)."""
-    _activation_checks(batch_size, width, num_layers, dtype, segment_size, num_micro_batches)
-    rows, b = round(batch_size / num_micro_batches), 2 if dtype == "mixed" else int(dtype[5:]) // 8
-    s = num_layers if segment_size is None else segment_size
-    stored = -(-num_layers // s) - 1 + 2 * min(s, num_layers - 1)
-    return (stored + 2) * rows * width * b + rows * width + (2 * rows * width if dtype == "mixed" else 0)
-
-
-PLAUSIBLE = {
-    "001": [("W_true scaled by 1/d", batch_w_over_d),
-            ("float32 draws", batch_float32),
-            ("the pair as a list", batch_as_list)],
-    "002": [("the second layer's scale from the first layer's fan-in", init_second_fan_in_wrong),
-            ("integer zero biases", init_int_biases)],
-    "003": [("the bias added as a column", linear_bias_as_column)],
-    "004": [("ReLU in place (z[z < 0] = 0)", relu_in_place),
-            ("np.maximum with np.float32(0): float16 in, float32 out", relu_with_a_float32_zero),
-            ("a floor of 1e-12 instead of 0", relu_with_a_floor),
-            ("one output buffer reused by every call", relu_reusing_a_buffer),
-            ("the input itself when nothing is negative", relu_input_when_nonnegative),
-            ("(z + |z|) / 2: NaN for -inf, inf past float16's 32752", relu_abs),
-            ("z * (z > 0): NaN for -inf (-inf * 0)", relu_mask),
-            ("z.max() first (an empty array crashes)", relu_max_shortcut)],
-    "005": [("the cache without A0", mlp_forward_no_a0),
-            ("one module-level cache dict, filled again", mlp_forward_refilled_cache),
-            ("Z1 and A1 in buffers kept between calls", mlp_forward_buffer_pool)],
-    "006": [("the loss left a NumPy scalar", mse_numpy_scalar),
-            ("the loss summed in float32", mse_loss_summed_in_float32),
-            ("2 / n rounded to float32", mse_grad_with_a_float32_scale),
-            ("the loss summed over outputs, averaged over rows", mse_sum_over_batch_rows),
-            ("np.nanmean hides a NaN prediction", mse_nanmean)],
-    "007": [("dW averaged over the batch", linear_backward_mean_dw),
-            ("db squeezed (shape () for one output)", linear_backward_squeezed_db),
-            ("the gradients as a list", linear_backward_as_list)],
-    "008": [("a boolean gradient", relu_backward_bool),
-            ("a float32 mask: float16 in, float32 out", relu_backward_float32_mask),
-            ("dA itself when every gate is open", relu_backward_input_when_open),
-            ("np.heaviside: Z's dtype leaks in", relu_backward_heaviside)],
-    "009": [("dW1 averaged over the batch", first_backward_mean),
-            ("db1 squeezed (shape () for one hidden unit)", first_backward_squeezed_db),
-            ("db1 by a float64 vector of ones", first_backward_db_by_ones)],
-    "010": [("the bias gradients left out", mlp_backward_missing_bias_keys),
-            ("one module-level gradient dict, filled again", mlp_backward_refilled_dict)],
-    "011": [("the micro-batches in reverse order", split_as_arrays),
-            ("each micro-batch a list", split_list_of_lists)],
-    "012": [("a running mean instead of a weighted sum", accumulate_mean),
-            ("one module-level result dict", accumulate_into_module_dict)],
-    "013": [("divided by max size times the count", scale_by_max),
-            ("divided by np.sum(sizes), a NumPy int64 (float32 gradients widened)", scale_by_np_sum)],
-    "014": [("the last micro-batch's loss returned", step_last_loss)],
-    "015": [("segment_size 0 crashes with ZeroDivisionError", forward_checkpointed_division),
-            ("the checkpoints in buffers kept between calls", forward_checkpointed_pooled)],
-    "016": [("the cache without the pre-activations Z", recompute_no_z),
-            ("Z and A in buffers kept between calls", recompute_pooled)],
-    "017": [("the bias gradients left out", backward_checkpointed_without_bias)],
-    "018": [("saved_fraction as a percentage", estimate_saved_as_percent),
-            ("bytes_per_element ignored (always 8)", estimate_bytes_per_element_ignored),
-            ("saved_fraction the int 0", estimate_int_zero_saved)],
-    "019": [("a .view(np.float16) of the bytes, not a conversion", half_by_view),
-            ("NaN weights made 0 (np.nan_to_num) before the cast", half_without_nan),
-            ("np.float16(x): the input itself when it is float16", half_by_np_float16),
-            ("unsigned ints cast silently", half_refusing_signed_ints_only)],
-    "020": [("a .view(np.float32) of the bytes, not a conversion", master_by_view),
-            ("np.float32(x): the input itself when it is float32", master_by_np_float32),
-            ("unsigned ints converted silently", master_refusing_signed_ints_only)],
-    "021": [("the scaled loss left a NumPy float32", scale_loss_numpy_float),
-            ("d_out scaled in its own float16", scale_in_the_inputs_dtype),
-            ("the loss rounded to float16 first", scale_loss_rounded_to_half)],
-    "022": [("the caller's dict updated and handed back", unscale_into_callers_dict)],
-    "023": [("each array's sum checked (a finite sum can overflow)", non_finite_by_sums),
-            ("a NumPy bool from np.any", non_finite_numpy_bool),
-            ("cast to float16 before the check", non_finite_in_half),
-            ("|g| <= 65504 taken for finite", non_finite_beyond_half_max)],
-    "024": [("the scale grows one clean step late (tracker > interval)", mixed_step_grows_one_step_late),
-            ("only the first layer's gradients checked for inf", mixed_step_first_layer_checked),
-            ("only the last layer's gradients checked for inf", mixed_step_last_layer_checked),
-            ("only the weights' gradients checked", mixed_step_weights_checked)],
-    "025": [("the shards dealt to the ranks in reverse order", shard_reversed_ranks),
-            ("shards copied into np.zeros buffers (float64 whatever X's dtype)", shard_into_zeros),
-            ("each shard a list", shard_as_lists)],
-    "026": [("the average shard rounded down (B // N)", local_integer_average_shard)],
-    "027": [("everyone sends to everyone (right numbers, N(N - 1) messages)", all_to_all_mean),
-            ("the dtype of the last worker only compared with worker 0's", all_reduce_dtype_checked_against_last)],
-    "028": [("the ring turning the other way (to the left neighbour)", ring_to_the_left),
-            ("the dtype of the last worker only compared with worker 0's", ring_dtype_checked_against_last)],
-    "029": [("worker 0's loss returned", dp_step_worker_zero_loss),
-            ("weighted gradients averaged in a loop, no all-reduce on the cluster", dp_step_without_helpers)],
-    "030": [("the buckets listed from the last filled to the first", buckets_listed_last_first),
-            ("only the last worker's keys and shapes compared with worker 0's", buckets_checked_against_last),
-            ("each bucket a tuple", buckets_as_tuples)],
-    "031": [("params * 0.0: NaN where a parameter is inf or NaN", init_times_zero),
-            ("the state without its step", init_without_step),
-            ("m and v as flat vectors", init_flat_moments),
-            ("m and v one dict of arrays", init_moments_one_dict)],
-    "032": [("the flat vector in sorted key order", partition_sorted_keys),
-            ("the shards' step reset to 0", partition_step_reset)],
-    "033": [("eps added before v's bias correction (the paper's 'efficient' form)", adam_eps_before_correction),
-            ("the step count not advanced in the new state", adam_step_not_advanced)],
-    "034": [("the ring turning the other way (to the left neighbour)", gather_to_the_left),
-            ("everyone sends its shard to everyone in one round", gather_all_to_all),
-            ("the dtype of the last shard only compared with worker 0's", gather_dtype_checked_against_last)],
-    "035": [("each worker steps with its own gradient (no reduce-scatter)", zero_own_gradient),
-            ("the vector cut back into tensors in reverse key order", zero_cut_in_reverse)],
-    "036": [("every worker counted with the longest shard", params_ceil_shards)],
-    "037": [("the paper's 16 bytes counted as the optimizer's", optimizer_sixteen_for_mixed),
-            ("mixed: the master weights not sharded", optimizer_master_unsharded)],
-    "038": [("the micro-batch as B // k rows", activations_floor_micro_batch),
-            ("the micro-batch rounded to the nearest", activations_rounded_micro_batch)],
-    "039": [("the last worker's rows", compare_last_workers_rows)],
-    "040": [("the scale after each step recorded", loop_scale_after_the_step),
-            ("the micro-batches' float16 gradients summed in float16", loop_summing_micro_batches_in_float16)],
-}
-
-#: Other right numbers at a cost in memory the lesson does not allow.
-EXPENSIVE = {
-    "015": [("the checkpoints copied", forward_checkpointed_copies),
-            ("the whole forward pass when there is one segment", forward_whole_pass_for_one_segment)],
-    "017": [("each segment's cache kept while the next is recomputed", backward_checkpointed_segments_overlap)],
-    "040": [("checkpointing ignored (segment_size not passed on)", loop_without_checkpointing),
-            ("accumulation ignored (num_micro_batches not passed on)", loop_without_accumulation),
-            ("ZeRO's whole state kept on every worker, its shard handed back", loop_full_state_on_every_worker)],
-}
-
-RIGHT = {
-    "001": [("rng.normal and np.dot", batch_with_normal)],
-    "002": [("rng.normal with the scale", init_with_normal)],
-    "003": [("einsum", linear_einsum), ("loops", linear_loops)],
-    "004": [("np.where", relu_where), ("np.clip", relu_clip)],
-    "005": [("einsum", mlp_forward_einsum)],
-    "006": [("a Python loop for the loss", mse_loops)],
-    "007": [("einsum", linear_backward_einsum)],
-    "008": [("np.where", relu_backward_where)],
-    "009": [("np.dot", first_backward_dot)],
-    "010": [("einsum", mlp_backward_einsum)],
-    "011": [("a loop over sizes from divmod", split_loop)],
-    "012": [("a loop with 0 as the start", accumulate_loop)],
-    "013": [("a loop and a multiplication by 1/total", scale_loop)],
-    "014": [("without the earlier lessons' functions", step_without_helpers)],
-    "015": [("einsum", forward_checkpointed_einsum)],
-    "016": [("einsum", recompute_einsum)],
-    "017": [("einsum", backward_checkpointed_einsum)],
-    "018": [("integer ceiling division", estimate_integer_ceil)],
-    "019": [("np.array with the dtype", half_with_np_array),
-            ("np.empty float16 filled by assignment", half_into_empty),
-            ("np.copy, then astype(copy=False)", half_copy_then_cast)],
-    "020": [("np.array with the dtype", master_with_np_array),
-            ("np.empty float32 filled with np.copyto", master_with_copyto)],
-    "021": [("np.multiply with dtype=np.float32", scale_loss_with_multiply_dtype),
-            ("a loop over the entries, each product a np.float32", scale_loss_loop)],
-    "022": [("np.divide with dtype=np.float32", unscale_with_divide_dtype),
-            ("divided in float64, the quotient rounded to float32", unscale_in_float64),
-            ("multiplied by the float32 reciprocal (GradScaler's inv_scale)", unscale_by_reciprocal)],
-    "023": [("not all(...) over the arrays", non_finite_with_all),
-            ("|g| <= finfo(dtype).max, a loop with an early return", non_finite_against_finfo),
-            ("np.isnan and np.isinf separately", non_finite_isnan_or_isinf)],
-    "024": [("without the earlier lessons' functions", mixed_step_without_helpers),
-            ("unscaled by the float32 reciprocal, checked key by key", mixed_step_reciprocal_unscale),
-            ("the update computed in float64, rounded once to float32", mixed_step_update_in_float64)],
-    "025": [("a boolean mask of index % N", shard_by_index_mask),
-            ("rows dealt one by one into lists, np.stack", shard_dealt_row_by_row),
-            ("np.take of np.arange(r, B, N)", shard_with_take)],
-    "026": [("the weight applied to the output gradient before backward", local_scaled_before_backward),
-            ("one example at a time, the sums times N / B", local_one_example_at_a_time)],
-    "027": [("np.mean of the stacked arrays at the root", naive_mean_with_stack),
-            ("the root sums in place on a copy of its own array", naive_mean_in_place),
-            ("the root accumulates in float64, the mean cast back before the broadcast", naive_mean_wide_accumulator)],
-    "028": [("chunk bounds from divmod, no np.array_split", ring_with_divmod_bounds),
-            ("one flat buffer per worker, chunk slices updated in place", ring_in_flat_buffers)],
-    "029": [("the local gradients written out in loops, the helper's ring on the cluster", dp_step_by_hand),
-            ("the learner's own ring, the loss as sum(n_r L_r) / B, replicas updated in place",
-             dp_step_own_ring_in_place)],
-    "030": [("buckets cut where the cumulative size passes the cap", buckets_by_cumsum),
-            ("buckets by a while loop, the learner's own ring, np.split", buckets_with_own_ring)],
-    "031": [("np.zeros with the dtype, np.full", init_zeros_with_dtype),
-            ("np.empty filled with 0", init_empty_then_filled)],
-    "032": [("views of one flat vector per moment", partition_views_of_one_flat),
-            ("bounds from divmod, np.array copies", partition_divmod_loop)],
-    "033": [("torch.optim.Adam's arithmetic, on copies", adam_pytorch_style), ("a loop over elements", adam_loop)],
-    "034": [("a list of N slots per worker", gather_slots),
-            ("each worker's whole vector preallocated, shards written at their offsets", gather_into_preallocated)],
-    "035": [("without the earlier lessons' functions (PyTorch-style Adam inline)", zero_without_helpers),
-            ("flat reduce-scatter buffers, the helper's Adam, the learner's own all-gather",
-             zero_flat_buffers_own_gather),
-            ("adam inline, the bias corrections folded into the step size and eps", zero_adam_step_size_folded)],
-    "036": [("n_r as len(range(rank, Psi, N)), the dtype's itemsize", params_range_length),
-            ("n_r as the difference of the start offsets", params_start_offsets),
-            ("n_r as ceil((Psi - r) / N) by floor division", params_strided_count)],
-    "037": [("np.dtype(...).itemsize, n_r from range()", optimizer_itemsize),
-            ("the state listed tensor by tensor, n_r from divmod", optimizer_states_listed)],
-    "038": [("018's formula written out with math.ceil", activations_written_out),
-            ("the arrays at the peak counted one by one", activations_array_by_array)],
-    "039": [("the busiest worker's rows by ceiling division", compare_rows_by_ceil),
-            ("bytes per number and worker 0's share counted by hand", compare_by_bytes_per_number)],
-    "040": [("written out: each worker's rows as X[r::N], the steps with range", loop_written_out),
-            ("its own micro-batch loop, the gradients summed in float32", loop_summing_micro_batches_in_float32)],
-}
+@named("040", "written out, not unscaled", "the gradients not unscaled")
+def loop_not_unscaled(params, X, Y, config, cluster=None):
+    """A learner's own loop that hands Adam the scaled gradients (no unscaling)."""
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
+                             full_state=False, unscale=0)
+
+
+@named("040", "written out, unscaled twice", "the gradients unscaled twice")
+def loop_unscaled_twice(params, X, Y, config, cluster=None):
+    """A learner's own loop that divides the loss scale out twice."""
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
+                             full_state=False, unscale=2)
+
+
+@named("040", "written out, a skipped step's state kept",
+       "a skipped step still updates the master weights and moments")
+def loop_skip_updates_the_state(params, X, Y, config, cluster=None):
+    """A learner's own loop that keeps Adam's moments and master weights of a skipped step."""
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
+                             full_state=False, skip_updates_state=True)
