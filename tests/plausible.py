@@ -507,32 +507,32 @@ def scale_loop(accumulated, micro_batch_sizes):
 
 # 014 grad_accumulation_step -----------------------------------------------------------------------
 
-@wrong("014", "the last micro-batch's loss returned")
-def step_last_loss(params, X, Y, num_micro_batches, learning_rate):
+def _accumulated_step(params, X, Y, num_micro_batches, learning_rate):
+    """014 without the earlier lessons' functions: the updated parameters, and each micro-batch's
+    ``(loss, rows)`` in order."""
     k = num_micro_batches
     if isinstance(k, bool) or int(k) != k or k < 1 or len(X) < k:
         raise ValueError("bad num_micro_batches")
     total = {key: np.zeros_like(value) for key, value in params.items()}
+    losses = []
     for X_j, Y_j in zip(np.array_split(X, int(k)), np.array_split(Y, int(k))):
         loss, grads = mlp.loss_and_grads(X_j, Y_j, params)
         for key in total:
             total[key] += len(X_j) * grads[key]
-    return {key: params[key] - learning_rate * total[key] / len(X) for key in params}, loss  # the last one's
+        losses.append((loss, len(X_j)))
+    return {key: params[key] - learning_rate * total[key] / len(X) for key in params}, losses
+
+
+@wrong("014", "the last micro-batch's loss returned")
+def step_last_loss(params, X, Y, num_micro_batches, learning_rate):
+    new_params, losses = _accumulated_step(params, X, Y, num_micro_batches, learning_rate)
+    return new_params, losses[-1][0]  # the last micro-batch's loss, not the batch's
 
 
 @right("014", "without the earlier lessons' functions")
 def step_without_helpers(params, X, Y, num_micro_batches, learning_rate):
-    k = num_micro_batches
-    if isinstance(k, bool) or int(k) != k or k < 1 or len(X) < k:
-        raise ValueError("bad num_micro_batches")
-    total = {key: np.zeros_like(value) for key, value in params.items()}
-    loss_sum = 0.0
-    for X_j, Y_j in zip(np.array_split(X, int(k)), np.array_split(Y, int(k))):
-        loss, grads = mlp.loss_and_grads(X_j, Y_j, params)
-        for key in total:
-            total[key] += len(X_j) * grads[key]
-        loss_sum += len(X_j) * loss
-    return {key: params[key] - learning_rate * total[key] / len(X) for key in params}, loss_sum / len(X)
+    new_params, losses = _accumulated_step(params, X, Y, num_micro_batches, learning_rate)
+    return new_params, sum(rows * loss for loss, rows in losses) / len(X)
 
 
 # 015 mlp_forward_checkpointed ---------------------------------------------------------------------
@@ -570,18 +570,29 @@ def forward_checkpointed_pooled(X, params, segment_size):
     return z, checkpoints
 
 
-@expensive("015", "the checkpoints copied")
-def forward_checkpointed_copies(X, params, segment_size):
+def _layer(a, params, i):
+    return np.einsum("bi,io->bo", a, params[f"W{i}"]) + params[f"b{i}"]
+
+
+def _forward_keeping(X, params, segment_size, layer, keep):
+    """015 written out: the forward pass through ``layer(a, params, i)`` (layer i's pre-activation),
+    ``keep(a)`` stored as the checkpoint at the start of each segment of ``segment_size`` layers."""
     if segment_size < 1:
         raise ValueError("segment_size must be at least 1")
     layers = mlp.num_layers(params)
     checkpoints, a = {}, X
     for i in range(1, layers + 1):
         if (i - 1) % segment_size == 0:
-            checkpoints[i - 1] = a.copy()
-        z = a @ params[f"W{i}"] + params[f"b{i}"]
+            checkpoints[i - 1] = keep(a)
+        z = layer(a, params, i)
         a = np.maximum(z, 0)
     return z, checkpoints
+
+
+@expensive("015", "the checkpoints copied")
+def forward_checkpointed_copies(X, params, segment_size):
+    return _forward_keeping(X, params, segment_size, lambda a, p, i: a @ p[f"W{i}"] + p[f"b{i}"],
+                            keep=lambda a: a.copy())
 
 
 @expensive("015", "the whole forward pass when there is one segment")
@@ -593,22 +604,9 @@ def forward_whole_pass_for_one_segment(X, params, segment_size):
     return forward_checkpointed_einsum(X, params, segment_size)
 
 
-def _layer(a, params, i):
-    return np.einsum("bi,io->bo", a, params[f"W{i}"]) + params[f"b{i}"]
-
-
 @right("015", "einsum")
 def forward_checkpointed_einsum(X, params, segment_size):
-    if segment_size < 1:
-        raise ValueError("segment_size must be at least 1")
-    layers = mlp.num_layers(params)
-    checkpoints, a = {}, X
-    for i in range(1, layers + 1):
-        if (i - 1) % segment_size == 0:
-            checkpoints[i - 1] = a
-        z = _layer(a, params, i)
-        a = np.maximum(z, 0)
-    return z, checkpoints
+    return _forward_keeping(X, params, segment_size, _layer, keep=lambda a: a)
 
 
 # 016 recompute_block_activations ------------------------------------------------------------------
@@ -755,12 +753,17 @@ def half_by_np_float16(params):
     return {key: np.float16(value) for key, value in params.items()}
 
 
-@wrong("019", "unsigned ints cast silently")
-def half_refusing_signed_ints_only(params):
-    """019 wrong: only dtype kinds 'i' and 'b' refused, so unsigned ints are cast silently."""
+def _refuse_signed_ints(params):
+    """The wrong check of 019 and 020: signed ints and booleans refused, unsigned ints let through."""
     for key, value in params.items():
         if value.dtype.kind in ("i", "b"):
             raise TypeError(f"params[{key!r}] has dtype {value.dtype}")
+
+
+@wrong("019", "unsigned ints cast silently")
+def half_refusing_signed_ints_only(params):
+    """019 wrong: only dtype kinds 'i' and 'b' refused, so unsigned ints are cast silently."""
+    _refuse_signed_ints(params)
     with np.errstate(over="ignore"):
         return {key: value.astype(np.float16) for key, value in params.items()}
 
@@ -775,10 +778,9 @@ def half_with_np_array(params):
 @right("019", "np.empty float16 filled by assignment")
 def half_into_empty(params):
     """A float16 array from np.empty, filled by assignment (the assignment rounds each value)."""
+    _float_arrays_only(params, "only float arrays can be cast to float16")
     half = {}
     for key, value in params.items():
-        if value.dtype.kind != "f":
-            raise TypeError(f"params[{key!r}] is {value.dtype}, not a float array")
         out = np.empty(value.shape, dtype=np.float16)
         with np.errstate(over="ignore"):
             out[...] = value
@@ -817,9 +819,7 @@ def master_by_np_float32(params):
 @wrong("020", "unsigned ints converted silently")
 def master_refusing_signed_ints_only(params):
     """020 wrong: only dtype kinds 'i' and 'b' refused, so unsigned ints are converted silently."""
-    for key, value in params.items():
-        if value.dtype.kind in ("i", "b"):
-            raise TypeError(f"params[{key!r}] has dtype {value.dtype}")
+    _refuse_signed_ints(params)
     return {key: value.astype(np.float32) for key, value in params.items()}
 
 
@@ -832,12 +832,10 @@ def master_with_np_array(params):
 @right("020", "np.empty float32 filled with np.copyto")
 def master_with_copyto(params):
     """np.empty float32 arrays filled with np.copyto (a same-kind cast)."""
-    master = {}
-    for key, value in params.items():
-        if value.dtype.kind != "f":
-            raise TypeError(f"params[{key!r}] is {value.dtype}: master weights come from float arrays")
-        master[key] = np.empty(value.shape, dtype=np.float32)
-        np.copyto(master[key], value)
+    _float_arrays_only(params, "master weights are made from float arrays")
+    master = {key: np.empty(value.shape, dtype=np.float32) for key, value in params.items()}
+    for key in master:
+        np.copyto(master[key], params[key])
     return master
 
 
@@ -985,10 +983,9 @@ def non_finite_isnan_or_isinf(grads):
 
 # 024 mixed_precision_step -------------------------------------------------------------------------
 
-def _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval, grows_when,
-                       checked=lambda grads: list(grads)):
-    """024 without the earlier lessons' functions; ``grows_when(tracker, interval)`` decides growth, and
-    ``checked(grads)`` names the gradients looked at for inf and NaN (all of them, rightly)."""
+def _checked_scale(master_params, scaler_state, growth_interval):
+    """024's refusals (float32 master weights, an interval of at least 1, a positive finite scale);
+    returns the scale."""
     for key, value in master_params.items():
         if value.dtype != np.float32:
             raise TypeError(f"master_params[{key!r}] has dtype {value.dtype}: master weights are float32")
@@ -997,6 +994,14 @@ def _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_
     scale = scaler_state["scale"]
     if not np.isfinite(scale) or scale <= 0:
         raise ValueError(f"the scale must be positive and finite, got {scale}")
+    return scale
+
+
+def _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval, grows_when,
+                       checked=lambda grads: list(grads)):
+    """024 without the earlier lessons' functions; ``grows_when(tracker, interval)`` decides growth, and
+    ``checked(grads)`` names the gradients looked at for inf and NaN (all of them, rightly)."""
+    scale = _checked_scale(master_params, scaler_state, growth_interval)
     with np.errstate(over="ignore", invalid="ignore"):
         half = {key: value.astype(np.float16) for key, value in master_params.items()}
         out, cache = mlp.forward(X.astype(np.float16), half)
@@ -1052,14 +1057,7 @@ def mixed_step_without_helpers(master_params, X, Y, scaler_state, learning_rate,
 def mixed_step_reciprocal_unscale(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
     """GradScaler's way written out (no earlier lesson's function): unscaled by the float32 reciprocal 1/S,
     checked key by key with an early return, the scale grown when the clean steps reach the interval."""
-    for key, value in master_params.items():
-        if value.dtype != np.float32:
-            raise TypeError(f"master_params[{key!r}] is {value.dtype}, not float32")
-    if growth_interval < 1:
-        raise ValueError(f"growth_interval must be at least 1, got {growth_interval}")
-    scale = scaler_state["scale"]
-    if not 0 < scale < math.inf:
-        raise ValueError(f"the scale must be positive and finite, got {scale}")
+    scale = _checked_scale(master_params, scaler_state, growth_interval)
     with np.errstate(over="ignore", invalid="ignore"):
         half = {key: value.astype(np.float16) for key, value in master_params.items()}
         out, cache = mlp.forward(X.astype(np.float16), half)
@@ -1223,6 +1221,15 @@ def _check_arrays(worker_arrays):
         raise ValueError("bad worker arrays")
 
 
+def _everyone_sends_to_everyone(cluster, arrays):
+    """One round in which every worker r sends ``arrays[r]`` to every other worker."""
+    with cluster.round():
+        for src in range(len(arrays)):
+            for dst in range(len(arrays)):
+                if src != dst:
+                    cluster.send(src, dst, arrays[src])
+
+
 @wrong("027", "everyone sends to everyone (right numbers, N(N - 1) messages)")
 def all_to_all_mean(worker_arrays, cluster=None):
     """Everyone sends to everyone, and every worker averages: the right numbers, N(N - 1) messages."""
@@ -1230,11 +1237,7 @@ def all_to_all_mean(worker_arrays, cluster=None):
     _check_arrays(worker_arrays)
     N = len(worker_arrays)
     cluster = cluster or Cluster(N)
-    with cluster.round():
-        for src in range(N):
-            for dst in range(N):
-                if src != dst:
-                    cluster.send(src, dst, worker_arrays[src])
+    _everyone_sends_to_everyone(cluster, worker_arrays)
     results = []
     for dst in range(N):
         total = worker_arrays[dst]
@@ -1245,32 +1248,9 @@ def all_to_all_mean(worker_arrays, cluster=None):
     return results, cluster.ledger.summary()
 
 
-@wrong("027", "the dtype of the last worker only compared with worker 0's")
-def all_reduce_dtype_checked_against_last(worker_arrays, cluster=None):
-    """The naive all-reduce; shapes checked for every worker, the dtype only of the last against worker 0's."""
+def _stacked_mean_at_the_root(worker_arrays, cluster):
+    """027's two rounds, the mean at the root as np.mean of the stacked arrays (in worker 0's dtype)."""
     from shared.cluster import Cluster
-    if len(worker_arrays) == 0 or len({a.shape for a in worker_arrays}) > 1 \
-            or worker_arrays[-1].dtype != worker_arrays[0].dtype:
-        raise ValueError("bad")
-    n = len(worker_arrays)
-    cluster = cluster or Cluster(n)
-    with cluster.round():
-        for rank in range(1, n):
-            cluster.send(rank, 0, worker_arrays[rank])
-    total = worker_arrays[0]
-    for rank in range(1, n):
-        total = total + cluster.receive(0, rank)
-    mean = total / n
-    with cluster.round():
-        for rank in range(1, n):
-            cluster.send(0, rank, mean)
-    return [mean] + [cluster.receive(rank, 0) for rank in range(1, n)], cluster.ledger.summary()
-
-
-@right("027", "np.mean of the stacked arrays at the root")
-def naive_mean_with_stack(worker_arrays, cluster=None):
-    from shared.cluster import Cluster
-    _check_arrays(worker_arrays)
     N = len(worker_arrays)
     cluster = cluster or Cluster(N)
     with cluster.round():
@@ -1282,6 +1262,22 @@ def naive_mean_with_stack(worker_arrays, cluster=None):
         for r in range(1, N):
             cluster.send(0, r, mean)
     return [mean] + [cluster.receive(r, 0) for r in range(1, N)], cluster.ledger.summary()
+
+
+@wrong("027", "the dtype of the last worker only compared with worker 0's")
+def all_reduce_dtype_checked_against_last(worker_arrays, cluster=None):
+    """The naive all-reduce (np.mean at the root); shapes checked for every worker, the dtype only of the
+    last against worker 0's."""
+    if len(worker_arrays) == 0 or len({a.shape for a in worker_arrays}) > 1 \
+            or worker_arrays[-1].dtype != worker_arrays[0].dtype:
+        raise ValueError("bad")
+    return _stacked_mean_at_the_root(worker_arrays, cluster)
+
+
+@right("027", "np.mean of the stacked arrays at the root")
+def naive_mean_with_stack(worker_arrays, cluster=None):
+    _check_arrays(worker_arrays)
+    return _stacked_mean_at_the_root(worker_arrays, cluster)
 
 
 @right("027", "the root sums in place on a copy of its own array")
@@ -1317,12 +1313,8 @@ def naive_mean_wide_accumulator(worker_arrays, cluster=None):
     """The root accumulates in float64 (np.add with dtype), in rank order; the mean is cast back to the
     arrays' dtype before it is broadcast (the same bytes on the wire)."""
     from shared.cluster import Cluster
-    if len(worker_arrays) == 0:
-        raise ValueError("no workers")
-    shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
-    if any(a.shape != shape or a.dtype != dtype for a in worker_arrays):
-        raise ValueError("the workers' arrays differ in shape or dtype")
-    n = len(worker_arrays)
+    _check_arrays(worker_arrays)
+    n, dtype = len(worker_arrays), worker_arrays[0].dtype
     cluster = Cluster(n) if cluster is None else cluster
     with cluster.round():
         for r in range(1, n):
@@ -1340,9 +1332,9 @@ def naive_mean_wide_accumulator(worker_arrays, cluster=None):
 # 028 ring_all_reduce_mean -------------------------------------------------------------------------
 
 def _ring(worker_arrays, cluster, right):
-    """A ring all-reduce on chunk bounds from divmod; ``right`` False sends to the left neighbour."""
+    """A ring all-reduce on chunk bounds from divmod; ``right`` False sends to the left neighbour.
+    It checks nothing: each answer that calls it checks its input its own way."""
     from shared.cluster import Cluster
-    _check_arrays(worker_arrays)
     N = len(worker_arrays)
     cluster = cluster or Cluster(N)
     flat = [a.reshape(-1) for a in worker_arrays]
@@ -1372,42 +1364,8 @@ def _ring(worker_arrays, cluster, right):
 
 @wrong("028", "the ring turning the other way (to the left neighbour)")
 def ring_to_the_left(worker_arrays, cluster=None):
+    _check_arrays(worker_arrays)
     return _ring(worker_arrays, cluster, right=False)
-
-
-def _ring_on_bounds(worker_arrays, cluster, bounds_of):
-    from shared.cluster import Cluster
-    n = len(worker_arrays)
-    cluster = cluster or Cluster(n)
-    bounds = bounds_of(worker_arrays[0].size, n)
-    chunks = [[a.reshape(-1)[lo:hi] for lo, hi in bounds] for a in worker_arrays]
-    for step in range(n - 1):
-        with cluster.round():
-            for rank in range(n):
-                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank - step) % n])
-        for rank in range(n):
-            index = (rank - 1 - step) % n
-            chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
-    for rank in range(n):
-        owned = (rank + 1) % n
-        chunks[rank][owned] = chunks[rank][owned] / n
-    for step in range(n - 1):
-        with cluster.round():
-            for rank in range(n):
-                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank + 1 - step) % n])
-        for rank in range(n):
-            chunks[rank][(rank - step) % n] = cluster.receive(rank, (rank - 1) % n)
-    shape = worker_arrays[0].shape
-    return [np.concatenate(chunks[rank]).reshape(shape) for rank in range(n)], cluster.ledger.summary()
-
-
-def _split_bounds(length, parts):
-    cuts = np.cumsum([0] + [len(c) for c in np.array_split(np.zeros(length), parts)])
-    return list(zip(cuts[:-1], cuts[1:]))
-
-
-def _ring_ref(worker_arrays, cluster):
-    return _ring_on_bounds(worker_arrays, cluster, _split_bounds)
 
 
 @wrong("028", "the dtype of the last worker only compared with worker 0's")
@@ -1416,11 +1374,12 @@ def ring_dtype_checked_against_last(worker_arrays, cluster=None):
     if len(worker_arrays) == 0 or len({a.shape for a in worker_arrays}) > 1 \
             or worker_arrays[-1].dtype != worker_arrays[0].dtype:
         raise ValueError("bad")
-    return _ring_ref(worker_arrays, cluster)
+    return _ring(worker_arrays, cluster, right=True)
 
 
 @right("028", "chunk bounds from divmod, no np.array_split")
 def ring_with_divmod_bounds(worker_arrays, cluster=None):
+    _check_arrays(worker_arrays)
     return _ring(worker_arrays, cluster, right=True)
 
 
@@ -1429,12 +1388,8 @@ def ring_in_flat_buffers(worker_arrays, cluster=None):
     """Each worker keeps one flat copy of its array and updates chunk slices of it in place (+=, /=, =);
     the chunk bounds from the sizes q + (c < rho)."""
     from shared.cluster import Cluster
-    if len(worker_arrays) == 0:
-        raise ValueError("no workers")
-    shape, dtype = worker_arrays[0].shape, worker_arrays[0].dtype
-    if any(a.shape != shape or a.dtype != dtype for a in worker_arrays):
-        raise ValueError("the workers' arrays differ in shape or dtype")
-    n = len(worker_arrays)
+    _check_arrays(worker_arrays)
+    n, shape = len(worker_arrays), worker_arrays[0].shape
     if cluster is None:
         cluster = Cluster(n)
     buffers = [np.array(a, copy=True).reshape(-1) for a in worker_arrays]
@@ -1823,21 +1778,29 @@ def _check_shards(param_shards):
         raise ValueError("bad shards")
 
 
+def _ring_all_gather(shards, cluster, towards):
+    """The ring all-gather's N - 1 rounds: each worker r passes on the shard it received last to worker
+    r + towards (1: the right neighbour, -1: the left). Returns each worker's list of N slots, shard q
+    in slot q."""
+    n = len(shards)
+    held = [[shards[r] if q == r else None for q in range(n)] for r in range(n)]
+    for step in range(n - 1):
+        with cluster.round():
+            for r in range(n):
+                cluster.send(r, (r + towards) % n, held[r][(r - towards * step) % n])
+        for r in range(n):
+            held[r][(r - towards * (step + 1)) % n] = cluster.receive(r, (r - towards) % n)
+    return held
+
+
 @wrong("034", "the ring turning the other way (to the left neighbour)")
 def gather_to_the_left(param_shards, cluster=None):
     """The ring turning the other way: worker r sends to r - 1."""
     from shared.cluster import Cluster
     _check_shards(param_shards)
-    n = len(param_shards)
-    cluster = cluster or Cluster(n)
-    held = [{r: param_shards[r]} for r in range(n)]
-    for step in range(n - 1):
-        with cluster.round():
-            for r in range(n):
-                cluster.send(r, (r - 1) % n, held[r][(r + step) % n])
-        for r in range(n):
-            held[r][(r + 1 + step) % n] = cluster.receive(r, (r + 1) % n)
-    return [np.concatenate([mine[q] for q in range(n)]) for mine in held], cluster.ledger.summary()
+    cluster = cluster or Cluster(len(param_shards))
+    held = _ring_all_gather(param_shards, cluster, towards=-1)
+    return [np.concatenate(mine) for mine in held], cluster.ledger.summary()
 
 
 @wrong("034", "everyone sends its shard to everyone in one round")
@@ -1845,14 +1808,9 @@ def gather_all_to_all(param_shards, cluster=None):
     """Every worker sends its shard to every other in one round: the right vectors, other traffic."""
     from shared.cluster import Cluster
     _check_shards(param_shards)
-    n = len(param_shards)
-    cluster = cluster or Cluster(n)
-    with cluster.round():
-        for src in range(n):
-            for dst in range(n):
-                if src != dst:
-                    cluster.send(src, dst, param_shards[src])
-    vectors = []
+    cluster = cluster or Cluster(len(param_shards))
+    _everyone_sends_to_everyone(cluster, param_shards)
+    vectors, n = [], len(param_shards)
     for dst in range(n):
         pieces = [param_shards[dst].copy() if src == dst else cluster.receive(dst, src) for src in range(n)]
         vectors.append(np.concatenate(pieces))
@@ -1865,16 +1823,9 @@ def gather_dtype_checked_against_last(param_shards, cluster=None):
     from shared.cluster import Cluster
     if not param_shards or any(s.ndim != 1 for s in param_shards) or param_shards[-1].dtype != param_shards[0].dtype:
         raise ValueError("bad")
-    n = len(param_shards)
-    cluster = cluster or Cluster(n)
-    held = [{r: param_shards[r]} for r in range(n)]
-    for step in range(n - 1):
-        with cluster.round():
-            for r in range(n):
-                cluster.send(r, (r + 1) % n, held[r][(r - step) % n])
-        for r in range(n):
-            held[r][(r - 1 - step) % n] = cluster.receive(r, (r - 1) % n)
-    return [np.concatenate([mine[q] for q in range(n)]) for mine in held], cluster.ledger.summary()
+    cluster = cluster or Cluster(len(param_shards))
+    held = _ring_all_gather(param_shards, cluster, towards=1)
+    return [np.concatenate(mine) for mine in held], cluster.ledger.summary()
 
 
 @right("034", "a list of N slots per worker")
@@ -1882,17 +1833,8 @@ def gather_slots(param_shards, cluster=None):
     """The ring, each worker filling a list of N slots as the shards arrive."""
     from shared.cluster import Cluster
     _check_shards(param_shards)
-    n = len(param_shards)
-    cluster = cluster or Cluster(n)
-    slots = [[None] * n for _ in range(n)]
-    for r in range(n):
-        slots[r][r] = param_shards[r]
-    for step in range(n - 1):
-        with cluster.round():
-            for r in range(n):
-                cluster.send(r, (r + 1) % n, slots[r][(r - step) % n])
-        for r in range(n):
-            slots[r][(r - 1 - step) % n] = cluster.receive(r, (r - 1) % n)
+    cluster = cluster or Cluster(len(param_shards))
+    slots = _ring_all_gather(param_shards, cluster, towards=1)
     return [np.concatenate(mine) for mine in slots], cluster.ledger.summary()
 
 
@@ -1932,6 +1874,19 @@ def gather_into_preallocated(param_shards, cluster=None):
 
 # 035 zero_optimizer_step --------------------------------------------------------------------------
 
+def _ring_reduce_scatter(chunks, cluster):
+    """The ring reduce-scatter's N - 1 rounds on each worker's list of N chunks (``chunks[r][c]``), summed
+    in place: afterwards worker r holds the whole sum of chunk r in ``chunks[r][r]``."""
+    n = len(chunks)
+    for s in range(n - 1):
+        with cluster.round():
+            for r in range(n):
+                cluster.send(r, (r + 1) % n, chunks[r][(r - 1 - s) % n])
+        for r in range(n):
+            c = (r - 2 - s) % n
+            chunks[r][c] = chunks[r][c] + cluster.receive(r, (r - 1) % n)
+
+
 def _zero_inline(params, worker_grads, worker_states, learning_rate, beta1, beta2, eps, cluster, *, local=False,
                  order=None):
     """The ZeRO step without the earlier lessons' functions: ring reduce-scatter, PyTorch-style Adam, ring
@@ -1948,13 +1903,7 @@ def _zero_inline(params, worker_grads, worker_states, learning_rate, beta1, beta
     if local:
         means = [chunks[r][r] for r in range(n)]
     else:
-        for s in range(n - 1):
-            with cluster.round():
-                for r in range(n):
-                    cluster.send(r, (r + 1) % n, chunks[r][(r - 1 - s) % n])
-            for r in range(n):
-                i = (r - 2 - s) % n
-                chunks[r][i] = chunks[r][i] + cluster.receive(r, (r - 1) % n)
+        _ring_reduce_scatter(chunks, cluster)
         means = [chunks[r][r] / n for r in range(n)]
     flat = np.array_split(np.concatenate([params[k].reshape(-1) for k in keys]), n)
     shards, states = [], []
@@ -2062,13 +2011,7 @@ def zero_adam_step_size_folded(params, worker_grads, worker_states, learning_rat
     if cluster is None:
         cluster = Cluster(n)
     chunks = [np.array_split(np.concatenate([g[k].ravel() for k in params]), n) for g in worker_grads]
-    for s in range(n - 1):
-        with cluster.round():
-            for r in range(n):
-                cluster.send(r, (r + 1) % n, chunks[r][(r - 1 - s) % n])
-        for r in range(n):
-            c = (r - 2 - s) % n
-            chunks[r][c] = chunks[r][c] + cluster.receive(r, (r - 1) % n)
+    _ring_reduce_scatter(chunks, cluster)
     new_shards, new_states = [], []
     for r in range(n):
         g = chunks[r][r] / n
@@ -2210,24 +2153,26 @@ def _activation_checks(batch_size, width, num_layers, dtype, segment_size, num_m
         raise ValueError("bad sizes")
 
 
+def _activation_bytes(rows, width, num_layers, dtype, segment_size):
+    """038's peak for a micro-batch of ``rows`` rows (its wrong answers get the rows wrong, nothing else)."""
+    b = 2 if dtype == "mixed" else int(dtype[5:]) // 8
+    s = num_layers if segment_size is None else segment_size
+    stored = -(-num_layers // s) - 1 + 2 * min(s, num_layers - 1)
+    return (stored + 2) * rows * width * b + rows * width + (2 * rows * width if dtype == "mixed" else 0)
+
+
 @wrong("038", "the micro-batch as B // k rows")
 def activations_floor_micro_batch(batch_size, width, num_layers, dtype, segment_size=None, num_micro_batches=1):
     """The micro-batch as B // k rows (the smallest, not the largest)."""
     _activation_checks(batch_size, width, num_layers, dtype, segment_size, num_micro_batches)
-    rows, b = batch_size // num_micro_batches, 2 if dtype == "mixed" else int(dtype[5:]) // 8
-    s = num_layers if segment_size is None else segment_size
-    stored = -(-num_layers // s) - 1 + 2 * min(s, num_layers - 1)
-    return (stored + 2) * rows * width * b + rows * width + (2 * rows * width if dtype == "mixed" else 0)
+    return _activation_bytes(batch_size // num_micro_batches, width, num_layers, dtype, segment_size)
 
 
 @wrong("038", "the micro-batch rounded to the nearest")
 def activations_rounded_micro_batch(batch_size, width, num_layers, dtype, segment_size=None, num_micro_batches=1):
     """038 wrong: the micro-batch as round(B / k) rows (the nearest, not the largest)."""
     _activation_checks(batch_size, width, num_layers, dtype, segment_size, num_micro_batches)
-    rows, b = round(batch_size / num_micro_batches), 2 if dtype == "mixed" else int(dtype[5:]) // 8
-    s = num_layers if segment_size is None else segment_size
-    stored = -(-num_layers // s) - 1 + 2 * min(s, num_layers - 1)
-    return (stored + 2) * rows * width * b + rows * width + (2 * rows * width if dtype == "mixed" else 0)
+    return _activation_bytes(round(batch_size / num_micro_batches), width, num_layers, dtype, segment_size)
 
 
 @right("038", "018's formula written out with math.ceil")
@@ -2368,10 +2313,12 @@ def _summed_by_hand(params, X, Y, num_micro_batches, segment_size, loss_scale, *
         return loss / len(X), {key: (value / len(X)).astype(dtype) for key, value in total.items()}, 0
 
 
-def _loop_written_out(params, X, Y, config, cluster=None, *, scale_after, checkpointing, accumulation, full_state,
-                      unscale=1, skip_updates_state=False, own_accumulation=None):
+def _loop_written_out(params, X, Y, config, cluster=None, *, scale_after=False, checkpointing=True,
+                      accumulation=True, full_state=False, unscale=1, skip_updates_state=False,
+                      own_accumulation=None):
     """Lesson 040's loop written out on the helper's blocks (each worker's rows sliced with X[r::N], the steps
-    counted with range), with the ways a learner could get it wrong that the catalogue needs:
+    counted with range; the defaults give the right loop), with the ways a learner could get it wrong that
+    the catalogue needs:
     ``scale_after`` records the scale each step leaves behind; without ``checkpointing`` or ``accumulation``
     the passes ignore segment_size or num_micro_batches (the same numbers, more activations); with
     ``full_state`` every worker keeps Adam's state (and master weights) of the whole vector under ZeRO,
@@ -2466,71 +2413,61 @@ def _loop_written_out(params, X, Y, config, cluster=None, *, scale_after, checkp
 @wrong("040", "the scale after each step recorded")
 def loop_scale_after_the_step(params, X, Y, config, cluster=None):
     """The loss scale each step leaves behind recorded, not the one it used."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=True, checkpointing=True, accumulation=True,
-                             full_state=False)
+    return _loop_written_out(params, X, Y, config, cluster, scale_after=True)
 
 
 @wrong("040", "the micro-batches' float16 gradients summed in float16")
 def loop_summing_micro_batches_in_float16(params, X, Y, config, cluster=None):
     """A learner's own accumulation: each micro-batch's float16 gradients from worker_gradients(k=1),
     summed in float16 (n_j * S * g_j overflows where the mean does not)."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
-                             full_state=False, own_accumulation="float16")
+    return _loop_written_out(params, X, Y, config, cluster, own_accumulation="float16")
 
 
 @expensive("040", "checkpointing ignored (segment_size not passed on)")
 def loop_without_checkpointing(params, X, Y, config, cluster=None):
     """segment_size not passed on: the same numbers, every layer's activations at once."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=False,
-                             accumulation=True, full_state=False)
+    return _loop_written_out(params, X, Y, config, cluster, checkpointing=False)
 
 
 @expensive("040", "accumulation ignored (num_micro_batches not passed on)")
 def loop_without_accumulation(params, X, Y, config, cluster=None):
     """num_micro_batches not passed on: the same numbers (to rounding), the whole shard's activations at once."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True,
-                             accumulation=False, full_state=False)
+    return _loop_written_out(params, X, Y, config, cluster, accumulation=False)
 
 
 @expensive("040", "ZeRO's whole state kept on every worker, its shard handed back")
 def loop_full_state_on_every_worker(params, X, Y, config, cluster=None):
     """ZeRO's numbers and messages, but every worker keeps Adam's state of the whole vector."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True,
-                             accumulation=True, full_state=True)
+    return _loop_written_out(params, X, Y, config, cluster, full_state=True)
 
 
 @right("040", "written out: each worker's rows as X[r::N], the steps with range")
 def loop_written_out(params, X, Y, config, cluster=None):
     """Right: each worker's rows sliced with X[r::N], the steps counted with range, the final parameters copied."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
-                             full_state=False)
+    return _loop_written_out(params, X, Y, config, cluster)
 
 
 @right("040", "its own micro-batch loop, the gradients summed in float32")
 def loop_summing_micro_batches_in_float32(params, X, Y, config, cluster=None):
     """Right: the learner's own accumulation, each micro-batch's gradients from worker_gradients(k=1) summed in
     float32 and the mean rounded to float16 once."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
-                             full_state=False, own_accumulation="float32")
+    return _loop_written_out(params, X, Y, config, cluster, own_accumulation="float32")
 
 
 @named("040", "written out, not unscaled", "the gradients not unscaled")
 def loop_not_unscaled(params, X, Y, config, cluster=None):
     """A learner's own loop that hands Adam the scaled gradients (no unscaling)."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
-                             full_state=False, unscale=0)
+    return _loop_written_out(params, X, Y, config, cluster, unscale=0)
 
 
 @named("040", "written out, unscaled twice", "the gradients unscaled twice")
 def loop_unscaled_twice(params, X, Y, config, cluster=None):
     """A learner's own loop that divides the loss scale out twice."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
-                             full_state=False, unscale=2)
+    return _loop_written_out(params, X, Y, config, cluster, unscale=2)
 
 
 @named("040", "written out, a skipped step's state kept",
        "a skipped step still updates the master weights and moments")
 def loop_skip_updates_the_state(params, X, Y, config, cluster=None):
     """A learner's own loop that keeps Adam's moments and master weights of a skipped step."""
-    return _loop_written_out(params, X, Y, config, cluster, scale_after=False, checkpointing=True, accumulation=True,
-                             full_state=False, skip_updates_state=True)
+    return _loop_written_out(params, X, Y, config, cluster, skip_updates_state=True)
