@@ -288,15 +288,8 @@ def store_everything_forward(X, params, segment_size):
     """015 the expensive way: keep every activation, pick the checkpoints at the end."""
     if segment_size < 1:
         raise ValueError("segment_size must be at least 1")
-    layers = mlp.num_layers(params)
-    kept, a = {0: X}, X
-    for i in range(1, layers + 1):
-        z = a @ params[f"W{i}"] + params[f"b{i}"]
-        if i < layers:
-            a = np.maximum(z, 0)
-            kept[i] = a
-            kept[-i] = z  # the pre-activations too, as a standard forward pass keeps them
-    return z, {i: kept[i] for i in range(0, layers, segment_size)}
+    out, cache = mlp.forward(X, params)  # every Z{i} and A{i} alive at once, as a standard forward pass keeps them
+    return out, {i: cache[f"A{i}"] for i in range(0, mlp.num_layers(params), segment_size)}
 
 
 def recompute_everything_backward(d_out, params, checkpoints, segment_size):

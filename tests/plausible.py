@@ -1517,10 +1517,12 @@ def _buckets_by_cumsum(first, cap):
     return buckets
 
 
-def _bucket_with(worker_grads, cap, cluster, order):
+def _bucket_with(worker_grads, cap, cluster, order, check=None):
+    """030 on the helper's ring: the buckets cut by the cumulative sizes, listed as ``order(buckets)``;
+    ``check(worker_grads, cap)`` refuses bad input (``_bucket_check`` when None)."""
     from shared.cluster import Cluster
     from shared.lesson_blocks import ring_all_reduce_mean
-    _bucket_check(worker_grads, cap)
+    (check or _bucket_check)(worker_grads, cap)
     first = worker_grads[0]
     cluster = cluster or Cluster(len(worker_grads))
     buckets = _buckets_by_cumsum(first, cap)
@@ -1543,32 +1545,13 @@ def buckets_listed_last_first(worker_grads, bucket_cap_bytes, cluster=None):
 @wrong("030", "only the last worker's keys and shapes compared with worker 0's")
 def buckets_checked_against_last(worker_grads, bucket_cap_bytes, cluster=None):
     """Only the last worker's keys and shapes compared with worker 0's."""
-    from shared.cluster import Cluster
-    from shared.lesson_blocks import ring_all_reduce_mean
-    if bucket_cap_bytes <= 0 or not worker_grads:
-        raise ValueError("bad")
-    first, last = worker_grads[0], worker_grads[-1]
-    if first.keys() != last.keys() or any(first[k].shape != last[k].shape for k in first):
-        raise ValueError("bad")
-    cluster = cluster or Cluster(len(worker_grads))
-    buckets, current, size = [], [], 0
-    for key in reversed(list(first)):
-        if current and size + first[key].nbytes > bucket_cap_bytes:
-            buckets.append(current)
-            current, size = [], 0
-        current.append(key)
-        size += first[key].nbytes
-    buckets.append(current)
-    averaged = [{} for _ in worker_grads]
-    for bucket in buckets:
-        reduced, _ = ring_all_reduce_mean([np.concatenate([g[k].ravel() for k in bucket]) for g in worker_grads],
-                                          cluster)
-        for rank, buffer in enumerate(reduced):
-            offset = 0
-            for key in bucket:
-                averaged[rank][key] = buffer[offset:offset + first[key].size].reshape(first[key].shape)
-                offset += first[key].size
-    return [{key: mine[key] for key in first} for mine in averaged], buckets, cluster.ledger.summary()
+    def checked_against_last(worker_grads, cap):
+        if cap <= 0 or not worker_grads:
+            raise ValueError("bad")
+        first, last = worker_grads[0], worker_grads[-1]
+        if first.keys() != last.keys() or any(first[k].shape != last[k].shape for k in first):
+            raise ValueError("bad")
+    return _bucket_with(worker_grads, bucket_cap_bytes, cluster, lambda buckets: buckets, check=checked_against_last)
 
 
 @wrong("030", "each bucket a tuple")
