@@ -36,12 +36,19 @@ def _record(name: str, math: int, figures: int | None, started: float) -> None:
     RESULTS.append({"notebook": name, "math": math, "figures": figures, "seconds": time.monotonic() - started})
 
 
+def _open_fresh(page, server, path) -> tuple[dict, str, float]:
+    """Open the server's copy of a notebook of the course from an empty progress record: the notebook, its
+    path in the server (as in the course), and when the opening started (the time _record reports counts it)."""
+    notebook, relative = load(path), path.relative_to(ROOT).as_posix()
+    _fresh_progress(server)
+    started = time.monotonic()
+    open_notebook(page, server, relative, notebook)
+    return notebook, relative, started
+
+
 @pytest.mark.parametrize("path", SOLVED, ids=lambda p: f"solutions/{p.name}")
 def test_solved_notebook_runs_with_math_and_figures(path, course_lab, page):
-    notebook, relative = load(path), f"solutions/{path.name}"
-    _fresh_progress(course_lab)
-    started = time.monotonic()
-    open_notebook(page, course_lab, relative, notebook)
+    notebook, relative, started = _open_fresh(page, course_lab, path)
     clear_outputs(page)
     run_all(page)
 
@@ -72,10 +79,7 @@ def test_solved_notebook_runs_with_math_and_figures(path, course_lab, page):
 
 @pytest.mark.parametrize("path", STUDENT, ids=lambda p: f"notebooks/{p.name}")
 def test_student_notebook_stops_at_the_first_stub(path, course_lab, page):
-    notebook, relative = load(path), f"notebooks/{path.name}"
-    _fresh_progress(course_lab)
-    started = time.monotonic()
-    open_notebook(page, course_lab, relative, notebook)
+    notebook, relative, started = _open_fresh(page, course_lab, path)
     report = assert_math_renders(page, notebook)
     run_all(page)
 
