@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from lab_driver import (RESULTS, ROOT, STUB_MESSAGE, LabServer, assert_math_renders, clear_outputs, count_images,
-                        expected_math, free_port, hide_side_bar, isolated_env, load, open_notebook, outputs,
-                        rendered_outputs, run_all, screenshot, scroll_to_cell, shut_down_kernel)
+from lab_driver import (RESULTS, ROOT, STUB_MESSAGE, assert_math_renders, clear_outputs, count_images, expected_math,
+                        hide_side_bar, load, open_notebook, outputs, rendered_outputs, run_all, screenshot,
+                        scroll_to_cell, shut_down_kernel, start_make_lab)
 
 SOLVED = sorted(ROOT.glob("solutions/*.ipynb"))
 STUDENT = sorted(ROOT.glob("notebooks/*.ipynb"))
@@ -154,12 +154,8 @@ def test_make_lab_shows_the_notebook_without_instructor_panels(browser, page, tm
     watched = [ROOT / "notebooks" / "01_mlp_core.ipynb", ROOT / ".progress.json", checkpoint]
     before = {path: path.read_bytes() if path.exists() else None for path in watched}
     notebook = load(watched[0])
-    port = free_port()
     # Scratch settings (no autosave: the learner's notebook is opened, never written) and progress file.
-    env = isolated_env(tmp_path, autosave=False)
-    server = LabServer(["make", "--no-print-directory", "lab", f"LAB_ARGS=--no-browser --port={port}",
-                        "LAB_TOKEN=mct-make-lab"],
-                       env=env, cwd=ROOT, port=port, token="mct-make-lab", log=tmp_path / "make-lab.log")
+    server = start_make_lab(tmp_path, token="mct-make-lab")
     try:
         server.wait_until_ready()
         started = time.monotonic()
@@ -254,10 +250,7 @@ def test_a_failing_test_shows_only_its_message_and_the_panel_turns_a_tick_into_a
 def test_make_lab_uses_a_random_token_and_no_jupytext(tmp_path):
     """`make lab` without LAB_TOKEN: the server refuses a request without the token it made up,
     and jupytext's server extension is not loaded."""
-    port = free_port()
-    env = isolated_env(tmp_path, autosave=False)
-    server = LabServer(["make", "--no-print-directory", "lab", f"LAB_ARGS=--no-browser --port={port}"],
-                       env=env, cwd=ROOT, port=port, token="", log=tmp_path / "make-lab.log")
+    server = start_make_lab(tmp_path)  # no LAB_TOKEN
     try:
         deadline = time.monotonic() + 90
         while "http://127.0.0.1" not in server.log_tail(200) and time.monotonic() < deadline:
