@@ -68,6 +68,12 @@ def tagged(lesson: Lesson, *values):
                                getattr(pytest.mark, f"part_{lesson.part.number}")])
 
 
+def tagged_lessons() -> list:
+    """Every lesson of the landed parts as a pytest parameter with its markers: the ``lesson`` of a test
+    run once per lesson."""
+    return [tagged(lesson) for lesson in built_lessons()]
+
+
 def source_path(slug: str) -> Path:
     return ROOT / "autograde" / "source" / slug / f"{slug}.ipynb"
 

@@ -19,11 +19,11 @@ import copy
 import pytest
 
 from catalogue import SEEDS, _drawn, catalogue, outcome
-from course import built_lessons, tagged
+from course import built_lessons, tagged, tagged_lessons
 from grading.judge import lesson_spec, reference_function
 from grading.spec import Case, Raises
 
-LESSONS = [tagged(lesson) for lesson in built_lessons()]
+LESSONS = tagged_lessons()
 
 
 @pytest.mark.parametrize("lesson", LESSONS)

@@ -28,7 +28,7 @@ from hypothesis.errors import NoSuchExample
 from catalogue import _map, catalogue
 from shared.checking import arrays_in
 from shared.cluster import parts_held
-from course import built_lessons, tagged
+from course import built_lessons, tagged, tagged_lessons
 from grading.judge import _cluster_workers, lesson_spec, reference_answer, reference_function
 from grading.spec import Case, Raises, draw_cases
 from shared.checking import difference, parts_shared_problem
@@ -67,10 +67,7 @@ def answer(function, args):
         return function(**copy.deepcopy(args))
 
 
-LESSONS = [tagged(lesson) for lesson in built_lessons()]
-
-
-@pytest.mark.parametrize("lesson", LESSONS)
+@pytest.mark.parametrize("lesson", tagged_lessons())
 def test_the_reference_keeps_its_contract_on_drawn_cases(lesson):
     spec = lesson_spec(lesson.code)
     reference = reference_function(lesson)

@@ -25,8 +25,6 @@ import shutil
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -35,7 +33,7 @@ import pytest
 
 from course import (BIN, ROOT, grade_id_of, hard_coded_answer, make_submission, read, student_path,
                     visible_test_answers)
-from lab_driver import LabServer, free_port, isolated_env
+from lab_driver import serving, start_make_lab
 
 pytestmark = pytest.mark.slow
 SLUG = "01_mlp_core"
@@ -185,36 +183,11 @@ def test_the_courses_nbgrader_config_points_nbgrader_at_the_course_validator(mon
 
 # ---------------------------------------------------------------- the Validate button, through `make lab`
 
-class Lab(LabServer):
-    """`make lab` as the learner starts it (scratch Jupyter settings and progress: lab_driver.isolated_env),
-    answering HTTP as the Validate button asks it."""
-
-    TOKEN = "mct-validate-test"
-
-    def __init__(self, scratch: Path):
-        port = free_port()
-        super().__init__(["make", "--no-print-directory", "lab", f"LAB_ARGS=--no-browser --port={port}",
-                          f"LAB_TOKEN={self.TOKEN}"], env=isolated_env(scratch), cwd=ROOT, port=port,
-                         token=self.TOKEN, log=scratch / "lab.log")
-
-    def request(self, path: str, data: bytes | None = None, timeout: float = 300) -> tuple[int, str]:
-        request = urllib.request.Request(f"{self.base}/{path}", data=data,
-                                         headers={"Authorization": f"token {self.TOKEN}"})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, response.read().decode()
-        except urllib.error.HTTPError as error:
-            return error.code, ""
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    server = Lab(tmp_path_factory.mktemp("lab"))
-    try:
-        server.wait_until_ready()
+    """`make lab` as the learner starts it, answering HTTP as the Validate button asks it."""
+    with serving(start_make_lab(tmp_path_factory.mktemp("lab"), token="mct-validate-test")) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_the_validate_button_gets_the_graders_verdicts(lab, notebooks):

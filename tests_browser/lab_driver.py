@@ -25,6 +25,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,6 +128,17 @@ class LabServer:
         except (urllib.error.URLError, OSError):
             return 0
 
+    def request(self, path: str, data: bytes | None = None, timeout: float = 300) -> tuple[int, str]:
+        """GET ``path``, or POST ``data`` to it, with the token in the header as JupyterLab's pages send it
+        (nbgrader's Validate button among them): the status and the body (none for an HTTP error)."""
+        request = urllib.request.Request(f"{self.base}/{path}", data=data,
+                                         headers={"Authorization": f"token {self.token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, ""
+
     def wait_until_ready(self, timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -171,6 +183,28 @@ def start_test_lab(root: Path, scratch: Path) -> LabServer:
         server.stop()
         raise
     return server
+
+
+def start_make_lab(scratch: Path, token: str = "") -> LabServer:
+    """`make lab` as the learner starts it, on a free port, with scratch Jupyter settings and progress file
+    (no autosave: a notebook of the course a test opens is never written); LAB_TOKEN=``token``, or without
+    one the random token the server makes up. Returned at once: wait_until_ready (or serving) waits for it."""
+    port = free_port()
+    command = ["make", "--no-print-directory", "lab", f"LAB_ARGS=--no-browser --port={port}"]
+    if token:
+        command.append(f"LAB_TOKEN={token}")
+    return LabServer(command, env=isolated_env(scratch, autosave=False), cwd=ROOT, port=port, token=token,
+                     log=scratch / "make-lab.log")
+
+
+@contextmanager
+def serving(server: LabServer):
+    """The server once it answers; stopped when the block ends, and at once when it never answers."""
+    try:
+        server.wait_until_ready()
+        yield server
+    finally:
+        server.stop()
 
 
 # ---------------------------------------------------------------- notebooks in the page

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from lab_driver import (RESULTS, ROOT, STUB_MESSAGE, LabServer, assert_math_renders, clear_outputs, count_images,
-                        expected_math, free_port, hide_side_bar, isolated_env, load, open_notebook, outputs,
-                        rendered_outputs, run_all, screenshot, scroll_to_cell, shut_down_kernel)
+from lab_driver import (RESULTS, ROOT, STUB_MESSAGE, assert_math_renders, clear_outputs, count_images, expected_math,
+                        hide_side_bar, load, open_notebook, outputs, rendered_outputs, run_all, screenshot,
+                        scroll_to_cell, shut_down_kernel, start_make_lab)
 
 SOLVED = sorted(ROOT.glob("solutions/*.ipynb"))
 STUDENT = sorted(ROOT.glob("notebooks/*.ipynb"))
@@ -36,12 +36,19 @@ def _record(name: str, math: int, figures: int | None, started: float) -> None:
     RESULTS.append({"notebook": name, "math": math, "figures": figures, "seconds": time.monotonic() - started})
 
 
+def _open_fresh(page, server, path) -> tuple[dict, str, float]:
+    """Open the server's copy of a notebook of the course from an empty progress record: the notebook, its
+    path in the server (as in the course), and when the opening started (the time _record reports counts it)."""
+    notebook, relative = load(path), path.relative_to(ROOT).as_posix()
+    _fresh_progress(server)
+    started = time.monotonic()
+    open_notebook(page, server, relative, notebook)
+    return notebook, relative, started
+
+
 @pytest.mark.parametrize("path", SOLVED, ids=lambda p: f"solutions/{p.name}")
 def test_solved_notebook_runs_with_math_and_figures(path, course_lab, page):
-    notebook, relative = load(path), f"solutions/{path.name}"
-    _fresh_progress(course_lab)
-    started = time.monotonic()
-    open_notebook(page, course_lab, relative, notebook)
+    notebook, relative, started = _open_fresh(page, course_lab, path)
     clear_outputs(page)
     run_all(page)
 
@@ -72,10 +79,7 @@ def test_solved_notebook_runs_with_math_and_figures(path, course_lab, page):
 
 @pytest.mark.parametrize("path", STUDENT, ids=lambda p: f"notebooks/{p.name}")
 def test_student_notebook_stops_at_the_first_stub(path, course_lab, page):
-    notebook, relative = load(path), f"notebooks/{path.name}"
-    _fresh_progress(course_lab)
-    started = time.monotonic()
-    open_notebook(page, course_lab, relative, notebook)
+    notebook, relative, started = _open_fresh(page, course_lab, path)
     report = assert_math_renders(page, notebook)
     run_all(page)
 
@@ -150,12 +154,8 @@ def test_make_lab_shows_the_notebook_without_instructor_panels(browser, page, tm
     watched = [ROOT / "notebooks" / "01_mlp_core.ipynb", ROOT / ".progress.json", checkpoint]
     before = {path: path.read_bytes() if path.exists() else None for path in watched}
     notebook = load(watched[0])
-    port = free_port()
     # Scratch settings (no autosave: the learner's notebook is opened, never written) and progress file.
-    env = isolated_env(tmp_path, autosave=False)
-    server = LabServer(["make", "--no-print-directory", "lab", f"LAB_ARGS=--no-browser --port={port}",
-                        "LAB_TOKEN=mct-make-lab"],
-                       env=env, cwd=ROOT, port=port, token="mct-make-lab", log=tmp_path / "make-lab.log")
+    server = start_make_lab(tmp_path, token="mct-make-lab")
     try:
         server.wait_until_ready()
         started = time.monotonic()
@@ -250,10 +250,7 @@ def test_a_failing_test_shows_only_its_message_and_the_panel_turns_a_tick_into_a
 def test_make_lab_uses_a_random_token_and_no_jupytext(tmp_path):
     """`make lab` without LAB_TOKEN: the server refuses a request without the token it made up,
     and jupytext's server extension is not loaded."""
-    port = free_port()
-    env = isolated_env(tmp_path, autosave=False)
-    server = LabServer(["make", "--no-print-directory", "lab", f"LAB_ARGS=--no-browser --port={port}"],
-                       env=env, cwd=ROOT, port=port, token="", log=tmp_path / "make-lab.log")
+    server = start_make_lab(tmp_path)  # no LAB_TOKEN
     try:
         deadline = time.monotonic() + 90
         while "http://127.0.0.1" not in server.log_tail(200) and time.monotonic() < deadline:

@@ -15,7 +15,7 @@ import shutil
 import nbformat
 import pytest
 
-from lab_driver import ROOT, SCREENSHOTS, LabServer, free_port, isolated_env
+from lab_driver import ROOT, SCREENSHOTS, LabServer, serving, start_make_lab
 
 SLUG = "01_mlp_core"
 NO_BIAS = "def linear_forward(x, W, b):\n    return x @ W  # forgot the bias\n"
@@ -52,16 +52,9 @@ def _validate(page, server: LabServer, path: str) -> tuple[str, str]:
 
 @pytest.fixture
 def make_lab(tmp_path):
-    port = free_port()
-    server = LabServer(["make", "--no-print-directory", "lab", f"LAB_ARGS=--no-browser --port={port}",
-                        "LAB_TOKEN=mct-validate-button"],
-                       env=isolated_env(tmp_path, autosave=False), cwd=ROOT, port=port,
-                       token="mct-validate-button", log=tmp_path / "make-lab.log")
-    try:
-        server.wait_until_ready()
+    """`make lab` as the learner starts it, for the browser to press its Validate button."""
+    with serving(start_make_lab(tmp_path, token="mct-validate-button")) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_the_validate_button_shows_the_graders_verdicts(make_lab, browser):
