@@ -61,7 +61,7 @@ import numpy as np
 import pytest
 
 import shared
-from course import built_lessons, tagged
+from course import built_lessons, tagged_lessons
 from grading import harness, wire
 from grading.judge import case_seed, grade_in_process, lesson_spec, reference_answer, reference_function
 from grading.spec import Case, draw_cases
@@ -444,7 +444,7 @@ def test_the_search_reaches_the_package():
             assert id(mistake.compute) in functions, f"lesson {lesson.code}: {mistake.name}"
 
 
-@pytest.mark.parametrize("lesson", [tagged(lesson) for lesson in built_lessons()])
+@pytest.mark.parametrize("lesson", tagged_lessons())
 def test_delegating_to_the_helper_package_scores_zero(lesson):
     candidates, survivors, notes = screen(lesson)
     passed = []

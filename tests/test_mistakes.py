@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from catalogue import Entry, Outcome, namespace_with, visible_failure
-from course import built_lessons, tagged
+from course import built_lessons, tagged, tagged_lessons
 from plausible import NAMED_MISTAKES
 from grading.judge import case_seed, grade_in_process, lesson_spec, reference_function
 from grading.spec import Case, draw_cases
@@ -80,7 +80,7 @@ def _param(lesson, mistake, seed):
                         marks=tagged(lesson).marks)
 
 
-LESSONS = [tagged(lesson) for lesson in built_lessons()]
+LESSONS = tagged_lessons()
 MISTAKES = [_param(lesson, mistake, seed) for lesson in built_lessons()
             for mistake in mistakes_of(lesson.function) for seed in RUN_SEEDS]
 
