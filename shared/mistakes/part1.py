@@ -16,12 +16,7 @@ import numpy as np
 
 from ..checking import Mistake
 from ..lesson_blocks import first_linear_backward, linear_backward, linear_forward, relu_backward, relu_forward
-
-
-def _check(mistake, known):
-    """Refuse a mistake that is not one of ``known``: there is no right version to fall back on."""
-    if not (isinstance(mistake, str) and mistake in known):
-        raise ValueError(f"unknown mistake {mistake!r}: one of {', '.join(known)}")
+from ._twists import check_mistake
 
 
 # 001 make_synthetic_regression_batch --------------------------------------
@@ -68,7 +63,7 @@ _INIT_MISTAKES = ("LeCun scale", "variance as std", "fan_out", "transposed", "re
 
 def _init(in_features, hidden, out_features, seed, mistake):
     """init_mlp_params with ``mistake`` made, one of _INIT_MISTAKES."""
-    _check(mistake, _INIT_MISTAKES)
+    check_mistake(mistake, _INIT_MISTAKES)
     scale = {"LeCun scale": lambda fan_in, fan_out: np.sqrt(1.0 / fan_in),
              "variance as std": lambda fan_in, fan_out: 2.0 / fan_in,
              "fan_out": lambda fan_in, fan_out: np.sqrt(2.0 / fan_out)}.get(mistake, _he)
@@ -98,7 +93,7 @@ _BACKWARD_MISTAKES = ("no ReLU backward", "dW2 from Z1", "bias gradients not sum
 
 def _mlp_backward(dY_hat, params, cache, mistake):
     """mlp_backward with ``mistake`` made, one of _BACKWARD_MISTAKES, on the helper's lessons 007-009."""
-    _check(mistake, _BACKWARD_MISTAKES)
+    check_mistake(mistake, _BACKWARD_MISTAKES)
     w2_input = cache["Z1"] if mistake == "dW2 from Z1" else cache["A1"]
     dA1, dW2, db2 = linear_backward(dY_hat, w2_input, params["W2"])
     dZ1 = dA1 if mistake == "no ReLU backward" else relu_backward(dA1, cache["Z1"])
@@ -113,7 +108,7 @@ _FORWARD_MISTAKES = ("ReLU on the output", "no hidden ReLU", "Z1 and A1 swapped"
 
 def _mlp_forward(X, params, mistake):
     """mlp_forward with ``mistake`` made, one of _FORWARD_MISTAKES, on the helper's lessons 003-004."""
-    _check(mistake, _FORWARD_MISTAKES)
+    check_mistake(mistake, _FORWARD_MISTAKES)
     Z1 = linear_forward(X, params["W1"], params["b1"])
     A1 = Z1 if mistake == "no hidden ReLU" else relu_forward(Z1)
     Y_hat = linear_forward(A1, params["W2"], params["b2"])

@@ -16,18 +16,13 @@ import numpy as np
 from .. import mlp
 from ..checking import Mistake
 from ..lesson_blocks import recompute_block_activations
-
-
-def _check(mistake, known):
-    """Refuse a mistake that is not one of ``known``: there is no right version to fall back on."""
-    if not (isinstance(mistake, str) and mistake in known):
-        raise ValueError(f"unknown mistake {mistake!r}: one of {', '.join(known)}")
+from ._twists import check_mistake
 
 
 def _forward_keeping(X, params, segment_size, mistake):
     """A forward pass that checkpoints the wrong activations: ``mistake`` is "every activation" (every
     layer's input) or "segment outputs" (A_s, A_2s, ... instead of A_0, A_s, ...)."""
-    _check(mistake, ("every activation", "segment outputs"))
+    check_mistake(mistake, ("every activation", "segment outputs"))
     L = mlp.num_layers(params)
     checkpoints, a = {}, X
     for i in range(1, L + 1):
@@ -56,7 +51,7 @@ _RECOMPUTE_MISTAKES = ("the next layer's parameters", "no ReLU", "the output lay
 
 def _recompute(checkpoint, params, start, end, mistake):
     """recompute_block_activations with ``mistake`` made, one of _RECOMPUTE_MISTAKES."""
-    _check(mistake, _RECOMPUTE_MISTAKES)
+    check_mistake(mistake, _RECOMPUTE_MISTAKES)
     L = mlp.num_layers(params)
     shift = 1 if mistake == "the next layer's parameters" else 0
     cache, a = {f"A{start}": checkpoint}, checkpoint
@@ -71,7 +66,7 @@ def _recompute(checkpoint, params, start, end, mistake):
 def _backward(d_out, params, checkpoints, segment_size, mistake):
     """mlp_backward_checkpointed with ``mistake`` made: "no mask at the boundaries" or "recomputed from the
     input" (every segment from checkpoints[0]); each segment recomputed by the helper's lesson 016."""
-    _check(mistake, ("no mask at the boundaries", "recomputed from the input"))
+    check_mistake(mistake, ("no mask at the boundaries", "recomputed from the input"))
     L = mlp.num_layers(params)
     grads, d = {}, d_out
     for start in sorted(checkpoints, reverse=True):
@@ -94,7 +89,7 @@ _ESTIMATE_MISTAKES = ("X counted", "no recomputed segment", "segments rounded do
 
 def _estimate(B, W, L, s, b, mistake):
     """estimate_checkpointing_memory_savings with ``mistake`` made, one of _ESTIMATE_MISTAKES."""
-    _check(mistake, _ESTIMATE_MISTAKES)
+    check_mistake(mistake, _ESTIMATE_MISTAKES)
     stored_x = mistake == "X counted"
     array = B * W * b
     n_segments = L // s if mistake == "segments rounded down" else math.ceil(L / s)

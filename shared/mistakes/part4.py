@@ -11,14 +11,9 @@ import numpy as np
 
 from .. import mlp
 from ..checking import Mistake
+from ._twists import check_mistake
 
 HALF_MAX = 65504.0  # the largest finite float16
-
-
-def _check(mistake, known):
-    """Refuse a mistake that is not one of ``known``: there is no right version to fall back on."""
-    if not (isinstance(mistake, str) and mistake in known):
-        raise ValueError(f"unknown mistake {mistake!r}: one of {', '.join(known)}")
 
 
 # 019 cast_to_half_precision ----------------------------------------------------
@@ -52,7 +47,7 @@ _STEP_MISTAKES = ("updated the half weights", "not unscaled", "checked the loss 
 
 def _step(mistake, master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
     """A mixed-precision step with one of its parts done wrong: ``mistake``, one of _STEP_MISTAKES."""
-    _check(mistake, _STEP_MISTAKES)
+    check_mistake(mistake, _STEP_MISTAKES)
     update_half, unscale = mistake == "updated the half weights", mistake != "not unscaled"
     check = "loss" if mistake == "checked the loss only" else "grads"
     skip, backoff, grow = mistake != "not skipped", mistake != "no backoff", mistake != "no growth"
