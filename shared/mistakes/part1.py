@@ -22,39 +22,26 @@ from ._twists import check_mistake, twisted
 
 # 001 make_synthetic_regression_batch --------------------------------------
 
-def _batch_w_before_x(batch_size, in_features, out_features, seed):
-    rng = np.random.default_rng(seed)
-    W_true = rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)
-    X = rng.standard_normal((batch_size, in_features))
-    return X, np.sin(X @ W_true)
+_BATCH_MISTAKES = ("W_true first", "no sine", "W_true unscaled", "legacy generator", "uniform draws")
 
 
-def _batch_no_sine(batch_size, in_features, out_features, seed):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((batch_size, in_features))
-    W_true = rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)
-    return X, X @ W_true
+def _batch(batch_size, in_features, out_features, seed, *, mistake):
+    """make_synthetic_regression_batch with ``mistake`` made, one of _BATCH_MISTAKES."""
+    check_mistake(mistake, _BATCH_MISTAKES)
+    rng = np.random.RandomState(seed) if mistake == "legacy generator" else np.random.default_rng(seed)
+    draw = rng.random if mistake == "uniform draws" else rng.standard_normal
 
+    def draw_W_true():
+        W_true = draw((in_features, out_features))
+        return W_true if mistake == "W_true unscaled" else W_true / np.sqrt(in_features)
 
-def _batch_unscaled_w(batch_size, in_features, out_features, seed):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((batch_size, in_features))
-    W_true = rng.standard_normal((in_features, out_features))
-    return X, np.sin(X @ W_true)
-
-
-def _batch_legacy_rng(batch_size, in_features, out_features, seed):
-    rng = np.random.RandomState(seed)
-    X = rng.standard_normal((batch_size, in_features))
-    W_true = rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)
-    return X, np.sin(X @ W_true)
-
-
-def _batch_uniform(batch_size, in_features, out_features, seed):
-    rng = np.random.default_rng(seed)
-    X = rng.random((batch_size, in_features))
-    W_true = rng.random((in_features, out_features)) / np.sqrt(in_features)
-    return X, np.sin(X @ W_true)
+    if mistake == "W_true first":  # the same draws in the other order: other numbers
+        W_true = draw_W_true()
+        X = draw((batch_size, in_features))
+    else:
+        X = draw((batch_size, in_features))
+        W_true = draw_W_true()
+    return X, (X @ W_true if mistake == "no sine" else np.sin(X @ W_true))
 
 
 # 002 init_mlp_params ------------------------------------------------------
@@ -120,23 +107,23 @@ def _mlp_forward(X, params, *, mistake):
 
 
 MISTAKES = {
-    "make_synthetic_regression_batch": (
-        Mistake("W_true drawn before X",
-                "Draw X first, then W_true, from the same generator: the order of draws decides the numbers.",
-                _batch_w_before_x),
-        Mistake("the sine is missing",
-                "The targets are Y = sin(X @ W_true), a non-linear function the MLP has to learn.",
-                _batch_no_sine),
-        Mistake("W_true not scaled by 1/sqrt(in_features)",
-                "Divide W_true by np.sqrt(in_features) so X @ W_true has unit variance.",
-                _batch_unscaled_w),
-        Mistake("the legacy global random generator",
-                "Use rng = np.random.default_rng(seed), not np.random.seed / np.random.RandomState.",
-                _batch_legacy_rng),
-        Mistake("uniform instead of normal draws",
-                "rng.random draws from [0, 1); use rng.standard_normal.",
-                _batch_uniform),
-    ),
+    "make_synthetic_regression_batch": twisted(_batch, {
+        "W_true first": (
+            "W_true drawn before X",
+            "Draw X first, then W_true, from the same generator: the order of draws decides the numbers."),
+        "no sine": (
+            "the sine is missing",
+            "The targets are Y = sin(X @ W_true), a non-linear function the MLP has to learn."),
+        "W_true unscaled": (
+            "W_true not scaled by 1/sqrt(in_features)",
+            "Divide W_true by np.sqrt(in_features) so X @ W_true has unit variance."),
+        "legacy generator": (
+            "the legacy global random generator",
+            "Use rng = np.random.default_rng(seed), not np.random.seed / np.random.RandomState."),
+        "uniform draws": (
+            "uniform instead of normal draws",
+            "rng.random draws from [0, 1); use rng.standard_normal."),
+    }),
     "init_mlp_params": twisted(_init, {
         "LeCun scale": (
             "LeCun/Xavier scale sqrt(1/fan_in) instead of He's sqrt(2/fan_in)",
