@@ -8,7 +8,8 @@ mixed precision, 026's weight left out, the loss scale left in or divided out tw
 step that still updates the state.  Each shows in what the workers hold or in the history.
 
 No function here computes a lesson's right answer: the factories take every parameter without
-a default (only wrong settings are given).  The loops that give the right numbers at
+a default (only wrong settings are given), and 038's function takes the mistake as a required
+keyword argument (``_twists.twisted`` makes one catalogue entry per mistake of it).  The loops that give the right numbers at
 a cost in memory (checkpointing or accumulation ignored, the whole state on every worker under
 ZeRO) are graded by the measured peak, not named by their answer: they are the catalogue's
 shortcuts (``tests/plausible.py``).
@@ -24,6 +25,7 @@ from ..checking import Mistake
 from ..cluster import Cluster
 from ..dtypes import BYTES_PER_NUMBER
 from ..training import reduce_scatter_mean
+from ._twists import check_mistake, twisted
 
 
 def _blocks():
@@ -58,22 +60,30 @@ def _optimizer_bytes(*, mixed, half, remainder, shard):
 
 # 038 compute_peak_activation_memory_bytes ---------------------------------------------
 
-def _activation_bytes(*, summed, checkpointing, mixed_bytes, input_copy):
-    def peak(rows, width, num_layers, dtype, segment_size):
+_ACTIVATION_MISTAKES = ("summed", "no checkpointing", "float32 activations", "no input copy")
+
+
+def _activation_bytes(batch_size, width, num_layers, dtype, segment_size=None, num_micro_batches=1, *, mistake):
+    """038 with ``mistake`` made, one of _ACTIVATION_MISTAKES: every micro-batch's activations added up,
+    segment_size ignored, 4 bytes a number in mixed precision's passes, or their float16 input left out."""
+    check_mistake(mistake, _ACTIVATION_MISTAKES)
+    mixed_bytes = 4 if mistake == "float32 activations" else 2
+
+    def peak(rows):
+        """The activations alive at the backward peak of a micro-batch of ``rows`` rows (018's estimate)."""
         size = mixed_bytes if dtype == "mixed" else BYTES_PER_NUMBER[dtype]
-        segment = num_layers if segment_size is None or not checkpointing else segment_size
+        segment = num_layers if segment_size is None or mistake == "no checkpointing" else segment_size
         bytes_ = _blocks().estimate_checkpointing_memory_savings(rows, width, num_layers, segment,
                                                                  size)["checkpointed_bytes"]
-        return bytes_ + (rows * width * mixed_bytes if dtype == "mixed" and input_copy else 0)
+        input_copy = dtype == "mixed" and mistake != "no input copy"
+        return bytes_ + (rows * width * mixed_bytes if input_copy else 0)
 
-    def compute(batch_size, width, num_layers, dtype, segment_size=None, num_micro_batches=1):
-        if not 1 <= num_micro_batches <= batch_size:
-            raise ValueError(f"{num_micro_batches} micro-batches do not fit a batch of {batch_size} rows")
-        if summed:  # every micro-batch's activations added up
-            sizes = [len(part) for part in np.array_split(np.empty(batch_size, np.int8), num_micro_batches)]
-            return sum(peak(rows, width, num_layers, dtype, segment_size) for rows in sizes)
-        return peak(-(-batch_size // num_micro_batches), width, num_layers, dtype, segment_size)
-    return compute
+    if not 1 <= num_micro_batches <= batch_size:
+        raise ValueError(f"{num_micro_batches} micro-batches do not fit a batch of {batch_size} rows")
+    if mistake == "summed":  # every micro-batch's activations added up
+        sizes = [len(part) for part in np.array_split(np.empty(batch_size, np.int8), num_micro_batches)]
+        return sum(peak(rows) for rows in sizes)
+    return peak(-(-batch_size // num_micro_batches))
 
 
 # 039 compare_memory_with_and_without_optimizations ------------------------------------
@@ -246,23 +256,23 @@ MISTAKES = {
                 "The first num_params % N workers own one element more (np.array_split).",
                 _optimizer_bytes(mixed=12, half=2, remainder=False, shard=True)),
     ),
-    "compute_peak_activation_memory_bytes": (
-        Mistake("the sum instead of the peak (every micro-batch's activations added up)",
-                "Micro-batches run one after another: only the largest one's activations, ceil(B / k) rows, "
-                "are alive at the peak.",
-                _activation_bytes(summed=True, checkpointing=True, mixed_bytes=2, input_copy=True)),
-        Mistake("every layer's activations at once under checkpointing",
-                "Checkpointing keeps one input per segment and recomputes one segment at a time: pass "
-                "segment_size to estimate_checkpointing_memory_savings (num_layers when it is None).",
-                _activation_bytes(summed=False, checkpointing=False, mixed_bytes=2, input_copy=True)),
-        Mistake("float32 bytes for float16 activations",
-                "In mixed precision the forward and backward passes are float16: 2 bytes a number.",
-                _activation_bytes(summed=False, checkpointing=True, mixed_bytes=4, input_copy=True)),
-        Mistake("forgot the float16 copy of the input",
-                "Mixed precision casts the micro-batch's inputs to float16 before the first layer: "
-                "2 * rows * width bytes more.",
-                _activation_bytes(summed=False, checkpointing=True, mixed_bytes=2, input_copy=False)),
-    ),
+    "compute_peak_activation_memory_bytes": twisted(_activation_bytes, {
+        "summed": (
+            "the sum instead of the peak (every micro-batch's activations added up)",
+            "Micro-batches run one after another: only the largest one's activations, ceil(B / k) rows, "
+            "are alive at the peak."),
+        "no checkpointing": (
+            "every layer's activations at once under checkpointing",
+            "Checkpointing keeps one input per segment and recomputes one segment at a time: pass "
+            "segment_size to estimate_checkpointing_memory_savings (num_layers when it is None)."),
+        "float32 activations": (
+            "float32 bytes for float16 activations",
+            "In mixed precision the forward and backward passes are float16: 2 bytes a number."),
+        "no input copy": (
+            "forgot the float16 copy of the input",
+            "Mixed precision casts the micro-batch's inputs to float16 before the first layer: "
+            "2 * rows * width bytes more."),
+    }),
     "compare_memory_with_and_without_optimizations": (
         Mistake("one gradient buffer with accumulation",
                 "With k > 1 micro-batches, a worker holds the running sum of the gradients and the "
