@@ -137,6 +137,15 @@ LOOP_FLAWS = ("one worker", "no sharding", "no mixed precision", "unweighted", "
               "skip updates the state")
 
 
+def _loss_scale_after(scale, clean, skipped, growth_interval):
+    """Dynamic loss scaling (Part 4): the scale and the count of clean steps in a row after a step.
+    A skipped step halves the scale; growth_interval clean steps in a row double it."""
+    if skipped:
+        return scale / 2, 0
+    clean += 1
+    return (scale * 2, 0) if clean == growth_interval else (scale, clean)
+
+
 def _flawed_loop(flaw, params, X, Y, config, cluster=None):
     """Lesson 040's loop with ``flaw`` (one of LOOP_FLAWS; there is no flawless one)."""
     from ..training import worker_gradients
@@ -196,19 +205,16 @@ def _flawed_loop(flaw, params, X, Y, config, cluster=None):
         history["loss"].append(float(loss))
         history["skipped"].append(skipped)
         history["loss_scale"].append(float(scale))
-        if skipped:
-            if flaw == "skip updates the state":  # the moments and master weights take the non-finite step
-                states = [state for _, state in updates]
+        # A clean step keeps what it computed; a skipped one keeps nothing (with the flaw: the moments
+        # and the master weights take the non-finite step all the same).
+        if not skipped or flaw == "skip updates the state":
+            states = [state for _, state in updates]
+            if mixed:
                 master = [shard for shard, _ in updates]
-            scale, clean = scale / 2, 0
-            continue
-        vectors = new
-        states = [state for _, state in updates]
+        if not skipped:
+            vectors = new
         if mixed:
-            master = [shard for shard, _ in updates]
-            clean += 1
-            if clean == config.growth_interval:
-                scale, clean = scale * 2, 0
+            scale, clean = _loss_scale_after(scale, clean, skipped, config.growth_interval)
     workers = [{"parameters": vectors[r], "m": states[r]["m"], "v": states[r]["v"]} for r in range(N)]
     if mixed:
         for r in range(N):
