@@ -15,7 +15,6 @@ import math
 import numpy as np
 
 from .. import mlp
-from ..checking import Mistake
 from ..lesson_blocks import recompute_block_activations
 from ._twists import check_mistake, twisted
 

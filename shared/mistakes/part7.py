@@ -9,10 +9,10 @@ step that still updates the state.  Each shows in what the workers hold or in th
 
 No function here computes a lesson's right answer: the factories take every parameter without
 a default (only wrong settings are given), and 038's function takes the mistake as a required
-keyword argument (``_twists.twisted`` makes one catalogue entry per mistake of it).  The loops that give the right numbers at
-a cost in memory (checkpointing or accumulation ignored, the whole state on every worker under
-ZeRO) are graded by the measured peak, not named by their answer: they are the catalogue's
-shortcuts (``tests/plausible.py``).
+keyword argument (``_twists.twisted`` makes one catalogue entry per mistake of it).  The loops
+that give the right numbers at a cost in memory (checkpointing or accumulation ignored, the
+whole state on every worker under ZeRO) are graded by the measured peak, not named by their
+answer: they are the catalogue's shortcuts (``tests/plausible.py``).
 """
 
 from __future__ import annotations
