@@ -4,8 +4,9 @@ Every ``compute`` takes exactly the graded function's arguments and returns
 exactly what the mistaken function would return.
 
 Nothing here computes a lesson's right answer (``tests/test_delegation.py``): a
-function that several mistakes share takes the mistake as a required argument,
-which has no right value, and what a mistake shares with the right answer comes
+function that several mistakes share takes the mistake as a required keyword
+argument, which has no right value (``_twists.twisted`` makes one catalogue entry
+per mistake of it), and what a mistake shares with the right answer comes
 from the helper's versions of the *earlier* lessons (``shared.lesson_blocks``),
 which refuse to run while their own lesson is graded.
 """
@@ -16,49 +17,31 @@ import numpy as np
 
 from ..checking import Mistake
 from ..lesson_blocks import first_linear_backward, linear_backward, linear_forward, relu_backward, relu_forward
-
-
-def _check(mistake, known):
-    """Refuse a mistake that is not one of ``known``: there is no right version to fall back on."""
-    if not (isinstance(mistake, str) and mistake in known):
-        raise ValueError(f"unknown mistake {mistake!r}: one of {', '.join(known)}")
+from ._twists import check_mistake, twisted
 
 
 # 001 make_synthetic_regression_batch --------------------------------------
 
-def _batch_w_before_x(batch_size, in_features, out_features, seed):
-    rng = np.random.default_rng(seed)
-    W_true = rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)
-    X = rng.standard_normal((batch_size, in_features))
-    return X, np.sin(X @ W_true)
+_BATCH_MISTAKES = ("W_true first", "no sine", "W_true unscaled", "legacy generator", "uniform draws")
 
 
-def _batch_no_sine(batch_size, in_features, out_features, seed):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((batch_size, in_features))
-    W_true = rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)
-    return X, X @ W_true
+def _batch(batch_size, in_features, out_features, seed, *, mistake):
+    """make_synthetic_regression_batch with ``mistake`` made, one of _BATCH_MISTAKES."""
+    check_mistake(mistake, _BATCH_MISTAKES)
+    rng = np.random.RandomState(seed) if mistake == "legacy generator" else np.random.default_rng(seed)
+    draw = rng.random if mistake == "uniform draws" else rng.standard_normal
 
+    def draw_W_true():
+        W_true = draw((in_features, out_features))
+        return W_true if mistake == "W_true unscaled" else W_true / np.sqrt(in_features)
 
-def _batch_unscaled_w(batch_size, in_features, out_features, seed):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((batch_size, in_features))
-    W_true = rng.standard_normal((in_features, out_features))
-    return X, np.sin(X @ W_true)
-
-
-def _batch_legacy_rng(batch_size, in_features, out_features, seed):
-    rng = np.random.RandomState(seed)
-    X = rng.standard_normal((batch_size, in_features))
-    W_true = rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)
-    return X, np.sin(X @ W_true)
-
-
-def _batch_uniform(batch_size, in_features, out_features, seed):
-    rng = np.random.default_rng(seed)
-    X = rng.random((batch_size, in_features))
-    W_true = rng.random((in_features, out_features)) / np.sqrt(in_features)
-    return X, np.sin(X @ W_true)
+    if mistake == "W_true first":  # the same draws in the other order: other numbers
+        W_true = draw_W_true()
+        X = draw((batch_size, in_features))
+    else:
+        X = draw((batch_size, in_features))
+        W_true = draw_W_true()
+    return X, (X @ W_true if mistake == "no sine" else np.sin(X @ W_true))
 
 
 # 002 init_mlp_params ------------------------------------------------------
@@ -66,9 +49,9 @@ def _batch_uniform(batch_size, in_features, out_features, seed):
 _INIT_MISTAKES = ("LeCun scale", "variance as std", "fan_out", "transposed", "reseeded")
 
 
-def _init(in_features, hidden, out_features, seed, mistake):
+def _init(in_features, hidden, out_features, seed, *, mistake):
     """init_mlp_params with ``mistake`` made, one of _INIT_MISTAKES."""
-    _check(mistake, _INIT_MISTAKES)
+    check_mistake(mistake, _INIT_MISTAKES)
     scale = {"LeCun scale": lambda fan_in, fan_out: np.sqrt(1.0 / fan_in),
              "variance as std": lambda fan_in, fan_out: 2.0 / fan_in,
              "fan_out": lambda fan_in, fan_out: np.sqrt(2.0 / fan_out)}.get(mistake, _he)
@@ -96,9 +79,9 @@ def _relu_backward_from_dA(dA, Z):
 _BACKWARD_MISTAKES = ("no ReLU backward", "dW2 from Z1", "bias gradients not summed")
 
 
-def _mlp_backward(dY_hat, params, cache, mistake):
+def _mlp_backward(dY_hat, params, cache, *, mistake):
     """mlp_backward with ``mistake`` made, one of _BACKWARD_MISTAKES, on the helper's lessons 007-009."""
-    _check(mistake, _BACKWARD_MISTAKES)
+    check_mistake(mistake, _BACKWARD_MISTAKES)
     w2_input = cache["Z1"] if mistake == "dW2 from Z1" else cache["A1"]
     dA1, dW2, db2 = linear_backward(dY_hat, w2_input, params["W2"])
     dZ1 = dA1 if mistake == "no ReLU backward" else relu_backward(dA1, cache["Z1"])
@@ -111,9 +94,9 @@ def _mlp_backward(dY_hat, params, cache, mistake):
 _FORWARD_MISTAKES = ("ReLU on the output", "no hidden ReLU", "Z1 and A1 swapped")
 
 
-def _mlp_forward(X, params, mistake):
+def _mlp_forward(X, params, *, mistake):
     """mlp_forward with ``mistake`` made, one of _FORWARD_MISTAKES, on the helper's lessons 003-004."""
-    _check(mistake, _FORWARD_MISTAKES)
+    check_mistake(mistake, _FORWARD_MISTAKES)
     Z1 = linear_forward(X, params["W1"], params["b1"])
     A1 = Z1 if mistake == "no hidden ReLU" else relu_forward(Z1)
     Y_hat = linear_forward(A1, params["W2"], params["b2"])
@@ -124,41 +107,41 @@ def _mlp_forward(X, params, mistake):
 
 
 MISTAKES = {
-    "make_synthetic_regression_batch": (
-        Mistake("W_true drawn before X",
-                "Draw X first, then W_true, from the same generator: the order of draws decides the numbers.",
-                _batch_w_before_x),
-        Mistake("the sine is missing",
-                "The targets are Y = sin(X @ W_true), a non-linear function the MLP has to learn.",
-                _batch_no_sine),
-        Mistake("W_true not scaled by 1/sqrt(in_features)",
-                "Divide W_true by np.sqrt(in_features) so X @ W_true has unit variance.",
-                _batch_unscaled_w),
-        Mistake("the legacy global random generator",
-                "Use rng = np.random.default_rng(seed), not np.random.seed / np.random.RandomState.",
-                _batch_legacy_rng),
-        Mistake("uniform instead of normal draws",
-                "rng.random draws from [0, 1); use rng.standard_normal.",
-                _batch_uniform),
-    ),
-    "init_mlp_params": (
-        Mistake("LeCun/Xavier scale sqrt(1/fan_in) instead of He's sqrt(2/fan_in)",
-                "ReLU zeroes half of its inputs, so He initialisation doubles the variance: std = sqrt(2 / fan_in).",
-                lambda i, h, o, s: _init(i, h, o, s, "LeCun scale")),
-        Mistake("2/fan_in used as the standard deviation",
-                "2 / fan_in is the variance; the standard deviation is its square root, np.sqrt(2 / fan_in).",
-                lambda i, h, o, s: _init(i, h, o, s, "variance as std")),
-        Mistake("scaled by fan_out instead of fan_in",
-                "The variance is set by how many inputs feed each unit: std = sqrt(2 / fan_in).",
-                lambda i, h, o, s: _init(i, h, o, s, "fan_out")),
-        Mistake("W stored as (fan_out, fan_in)",
-                "In this course W has shape (fan_in, fan_out), so that a layer is x @ W + b.",
-                lambda i, h, o, s: _init(i, h, o, s, "transposed")),
-        Mistake("a new generator for each layer",
-                "Create one rng = np.random.default_rng(seed) and draw W1 then W2 from it; "
-                "re-seeding makes the layers' weights share the same random numbers.",
-                lambda i, h, o, s: _init(i, h, o, s, "reseeded")),
-    ),
+    "make_synthetic_regression_batch": twisted(_batch, {
+        "W_true first": (
+            "W_true drawn before X",
+            "Draw X first, then W_true, from the same generator: the order of draws decides the numbers."),
+        "no sine": (
+            "the sine is missing",
+            "The targets are Y = sin(X @ W_true), a non-linear function the MLP has to learn."),
+        "W_true unscaled": (
+            "W_true not scaled by 1/sqrt(in_features)",
+            "Divide W_true by np.sqrt(in_features) so X @ W_true has unit variance."),
+        "legacy generator": (
+            "the legacy global random generator",
+            "Use rng = np.random.default_rng(seed), not np.random.seed / np.random.RandomState."),
+        "uniform draws": (
+            "uniform instead of normal draws",
+            "rng.random draws from [0, 1); use rng.standard_normal."),
+    }),
+    "init_mlp_params": twisted(_init, {
+        "LeCun scale": (
+            "LeCun/Xavier scale sqrt(1/fan_in) instead of He's sqrt(2/fan_in)",
+            "ReLU zeroes half of its inputs, so He initialisation doubles the variance: std = sqrt(2 / fan_in)."),
+        "variance as std": (
+            "2/fan_in used as the standard deviation",
+            "2 / fan_in is the variance; the standard deviation is its square root, np.sqrt(2 / fan_in)."),
+        "fan_out": (
+            "scaled by fan_out instead of fan_in",
+            "The variance is set by how many inputs feed each unit: std = sqrt(2 / fan_in)."),
+        "transposed": (
+            "W stored as (fan_out, fan_in)",
+            "In this course W has shape (fan_in, fan_out), so that a layer is x @ W + b."),
+        "reseeded": (
+            "a new generator for each layer",
+            "Create one rng = np.random.default_rng(seed) and draw W1 then W2 from it; "
+            "re-seeding makes the layers' weights share the same random numbers."),
+    }),
     "linear_forward": (
         Mistake("the bias is missing", "A linear layer is x @ W + b: add the bias.",
                 lambda x, W, b: x @ W),
@@ -178,17 +161,17 @@ MISTAKES = {
                 "ReLU keeps positive values and zeroes the negative ones: np.maximum(z, 0).",
                 lambda z: np.minimum(z, 0)),
     ),
-    "mlp_forward": (
-        Mistake("ReLU applied to the output layer too",
-                "The last layer is linear: regression outputs can be negative.",
-                lambda X, p: _mlp_forward(X, p, "ReLU on the output")),
-        Mistake("the hidden ReLU is missing",
-                "Apply relu_forward to Z1: without it two linear layers collapse into one.",
-                lambda X, p: _mlp_forward(X, p, "no hidden ReLU")),
-        Mistake("Z1 and A1 swapped in the cache",
-                "cache['Z1'] is the pre-activation X @ W1 + b1; cache['A1'] is relu(Z1).",
-                lambda X, p: _mlp_forward(X, p, "Z1 and A1 swapped")),
-    ),
+    "mlp_forward": twisted(_mlp_forward, {
+        "ReLU on the output": (
+            "ReLU applied to the output layer too",
+            "The last layer is linear: regression outputs can be negative."),
+        "no hidden ReLU": (
+            "the hidden ReLU is missing",
+            "Apply relu_forward to Z1: without it two linear layers collapse into one."),
+        "Z1 and A1 swapped": (
+            "Z1 and A1 swapped in the cache",
+            "cache['Z1'] is the pre-activation X @ W1 + b1; cache['A1'] is relu(Z1)."),
+    }),
     "mse_loss_and_grad": (
         Mistake("MSE gradient summed instead of averaged",
                 "The loss divides by the number of entries, so its gradient does too: 2 (Y_hat - Y) / Y.size.",
@@ -246,15 +229,15 @@ MISTAKES = {
                 "Return the weight gradient first, then the bias gradient: (X.T @ dZ1, dZ1.sum(axis=0)).",
                 lambda dZ1, X, W1: (dZ1.sum(axis=0), X.T @ dZ1)),
     ),
-    "mlp_backward": (
-        Mistake("skipped the ReLU backward",
-                "Between the layers, pass dA1 through relu_backward with cache['Z1'] before the first layer.",
-                lambda d, p, c: _mlp_backward(d, p, c, "no ReLU backward")),
-        Mistake("dW2 computed from Z1 instead of A1",
-                "The second layer's input is the activation A1 = relu(Z1): dW2 = A1.T @ dY_hat.",
-                lambda d, p, c: _mlp_backward(d, p, c, "dW2 from Z1")),
-        Mistake("bias gradients not summed over the batch",
-                "db = dZ.sum(axis=0) for both layers.",
-                lambda d, p, c: _mlp_backward(d, p, c, "bias gradients not summed")),
-    ),
+    "mlp_backward": twisted(_mlp_backward, {
+        "no ReLU backward": (
+            "skipped the ReLU backward",
+            "Between the layers, pass dA1 through relu_backward with cache['Z1'] before the first layer."),
+        "dW2 from Z1": (
+            "dW2 computed from Z1 instead of A1",
+            "The second layer's input is the activation A1 = relu(Z1): dW2 = A1.T @ dY_hat."),
+        "bias gradients not summed": (
+            "bias gradients not summed over the batch",
+            "db = dZ.sum(axis=0) for both layers."),
+    }),
 }

@@ -11,12 +11,7 @@ import numpy as np
 
 from .. import mlp
 from ..checking import Mistake
-
-
-def _check(mistake, known):
-    """Refuse a mistake that is not one of ``known``: there is no right version to fall back on."""
-    if not (isinstance(mistake, str) and mistake in known):
-        raise ValueError(f"unknown mistake {mistake!r}: one of {', '.join(known)}")
+from ._twists import check_mistake
 
 
 def _split_drop_remainder(X, Y, k):
@@ -52,7 +47,7 @@ def _accumulate_unweighted(accumulated, micro_grads, micro_batch_size):
 def _step(params, X, Y, k, lr, mistake):
     """An accumulation step whose gradient and loss are combined wrong: ``mistake`` is "mean of means"
     or "sum of means" (the micro-batches' mean losses and gradients, averaged or summed unweighted)."""
-    _check(mistake, ("mean of means", "sum of means"))
+    check_mistake(mistake, ("mean of means", "sum of means"))
     combine = _mean_of_means if mistake == "mean of means" else _sum_of_means
     pieces = list(zip(np.array_split(X, k), np.array_split(Y, k)))
     results = [mlp.loss_and_grads(Xj, Yj, params) for Xj, Yj in pieces]

@@ -2,7 +2,8 @@
 
 Nothing here computes a lesson's right answer (``tests/test_delegation.py``): the
 mixed-precision step that lesson 024's mistakes share takes the mistake as a
-required argument, which has no right value.
+required keyword argument, which has no right value (``_twists.twisted`` makes one
+catalogue entry per mistake of it).
 """
 
 from __future__ import annotations
@@ -11,14 +12,9 @@ import numpy as np
 
 from .. import mlp
 from ..checking import Mistake
+from ._twists import check_mistake, twisted
 
 HALF_MAX = 65504.0  # the largest finite float16
-
-
-def _check(mistake, known):
-    """Refuse a mistake that is not one of ``known``: there is no right version to fall back on."""
-    if not (isinstance(mistake, str) and mistake in known):
-        raise ValueError(f"unknown mistake {mistake!r}: one of {', '.join(known)}")
 
 
 # 019 cast_to_half_precision ----------------------------------------------------
@@ -50,9 +46,9 @@ _STEP_MISTAKES = ("updated the half weights", "not unscaled", "checked the loss 
                   "no backoff", "no growth")
 
 
-def _step(mistake, master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+def _step(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000, *, mistake):
     """A mixed-precision step with one of its parts done wrong: ``mistake``, one of _STEP_MISTAKES."""
-    _check(mistake, _STEP_MISTAKES)
+    check_mistake(mistake, _STEP_MISTAKES)
     update_half, unscale = mistake == "updated the half weights", mistake != "not unscaled"
     check = "loss" if mistake == "checked the loss only" else "grads"
     skip, backoff, grow = mistake != "not skipped", mistake != "no backoff", mistake != "no growth"
@@ -155,29 +151,29 @@ MISTAKES = {
                 "inf - inf and 0 * inf give NaN, which np.isinf misses: np.isfinite catches both.",
                 lambda grads: bool(any(np.isinf(value).any() for value in grads.values()))),
     ),
-    "mixed_precision_step": (
-        Mistake("updated the float16 weights instead of the master",
-                "Apply the update to the float32 master weights (master - lr * g) and re-cast the half "
-                "copy from them next step; the float16 copy rounds small updates away.",
-                lambda *args: _step("updated the half weights", *args)),
-        Mistake("updated with gradients that were not unscaled",
-                "Unscale (divide by the scale, in float32) before checking and updating: the half-precision "
-                "gradients are S times too large.",
-                lambda *args: _step("not unscaled", *args)),
-        Mistake("checked only the loss for non-finite values",
-                "The loss can be finite while a gradient overflowed in the backward pass: check every "
-                "unscaled gradient array.",
-                lambda *args: _step("checked the loss only", *args)),
-        Mistake("did not skip the step on overflow",
-                "When a gradient is inf or NaN, leave the master weights exactly as they are (the update "
-                "would write inf or NaN into them) and only back the scale off.",
-                lambda *args: _step("not skipped", *args)),
-        Mistake("never backed off the scale",
-                "On overflow, halve the scale (and reset the growth tracker): with the same scale the next "
-                "step overflows again.",
-                lambda *args: _step("no backoff", *args)),
-        Mistake("never grew the scale",
-                "After growth_interval clean steps in a row, double the scale (and reset the tracker to 0).",
-                lambda *args: _step("no growth", *args)),
-    ),
+    "mixed_precision_step": twisted(_step, {
+        "updated the half weights": (
+            "updated the float16 weights instead of the master",
+            "Apply the update to the float32 master weights (master - lr * g) and re-cast the half "
+            "copy from them next step; the float16 copy rounds small updates away."),
+        "not unscaled": (
+            "updated with gradients that were not unscaled",
+            "Unscale (divide by the scale, in float32) before checking and updating: the half-precision "
+            "gradients are S times too large."),
+        "checked the loss only": (
+            "checked only the loss for non-finite values",
+            "The loss can be finite while a gradient overflowed in the backward pass: check every "
+            "unscaled gradient array."),
+        "not skipped": (
+            "did not skip the step on overflow",
+            "When a gradient is inf or NaN, leave the master weights exactly as they are (the update "
+            "would write inf or NaN into them) and only back the scale off."),
+        "no backoff": (
+            "never backed off the scale",
+            "On overflow, halve the scale (and reset the growth tracker): with the same scale the next "
+            "step overflows again."),
+        "no growth": (
+            "never grew the scale",
+            "After growth_interval clean steps in a row, double the scale (and reset the tracker to 0)."),
+    }),
 }

@@ -22,12 +22,7 @@ from ..answers import answers
 from ..checking import Mistake
 from ..cluster import Cluster
 from ..lesson_blocks import ring_all_reduce_mean, split_into_micro_batches
-
-
-def _check(mistake, known):
-    """Refuse a mistake that is not one of ``known``: there is no right version to fall back on."""
-    if not (isinstance(mistake, str) and mistake in known):
-        raise ValueError(f"unknown mistake {mistake!r}: one of {', '.join(known)}")
+from ._twists import check_mistake
 
 
 # 025 shard_dataset_across_workers ------------------------------------------------
@@ -59,7 +54,7 @@ _LOCAL_WEIGHTS = {"unweighted": lambda n, B, N: 1.0, "divided twice": lambda n, 
 
 def _local(mistake):
     """compute_local_gradients with the shard's mean weighted wrong: ``mistake``, a key of _LOCAL_WEIGHTS."""
-    _check(mistake, tuple(_LOCAL_WEIGHTS))
+    check_mistake(mistake, tuple(_LOCAL_WEIGHTS))
     weight = _LOCAL_WEIGHTS[mistake]
 
     def local(params, X_shard, Y_shard, B, N):
@@ -101,7 +96,7 @@ def _naive(mistake):
     """A naive all-reduce (gather to worker 0, combine there, broadcast) with ``mistake`` made, one of
     _NAIVE_MISTAKES: the sum not divided, no broadcast, one array object for every worker, or the
     root's own array left out of the sum."""
-    _check(mistake, _NAIVE_MISTAKES)
+    check_mistake(mistake, _NAIVE_MISTAKES)
 
     def all_reduce(worker_arrays, cluster=None):
         cluster = cluster or Cluster(len(worker_arrays))
@@ -141,7 +136,7 @@ def _ring(mistake):
     """The ring all-reduce of lesson 028 with ``mistake`` made, one of _RING_MISTAKES: the reduce-scatter
     adding to the chunk it sent, the all-gather phase skipped, the chunks not divided by N, or one array
     object for every worker."""
-    _check(mistake, _RING_MISTAKES)
+    check_mistake(mistake, _RING_MISTAKES)
 
     def ring(worker_arrays, cluster=None):
         n = len(worker_arrays)
@@ -209,7 +204,7 @@ def _dp_step(mistake):
     Its numbers are computed directly; on the ``cluster`` it is given (the grader's), every mistake
     but "no all-reduce" sends what the lesson's step sends (a ring all-reduce per tensor, with the
     helper's lesson 028), so that the grader tells it by what it gets wrong, not by its traffic."""
-    _check(mistake, tuple(_DP_COMBINE))
+    check_mistake(mistake, tuple(_DP_COMBINE))
     combine = _DP_COMBINE[mistake]
 
     def step(params, X, Y, num_workers, learning_rate, cluster=None):
@@ -274,7 +269,7 @@ _BUCKETS = {"forward order": _forward_order, "overflow": _overflow, "numbers": _
 def _bucketed(mistake):
     """bucket_gradients with the buckets chosen wrong: ``mistake``, a key of _BUCKETS; each bucket
     all-reduced with the helper's lesson 028 (which refuses while 028 is graded)."""
-    _check(mistake, tuple(_BUCKETS))
+    check_mistake(mistake, tuple(_BUCKETS))
     assign = _BUCKETS[mistake]
 
     def bucket_gradients(worker_grads, cap, cluster=None):

@@ -19,12 +19,7 @@ import numpy as np
 from ..checking import Mistake
 from ..cluster import Cluster
 from ..lesson_blocks import all_gather_param_shards, local_shard_adam_update, ring_all_reduce_mean
-
-
-def _check(mistake, known):
-    """Refuse a mistake that is not one of ``known``: there is no right version to fall back on."""
-    if not (isinstance(mistake, str) and mistake in known):
-        raise ValueError(f"unknown mistake {mistake!r}: one of {', '.join(known)}")
+from ._twists import check_mistake
 
 
 def _flat(tensors):
@@ -90,7 +85,7 @@ _PIECES = {"per tensor": _per_tensor, "whole tensors": _whole_tensors, "remainde
 
 def _partition(mistake):
     """partition_optimizer_state with the state cut wrong: ``mistake``, a key of _PIECES."""
-    _check(mistake, tuple(_PIECES))
+    check_mistake(mistake, tuple(_PIECES))
     pieces = _PIECES[mistake]
 
     def partition(state, num_workers):
@@ -107,7 +102,7 @@ _ADAM_MISTAKES = ("no bias correction", "the old step count", "eps inside the ro
 def _adam(mistake):
     """The shard update with ``mistake`` made, one of _ADAM_MISTAKES: no bias correction, the bias
     corrected with the old step count t - 1 (t the new one), or eps under the square root."""
-    _check(mistake, _ADAM_MISTAKES)
+    check_mistake(mistake, _ADAM_MISTAKES)
 
     def update(param_shard, grad_shard, state_shard, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8):
         step = state_shard["step"] + 1
@@ -154,7 +149,7 @@ def _gather(mistake):
     """The ring all-gather with ``mistake`` made: "arrival order" (each worker's vector concatenated as the
     shards arrived: its own first, then from r - 1, r - 2, ...) or "shared" (one array object for every
     worker)."""
-    _check(mistake, ("arrival order", "shared"))
+    check_mistake(mistake, ("arrival order", "shared"))
 
     def all_gather(param_shards, cluster=None):
         n = len(param_shards)
@@ -208,7 +203,7 @@ def _zero(mistake):
     """The ZeRO step with ``mistake`` made, one of _ZERO_MISTAKES: the gradients all-reduced instead of
     reduce-scattered, the step counter advanced once per worker, or the gradients summed, not averaged.
     Each worker's Adam and the parameters' all-gather are the helper's lessons 033 and 034."""
-    _check(mistake, _ZERO_MISTAKES)
+    check_mistake(mistake, _ZERO_MISTAKES)
 
     def step(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8, cluster=None):
         n = len(worker_grads)

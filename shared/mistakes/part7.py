@@ -8,10 +8,11 @@ mixed precision, 026's weight left out, the loss scale left in or divided out tw
 step that still updates the state.  Each shows in what the workers hold or in the history.
 
 No function here computes a lesson's right answer: the factories take every parameter without
-a default (only wrong settings are given).  The loops that give the right numbers at
-a cost in memory (checkpointing or accumulation ignored, the whole state on every worker under
-ZeRO) are graded by the measured peak, not named by their answer: they are the catalogue's
-shortcuts (``tests/plausible.py``).
+a default (only wrong settings are given), and 038's function takes the mistake as a required
+keyword argument (``_twists.twisted`` makes one catalogue entry per mistake of it).  The loops
+that give the right numbers at a cost in memory (checkpointing or accumulation ignored, the
+whole state on every worker under ZeRO) are graded by the measured peak, not named by their
+answer: they are the catalogue's shortcuts (``tests/plausible.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..checking import Mistake
 from ..cluster import Cluster
 from ..dtypes import BYTES_PER_NUMBER
 from ..training import reduce_scatter_mean
+from ._twists import check_mistake, twisted
 
 
 def _blocks():
@@ -58,22 +60,30 @@ def _optimizer_bytes(*, mixed, half, remainder, shard):
 
 # 038 compute_peak_activation_memory_bytes ---------------------------------------------
 
-def _activation_bytes(*, summed, checkpointing, mixed_bytes, input_copy):
-    def peak(rows, width, num_layers, dtype, segment_size):
+_ACTIVATION_MISTAKES = ("summed", "no checkpointing", "float32 activations", "no input copy")
+
+
+def _activation_bytes(batch_size, width, num_layers, dtype, segment_size=None, num_micro_batches=1, *, mistake):
+    """038 with ``mistake`` made, one of _ACTIVATION_MISTAKES: every micro-batch's activations added up,
+    segment_size ignored, 4 bytes a number in mixed precision's passes, or their float16 input left out."""
+    check_mistake(mistake, _ACTIVATION_MISTAKES)
+    mixed_bytes = 4 if mistake == "float32 activations" else 2
+
+    def peak(rows):
+        """The activations alive at the backward peak of a micro-batch of ``rows`` rows (018's estimate)."""
         size = mixed_bytes if dtype == "mixed" else BYTES_PER_NUMBER[dtype]
-        segment = num_layers if segment_size is None or not checkpointing else segment_size
+        segment = num_layers if segment_size is None or mistake == "no checkpointing" else segment_size
         bytes_ = _blocks().estimate_checkpointing_memory_savings(rows, width, num_layers, segment,
                                                                  size)["checkpointed_bytes"]
-        return bytes_ + (rows * width * mixed_bytes if dtype == "mixed" and input_copy else 0)
+        input_copy = dtype == "mixed" and mistake != "no input copy"
+        return bytes_ + (rows * width * mixed_bytes if input_copy else 0)
 
-    def compute(batch_size, width, num_layers, dtype, segment_size=None, num_micro_batches=1):
-        if not 1 <= num_micro_batches <= batch_size:
-            raise ValueError(f"{num_micro_batches} micro-batches do not fit a batch of {batch_size} rows")
-        if summed:  # every micro-batch's activations added up
-            sizes = [len(part) for part in np.array_split(np.empty(batch_size, np.int8), num_micro_batches)]
-            return sum(peak(rows, width, num_layers, dtype, segment_size) for rows in sizes)
-        return peak(-(-batch_size // num_micro_batches), width, num_layers, dtype, segment_size)
-    return compute
+    if not 1 <= num_micro_batches <= batch_size:
+        raise ValueError(f"{num_micro_batches} micro-batches do not fit a batch of {batch_size} rows")
+    if mistake == "summed":  # every micro-batch's activations added up
+        sizes = [len(part) for part in np.array_split(np.empty(batch_size, np.int8), num_micro_batches)]
+        return sum(peak(rows) for rows in sizes)
+    return peak(-(-batch_size // num_micro_batches))
 
 
 # 039 compare_memory_with_and_without_optimizations ------------------------------------
@@ -125,6 +135,15 @@ def _compare(*, gradient_buffers, rows_of_worker, measure_config):
 #: (none, or twice), and the loss scaler's skip (the state still updated).
 LOOP_FLAWS = ("one worker", "no sharding", "no mixed precision", "unweighted", "not unscaled", "unscaled twice",
               "skip updates the state")
+
+
+def _loss_scale_after(scale, clean, skipped, growth_interval):
+    """Dynamic loss scaling (Part 4): the scale and the count of clean steps in a row after a step.
+    A skipped step halves the scale; growth_interval clean steps in a row double it."""
+    if skipped:
+        return scale / 2, 0
+    clean += 1
+    return (scale * 2, 0) if clean == growth_interval else (scale, clean)
 
 
 def _flawed_loop(flaw, params, X, Y, config, cluster=None):
@@ -186,19 +205,16 @@ def _flawed_loop(flaw, params, X, Y, config, cluster=None):
         history["loss"].append(float(loss))
         history["skipped"].append(skipped)
         history["loss_scale"].append(float(scale))
-        if skipped:
-            if flaw == "skip updates the state":  # the moments and master weights take the non-finite step
-                states = [state for _, state in updates]
+        # A clean step keeps what it computed; a skipped one keeps nothing (with the flaw: the moments
+        # and the master weights take the non-finite step all the same).
+        if not skipped or flaw == "skip updates the state":
+            states = [state for _, state in updates]
+            if mixed:
                 master = [shard for shard, _ in updates]
-            scale, clean = scale / 2, 0
-            continue
-        vectors = new
-        states = [state for _, state in updates]
+        if not skipped:
+            vectors = new
         if mixed:
-            master = [shard for shard, _ in updates]
-            clean += 1
-            if clean == config.growth_interval:
-                scale, clean = scale * 2, 0
+            scale, clean = _loss_scale_after(scale, clean, skipped, config.growth_interval)
     workers = [{"parameters": vectors[r], "m": states[r]["m"], "v": states[r]["v"]} for r in range(N)]
     if mixed:
         for r in range(N):
@@ -246,23 +262,23 @@ MISTAKES = {
                 "The first num_params % N workers own one element more (np.array_split).",
                 _optimizer_bytes(mixed=12, half=2, remainder=False, shard=True)),
     ),
-    "compute_peak_activation_memory_bytes": (
-        Mistake("the sum instead of the peak (every micro-batch's activations added up)",
-                "Micro-batches run one after another: only the largest one's activations, ceil(B / k) rows, "
-                "are alive at the peak.",
-                _activation_bytes(summed=True, checkpointing=True, mixed_bytes=2, input_copy=True)),
-        Mistake("every layer's activations at once under checkpointing",
-                "Checkpointing keeps one input per segment and recomputes one segment at a time: pass "
-                "segment_size to estimate_checkpointing_memory_savings (num_layers when it is None).",
-                _activation_bytes(summed=False, checkpointing=False, mixed_bytes=2, input_copy=True)),
-        Mistake("float32 bytes for float16 activations",
-                "In mixed precision the forward and backward passes are float16: 2 bytes a number.",
-                _activation_bytes(summed=False, checkpointing=True, mixed_bytes=4, input_copy=True)),
-        Mistake("forgot the float16 copy of the input",
-                "Mixed precision casts the micro-batch's inputs to float16 before the first layer: "
-                "2 * rows * width bytes more.",
-                _activation_bytes(summed=False, checkpointing=True, mixed_bytes=2, input_copy=False)),
-    ),
+    "compute_peak_activation_memory_bytes": twisted(_activation_bytes, {
+        "summed": (
+            "the sum instead of the peak (every micro-batch's activations added up)",
+            "Micro-batches run one after another: only the largest one's activations, ceil(B / k) rows, "
+            "are alive at the peak."),
+        "no checkpointing": (
+            "every layer's activations at once under checkpointing",
+            "Checkpointing keeps one input per segment and recomputes one segment at a time: pass "
+            "segment_size to estimate_checkpointing_memory_savings (num_layers when it is None)."),
+        "float32 activations": (
+            "float32 bytes for float16 activations",
+            "In mixed precision the forward and backward passes are float16: 2 bytes a number."),
+        "no input copy": (
+            "forgot the float16 copy of the input",
+            "Mixed precision casts the micro-batch's inputs to float16 before the first layer: "
+            "2 * rows * width bytes more."),
+    }),
     "compare_memory_with_and_without_optimizations": (
         Mistake("one gradient buffer with accumulation",
                 "With k > 1 micro-batches, a worker holds the running sum of the gradients and the "
