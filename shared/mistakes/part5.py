@@ -22,6 +22,7 @@ from ..answers import answers
 from ..checking import Mistake
 from ..cluster import Cluster
 from ..lesson_blocks import ring_all_reduce_mean, split_into_micro_batches
+from ._rings import all_gather_rounds, reduce_scatter_rounds
 from ._twists import check_mistake
 
 
@@ -143,23 +144,12 @@ def _ring(mistake):
         shape = worker_arrays[0].shape
         cluster = cluster or Cluster(n)
         chunks = [np.array_split(a.reshape(-1).copy(), n) for a in worker_arrays]
-        for step in range(n - 1):
-            with cluster.round():
-                for r in range(n):
-                    cluster.send(r, (r + 1) % n, chunks[r][(r - step) % n])
-            for r in range(n):
-                index = (r - step) % n if mistake == "off by one" else (r - 1 - step) % n
-                chunks[r][index] = chunks[r][index] + cluster.receive(r, (r - 1) % n)
+        reduce_scatter_rounds(chunks, cluster, owner=1, add_to_sent=mistake == "off by one")
         if mistake != "sum":
             for r in range(n):
                 chunks[r][(r + 1) % n] = chunks[r][(r + 1) % n] / n
         if mistake != "no all-gather":
-            for step in range(n - 1):
-                with cluster.round():
-                    for r in range(n):
-                        cluster.send(r, (r + 1) % n, chunks[r][(r + 1 - step) % n])
-                for r in range(n):
-                    chunks[r][(r - step) % n] = cluster.receive(r, (r - 1) % n)
+            all_gather_rounds(chunks, cluster, owner=1)
         results = [np.concatenate(chunks[r]).reshape(shape) for r in range(n)]
         if mistake == "shared":
             results = [results[0]] * n

@@ -8,8 +8,9 @@ function that several mistakes share takes the mistake as a required argument,
 which has no right value, and what lesson 035's mistakes share with the right
 answer is the helper's lessons 028 (the ring all-reduce, which one mistake uses in place of the
 reduce-scatter), 033 (Adam on a shard) and 034 (the all-gather) in ``shared.lesson_blocks``, which
-refuse to run while their own lesson is graded.  The reduce-scatter is written here (as sums: one
-mistake forgets the division), because the helper's ``reduce_scatter_mean`` answers lesson 035 itself.
+refuse to run while their own lesson is graded.  The reduce-scatter and lesson 034's mistakes' all-gather
+run the catalogue's own rounds (``_rings``): the helper's ``reduce_scatter_mean`` answers lesson 035
+itself, and one mistake forgets the division, so the reduce-scatter here leaves the sums.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from ..checking import Mistake
 from ..cluster import Cluster
 from ..lesson_blocks import all_gather_param_shards, local_shard_adam_update, ring_all_reduce_mean
+from ._rings import all_gather_rounds, reduce_scatter_rounds
 from ._twists import check_mistake
 
 
@@ -134,14 +136,8 @@ def _adam_in_place(param_shard, grad_shard, state_shard, learning_rate, beta1=0.
 
 def _ring_gather(shards, cluster):
     """The ring all-gather's rounds; returns what each worker holds, ``{rank: shard}``, in arrival order."""
-    n = len(shards)
-    held = [{r: shards[r]} for r in range(n)]
-    for step in range(n - 1):
-        with cluster.round():
-            for r in range(n):
-                cluster.send(r, (r + 1) % n, held[r][(r - step) % n])
-        for r in range(n):
-            held[r][(r - 1 - step) % n] = cluster.receive(r, (r - 1) % n)
+    held = [{r: shards[r]} for r in range(len(shards))]
+    all_gather_rounds(held, cluster, owner=0)
     return held
 
 
@@ -182,17 +178,10 @@ def _gather_at_root(param_shards, cluster=None):
 
 def ring_reduce_scatter_sums(flat_grads, cluster):
     """The ring reduce-scatter that leaves worker r with the *sum* of chunk r (``np.array_split``) over the
-    workers (the catalogue's expensive 035 builds on it too).  Rounds s = 0..N-2: worker r sends chunk
-    (r - 1 - s) % N to worker (r + 1) % N, which adds it to its own chunk of that index."""
+    workers (the catalogue's expensive 035 builds on it too)."""
     n = len(flat_grads)
     chunks = [np.array_split(flat, n) for flat in flat_grads]
-    for step in range(n - 1):
-        with cluster.round():
-            for r in range(n):
-                cluster.send(r, (r + 1) % n, chunks[r][(r - 1 - step) % n])
-        for r in range(n):
-            index = (r - 2 - step) % n
-            chunks[r][index] = chunks[r][index] + cluster.receive(r, (r - 1) % n)
+    reduce_scatter_rounds(chunks, cluster, owner=0)
     return [chunks[r][r] for r in range(n)]
 
 
