@@ -20,7 +20,7 @@ import numpy as np
 from . import mlp
 from .answers import answers
 from .cluster import Cluster, check_worker_arrays
-from .dtypes import BYTES_PER_NUMBER, check_memory_arguments
+from .dtypes import BYTES_PER_NUMBER, check_loss_scale, check_memory_arguments
 
 
 @answers("001")
@@ -387,10 +387,8 @@ def scale_loss(loss, d_out, loss_scale):
     Raises:
         ValueError: if loss_scale is not finite, or not positive.
     """
-    if not np.isfinite(loss_scale):
-        raise ValueError(f"loss_scale must be finite, got {loss_scale}")
-    if loss_scale <= 0:
-        raise ValueError(f"loss_scale must be positive, got {loss_scale}")
+    # Given · checking the input: bookkeeping, written for you (the scaling is the lesson).
+    check_loss_scale(loss_scale)  # ValueError: S not finite, or not positive
     with np.errstate(over="ignore"):  # an overflow becomes inf, which the scaler detects later
         scaled_d_out = (d_out.astype(np.float32) * np.float32(loss_scale)).astype(np.float16)
     return float(loss) * loss_scale, scaled_d_out
@@ -411,10 +409,8 @@ def unscale_gradients(grads, loss_scale):
     Raises:
         ValueError: if loss_scale is not finite, or not positive.
     """
-    if not np.isfinite(loss_scale):
-        raise ValueError(f"loss_scale must be finite, got {loss_scale}")
-    if loss_scale <= 0:
-        raise ValueError(f"loss_scale must be positive, got {loss_scale}")
+    # Given · checking the input, as in 021: bookkeeping, written for you (the unscaling is the lesson).
+    check_loss_scale(loss_scale)  # ValueError: S not finite, or not positive
     return {key: value.astype(np.float32) / np.float32(loss_scale) for key, value in grads.items()}
 
 

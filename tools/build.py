@@ -403,7 +403,7 @@ import numpy as np
 from . import mlp
 from .answers import answers
 from .cluster import Cluster, check_worker_arrays
-from .dtypes import BYTES_PER_NUMBER, check_memory_arguments
+from .dtypes import BYTES_PER_NUMBER, check_loss_scale, check_memory_arguments
 '''
 
 
