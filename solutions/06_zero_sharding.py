@@ -15,7 +15,7 @@ from shared.memory import (format_measured, measure_peak_memory, partitioned_sta
                            zero_step_allowed_bytes)
 from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
-from shared.plotting import COLORS
+from shared.plotting import COLORS, plot_worker_chunks
 from shared.progress import lesson_passed, show_progress
 
 

@@ -148,6 +148,24 @@ def test_plot_helper_draws_a_log_loss_curve():
     assert ax.get_yscale() == "log" and len(ax.lines) == 1
 
 
+def test_plot_helper_draws_each_workers_chunks_frame_by_frame():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from shared.plotting import plot_worker_chunks
+    frames = [("start", [["0", "0"], ["1", "1"]], [0, 1]),
+              ("after 1", [["(1+0)/2", "0"], ["1", "new"]], None)]
+    _, ax = plt.subplots()
+    plot_worker_chunks(ax, frames, worker_titles=["worker 0", "worker 1"], left_margin=3.0)
+    assert len(ax.patches) == 2 * 2 * 2  # a box a chunk, per worker, per frame
+    assert [patch.get_linewidth() for patch in ax.patches[:4]] == [2.4, 0.4, 0.4, 2.4]  # what each worker sends next
+    texts = [text.get_text() for text in ax.texts]
+    assert texts[:4] == ["0", "0", "1", "1"] and texts[4] == "start"
+    assert "1+0\n÷ 2" in texts and "p1\nnew" in texts and texts[-2:] == ["worker 0", "worker 1"]
+    assert ax.get_xlim()[0] == -3.0 and not ax.axison
+    plt.close("all")
+
+
 # --------------------------------------------------------------------------
 # shared.mlp in float16 (Part 4): no silent upcast, sums accumulated in float32
 # --------------------------------------------------------------------------

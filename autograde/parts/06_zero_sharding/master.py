@@ -48,7 +48,7 @@ from shared.memory import (format_measured, measure_peak_memory, partitioned_sta
                            zero_step_allowed_bytes)
 from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
-from shared.plotting import COLORS
+from shared.plotting import COLORS, plot_worker_chunks
 from shared.progress import lesson_passed, show_progress
 
 setup_notebook()
@@ -638,8 +638,6 @@ lesson_passed("034")
 # One ZeRO-1 step on N = 3 workers and 7 float64 parameters (shards of 3, 2 and 2), from the schedule alone (no
 # cluster): what each worker's chunks hold after each round ("2+0": worker 2's gradient numbers plus worker 0's),
 # and the bytes each worker holds and sends.
-from matplotlib.colors import to_rgba
-
 zero_n, zero_sizes = 3, [len(c) for c in np.array_split(np.arange(7.0), 3)]
 zero_bytes = [8 * size for size in zero_sizes]                 # the shards' bytes: 24, 16, 16
 scatter_sends = [[(r - 1 - s) % zero_n for r in range(zero_n)] for s in range(zero_n - 1)]
@@ -682,30 +680,7 @@ print(f"bytes held per worker: parameters {param_bytes}, gradient {param_bytes},
       f"{[2 * b for b in zero_bytes]} (data parallel: m and v in full, {2 * param_bytes}, on every worker)")
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(11.5, 4.6), gridspec_kw={"width_ratios": [2.6, 1]})
-box, gap = 1.6, 0.9
-for row, (title, frame, sends) in enumerate(zero_frames):
-    for r in range(zero_n):
-        for c in range(zero_n):
-            label = frame[r][c]
-            if label in ("old", "new"):
-                share = 1.0 if label == "new" else 0.0
-                color = COLORS["learner"]
-                shown = f"p{c}\nnew" if label == "new" else f"p{c}"
-            else:
-                share = 1.0 if label.startswith("(") else (label.count("+") + 1) / zero_n
-                color = COLORS["measured"]
-                shown = label[1:].replace(")/", "\n÷ ") if label.startswith("(") else label
-            outline = sends is not None and sends[r] == c
-            x = r * (zero_n * box + gap) + c * box
-            left.add_patch(plt.Rectangle((x, -row - 0.4), box - 0.08, 0.8, facecolor=to_rgba(color, 0.12 + 0.6 * share),
-                                         edgecolor="black", linewidth=2.4 if outline else 0.4))
-            left.text(x + (box - 0.08) / 2, -row, shown, ha="center", va="center", fontsize=7.5, linespacing=1.0)
-    left.text(-0.2, -row, title, ha="right", va="center", fontsize=8.5)
-for r in range(zero_n):
-    left.text(r * (zero_n * box + gap) + zero_n * box / 2, 0.6, f"worker {r}, shard {r}", ha="center", fontsize=9)
-left.set_xlim(-5.2, zero_n * (zero_n * box + gap) - gap)
-left.set_ylim(-len(zero_frames) + 0.5, 0.9)
-left.axis("off")
+plot_worker_chunks(left, zero_frames, worker_titles=[f"worker {r}, shard {r}" for r in range(zero_n)], left_margin=5.2)
 left.set_title("Outlined: what each worker sends next, to its right neighbour", fontsize=9.5)
 
 ranks = np.arange(zero_n)
