@@ -623,6 +623,39 @@ def all_gather_param_shards(param_shards, cluster=None):
     return vectors, cluster.ledger.summary()
 
 
+@answers("035")
+def reduce_scatter_mean(worker_vectors, cluster):
+    """The ring reduce-scatter, the first half of ZeRO's step: worker r ends with the mean of chunk r.
+
+    Args:
+        worker_vectors: list of N 1-D float arrays of one length and dtype (worker r's at index r), cut
+            into chunks by ``np.array_split(vector, N)``; not modified.
+        cluster: the ``Cluster(N)`` to run on.
+
+    Returns:
+        A list of N new arrays, worker r's the sum of chunk r over all workers divided by N. Rounds
+        s = 0..N-2: worker r sends chunk (r - 1 - s) % N of its running sums to worker (r + 1) % N,
+        which adds it to its own chunk of that index (a new array); every message is received.
+    """
+    # Given · each worker's vector cut into N chunks: chunks[r][c] is chunk c of worker r's vector (views of its
+    #         input: replace a chunk by a new array, never add to it in place).
+    n = len(worker_vectors)
+    chunks = [np.array_split(vector, n) for vector in worker_vectors]
+    # Step 1 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends
+    #          chunks[r][(r - 1 - s) % N] to worker (r + 1) % N. After the round every worker r receives from
+    #          (r - 1) % N and adds it to its chunk (r - 2 - s) % N, the index its left neighbour sent: a new
+    #          array, never in place. Worker r ends with the sum of chunk r, its own shard.
+    for step in range(n - 1):
+        with cluster.round():
+            for rank in range(n):
+                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank - 1 - step) % n])
+        for rank in range(n):
+            index = (rank - 2 - step) % n  # the chunk that the left neighbour sent
+            chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
+    # Given · each worker's mean: the sum of its own chunk divided by N.
+    return [chunks[rank][rank] / n for rank in range(n)]
+
+
 @answers("036")
 def compute_param_memory_bytes(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
     """Bytes of the parameters and of their gradients that worker ``rank`` holds.
