@@ -10,11 +10,15 @@ other worker's number survives, while an order that adds any other number to
 ``±B`` first loses that number.  On these inputs ``np.mean`` of the arrays,
 ``sum(worker_arrays)``, the reversed order and pairwise summation all give other
 bits in at least one chunk (``tests/test_technique.py`` checks each).
+
+The lessons that cut a batch into pieces (011's micro-batches, 025's workers) are graded on the
+same sizes besides their uneven ones: :func:`even_and_extreme_splits`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -43,3 +47,21 @@ def order_revealing_vectors(rng: np.random.Generator, num_workers: int, length: 
         vectors[plus, bounds[chunk]:bounds[chunk + 1]] = BIG[dtype]
         vectors[minus, bounds[chunk]:bounds[chunk + 1]] = -BIG[dtype]
     return [vector.astype(dtype) for vector in vectors]
+
+
+def even_and_extreme_splits(rng: np.random.Generator, case: Callable[[int, int, str], Any],
+                            count: str, piece: str) -> list[Any]:
+    """The cases of a batch of B examples cut into n pieces that are not uneven ones: B a multiple of n
+    (2 <= n <= 4, B = 2n or 3n), n = B (one example a piece, B from 2 to 8) and n = 1 (the whole
+    batch, B from 1 to 8).
+
+    ``case(B, n, about)`` makes one case (and draws its arrays, in this order); ``count`` is the lesson's
+    name for n (``"k"``, ``"N"``) and ``piece`` one piece (``"micro-batch"``, ``"worker"``), for the cases'
+    descriptions.
+    """
+    n = int(rng.integers(2, 5))
+    cases = [case(n * int(rng.integers(2, 4)), n, f"B a multiple of {count}")]
+    B = int(rng.integers(2, 9))
+    cases.append(case(B, B, f"{count} = B: one example per {piece}"))
+    cases.append(case(int(rng.integers(1, 9)), 1, f"{count} = 1: the whole batch"))
+    return cases

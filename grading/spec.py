@@ -172,6 +172,10 @@ class LessonSpec:
     isolate:    earlier lessons' functions that the graded function calls; while
                 this lesson is graded they are replaced by the helper package's
                 versions, so a bug in an earlier lesson costs that lesson only.
+    helpers:    functions that the lesson's own cell defines beside its function, which calls them
+                (035's ``reduce_scatter_mean``, its step 1): part of the answer, graded through the
+                lesson's function and mutated with it (``tools/mutation.py``); the build writes them
+                into ``shared/lesson_blocks.py``, answering this lesson, for later parts to call.
     refuses:    the rules of bad input (:class:`Refusal`), one per class of Raises case.
     fresh_result: the result must share no memory with the inputs.
     workers_apart: the result holds one value per worker (a list indexed by rank, alone or as
@@ -195,6 +199,7 @@ class LessonSpec:
     atol: float | None = None
     exact: bool = False
     isolate: tuple[str, ...] = ()
+    helpers: tuple[str, ...] = ()
     refuses: tuple[Refusal, ...] = ()
     fresh_result: bool = True
     workers_apart: bool = False

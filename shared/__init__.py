@@ -5,7 +5,7 @@ For computing (graded code may import these: see :mod:`shared.policy`):
 - :mod:`shared.mlp`, :mod:`shared.data`  the MLP of any depth and synthetic data
 - :mod:`shared.cluster`   the simulated cluster and its traffic ledger
 - :mod:`shared.memory`    byte counts, and peak bytes measured with tracemalloc
-- :mod:`shared.dtypes`    the bytes of one number of each dtype (``shared.memory`` hands them on)
+- :mod:`shared.dtypes`    the bytes of one number of each dtype (``shared.memory`` hands them on), two input checks
 - :mod:`shared.lesson_blocks`  the helper's versions of lesson functions that later lessons build on
 - :mod:`shared.training`  lesson 040's configuration and one worker's gradients
 

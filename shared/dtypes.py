@@ -1,10 +1,13 @@
-"""The floating-point dtypes the course uses, the bytes of one number of each, and the check of
-the memory lessons' arguments (lessons 036 and 037).
+"""The floating-point dtypes the course uses, the bytes of one number of each, and two input checks
+that lessons give: mixed precision's loss scale (lessons 021 and 022) and the memory lessons'
+arguments (036 and 037).
 
-A leaf of the helper package: the helper versions of the memory lessons
-(:mod:`shared.lesson_blocks`) and :mod:`shared.memory`, which the notebooks import it
-from, both read it.
+A leaf of the helper package: the helper versions of those lessons (:mod:`shared.lesson_blocks`)
+and :mod:`shared.memory` both read it; Part 4's notebook imports the loss scale's check from it,
+Part 7's the rest from :mod:`shared.memory`.
 """
+
+import numpy as np
 
 #: Bytes of one number of each floating-point dtype the course uses (lessons 036-038 name them so;
 #: "mixed" precision is their mix: float16 passes, float32 master weights and optimizer state).
@@ -28,3 +31,15 @@ def check_memory_arguments(num_params: int, dtype: str, zero_stage: int, num_wor
         raise ValueError(f"num_workers must be at least 1, got {num_workers}")
     if not 0 <= rank < num_workers:
         raise ValueError(f"rank must be in [0, {num_workers}), got {rank}")
+
+
+def check_loss_scale(loss_scale: float) -> None:
+    """The loss scale S of lessons 021 and 022: a positive finite number (a Python or NumPy float), such as 2.0**16.
+
+    Raises:
+        ValueError: if S is not finite (inf or NaN), or not positive.
+    """
+    if not np.isfinite(loss_scale):
+        raise ValueError(f"loss_scale must be finite, got {loss_scale}")
+    if loss_scale <= 0:
+        raise ValueError(f"loss_scale must be positive, got {loss_scale}")

@@ -20,7 +20,7 @@ import numpy as np
 from . import mlp
 from .answers import answers
 from .cluster import Cluster, check_worker_arrays
-from .dtypes import BYTES_PER_NUMBER, check_memory_arguments
+from .dtypes import BYTES_PER_NUMBER, check_loss_scale, check_memory_arguments
 
 
 @answers("001")
@@ -387,10 +387,8 @@ def scale_loss(loss, d_out, loss_scale):
     Raises:
         ValueError: if loss_scale is not finite, or not positive.
     """
-    if not np.isfinite(loss_scale):
-        raise ValueError(f"loss_scale must be finite, got {loss_scale}")
-    if loss_scale <= 0:
-        raise ValueError(f"loss_scale must be positive, got {loss_scale}")
+    # Given · checking the input: bookkeeping, written for you (the scaling is the lesson).
+    check_loss_scale(loss_scale)  # ValueError: S not finite, or not positive
     with np.errstate(over="ignore"):  # an overflow becomes inf, which the scaler detects later
         scaled_d_out = (d_out.astype(np.float32) * np.float32(loss_scale)).astype(np.float16)
     return float(loss) * loss_scale, scaled_d_out
@@ -411,10 +409,8 @@ def unscale_gradients(grads, loss_scale):
     Raises:
         ValueError: if loss_scale is not finite, or not positive.
     """
-    if not np.isfinite(loss_scale):
-        raise ValueError(f"loss_scale must be finite, got {loss_scale}")
-    if loss_scale <= 0:
-        raise ValueError(f"loss_scale must be positive, got {loss_scale}")
+    # Given · checking the input, as in 021: bookkeeping, written for you (the unscaling is the lesson).
+    check_loss_scale(loss_scale)  # ValueError: S not finite, or not positive
     return {key: value.astype(np.float32) / np.float32(loss_scale) for key, value in grads.items()}
 
 
@@ -625,6 +621,39 @@ def all_gather_param_shards(param_shards, cluster=None):
             held[rank][(rank - 1 - step) % n] = cluster.receive(rank, (rank - 1) % n)
     vectors = [np.concatenate([held[rank][index] for index in range(n)]) for rank in range(n)]
     return vectors, cluster.ledger.summary()
+
+
+@answers("035")
+def reduce_scatter_mean(worker_vectors, cluster):
+    """The ring reduce-scatter, the first half of ZeRO's step: worker r ends with the mean of chunk r.
+
+    Args:
+        worker_vectors: list of N 1-D float arrays of one length and dtype (worker r's at index r), cut
+            into chunks by ``np.array_split(vector, N)``; not modified.
+        cluster: the ``Cluster(N)`` to run on.
+
+    Returns:
+        A list of N new arrays, worker r's the sum of chunk r over all workers divided by N. Rounds
+        s = 0..N-2: worker r sends chunk (r - 1 - s) % N of its running sums to worker (r + 1) % N,
+        which adds it to its own chunk of that index (a new array); every message is received.
+    """
+    # Given · each worker's vector cut into N chunks: chunks[r][c] is chunk c of worker r's vector (views of its
+    #         input: replace a chunk by a new array, never add to it in place).
+    n = len(worker_vectors)
+    chunks = [np.array_split(vector, n) for vector in worker_vectors]
+    # Step 1 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends
+    #          chunks[r][(r - 1 - s) % N] to worker (r + 1) % N. After the round every worker r receives from
+    #          (r - 1) % N and adds it to its chunk (r - 2 - s) % N, the index its left neighbour sent: a new
+    #          array, never in place. Worker r ends with the sum of chunk r, its own shard.
+    for step in range(n - 1):
+        with cluster.round():
+            for rank in range(n):
+                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank - 1 - step) % n])
+        for rank in range(n):
+            index = (rank - 2 - step) % n  # the chunk that the left neighbour sent
+            chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
+    # Given · each worker's mean: the sum of its own chunk divided by N.
+    return [chunks[rank][rank] / n for rank in range(n)]
 
 
 @answers("036")

@@ -62,11 +62,21 @@ def _explain(shell, etype, value, tb, tb_offset=None):
 
 
 def _not_started(tb) -> str | None:
-    """An untouched stub: which lesson is not started (the innermost frame is the stub)."""
-    last = tb
-    while last is not None and last.tb_next is not None:
-        last = last.tb_next
-    lesson = _FUNCTIONS.get(last.tb_frame.f_code.co_name) if last is not None else None
+    """An untouched stub: which lesson is not started.  The innermost frame is the stub: in the lesson's
+    function, or in a function of the same cell that the lesson's function called (lesson 035's
+    ``reduce_scatter_mean``, its step 1)."""
+    frames = []
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    if not frames:
+        return None
+    last, lesson = frames[-1], None
+    for frame in reversed(frames):  # the innermost lesson function written in the stub's cell
+        code = frame.tb_frame.f_code
+        if code.co_filename == last.tb_frame.f_code.co_filename and code.co_name in _FUNCTIONS:
+            lesson = _FUNCTIONS[code.co_name]
+            break
     if lesson is None:
         return None
     where = f"the Implementation cell of lesson {lesson.code} · {lesson.title}"
@@ -84,15 +94,12 @@ _STEP_COMMENT = re.compile(r"^\s*# Step (\d+)\b")
 
 
 def _stub_step(code, lineno: int) -> tuple[int, int]:
-    """(the step whose stub raised, the number of steps) in a skeleton, a function whose comments
-    ``# Step 1 · ...``, ``# Step 2 · ...`` name its steps (IPython keeps each cell's source); (1, 1) for a
-    function without them, or whose source cannot be read."""
-    import inspect
-    try:
-        lines, first = inspect.getsourcelines(code)
-    except (OSError, TypeError):
-        return 1, 1
-    steps = [(first + offset, int(match.group(1))) for offset, line in enumerate(lines)
+    """(the step whose stub raised, the number of steps) in a skeleton, a cell whose comments
+    ``# Step 1 · ...``, ``# Step 2 · ...`` name its steps (IPython keeps each cell's source; a step may stand in
+    a function of the cell that the lesson's function calls); (1, 1) for a cell without them, or whose source
+    cannot be read."""
+    import linecache
+    steps = [(number, int(match.group(1))) for number, line in enumerate(linecache.getlines(code.co_filename), 1)
              if (match := _STEP_COMMENT.match(line))]
     above = [number for line, number in steps if line < lineno]
     if len(steps) < 2 or not above:

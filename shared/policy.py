@@ -60,7 +60,7 @@ ALLOWED_MODULES = {
     "shared.data": "synthetic batches",
     "shared.cluster": "the simulated cluster",
     "shared.memory": "byte counts and dtypes of the memory lessons",
-    "shared.dtypes": "the bytes of one number of each dtype, and the memory lessons' input check",
+    "shared.dtypes": "the bytes of one number of each dtype, and the input checks of lessons 021, 022, 036, 037",
     "shared.lesson_blocks": "the helper's versions of earlier lessons",
     "shared.training": "lesson 040's configuration and one worker's gradients",
 }

@@ -13,7 +13,9 @@ The loop builds on:
   measured with tracemalloc, for lesson 039's table.
 
 - :func:`reduce_scatter_mean`: the ring reduce-scatter of lesson 035's step (worker r ends
-  with the mean of chunk r), the first half of ZeRO's communication.
+  with the mean of chunk r), the first half of ZeRO's communication: lesson 035's own code,
+  generated from its cell into ``shared.lesson_blocks`` and offered here under the loop's other
+  pieces.
 
 The other collectives come from Parts 5 and 6 (``shared.lesson_blocks``).
 """
@@ -29,8 +31,9 @@ import numpy as np
 
 from . import mlp
 from .answers import answers
-from .cluster import Cluster
-from .lesson_blocks import mlp_backward_checkpointed, mlp_forward_checkpointed, scale_loss, split_into_micro_batches
+# reduce_scatter_mean is offered from here, beside the loop's other pieces (Part 7's notebook imports it so).
+from .lesson_blocks import (mlp_backward_checkpointed, mlp_forward_checkpointed, reduce_scatter_mean, scale_loss,
+                            split_into_micro_batches)
 from .memory import measure_peak_memory
 
 
@@ -236,25 +239,3 @@ def measure_worker_memory(params, X, Y, config, rank=0):
     ``config`` says.  The optimizer's arithmetic (in place in real frameworks) is left out.
     """
     return measure_peak_memory(_worker_step, params, X, Y, config, rank).peak_bytes
-
-
-@answers("035")
-def reduce_scatter_mean(worker_vectors: list[np.ndarray], cluster: Cluster) -> list[np.ndarray]:
-    """The ring reduce-scatter of lesson 035: worker r ends with the mean of chunk r of the vectors.
-
-    ``worker_vectors``: N 1-D arrays of one length and dtype (worker r's at index r), cut into
-    chunks by ``np.array_split(vector, N)``; not modified.  Rounds s = 0..N-2: worker r sends chunk
-    (r - 1 - s) % N of its running sums to worker (r + 1) % N, which adds it to its own chunk of
-    that index (a new array).  Returns N new arrays, worker r's the sum of chunk r over all
-    workers divided by N; the ledger of ``cluster`` records every message.
-    """
-    n = len(worker_vectors)
-    chunks = [np.array_split(vector, n) for vector in worker_vectors]
-    for step in range(n - 1):
-        with cluster.round():
-            for rank in range(n):
-                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank - 1 - step) % n])
-        for rank in range(n):
-            index = (rank - 2 - step) % n  # the chunk that the left neighbour sent
-            chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
-    return [chunks[rank][rank] / n for rank in range(n)]

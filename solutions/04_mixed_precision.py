@@ -10,6 +10,7 @@ from shared.checking import CheckFailure, call, check, check_call, check_equal, 
 from shared.checking import check_rules
 from shared.checking import expect_error
 from shared.data import make_regression_batch
+from shared.dtypes import check_loss_scale
 from shared.memory import (format_bytes, format_measured, format_ratio, measure_peak_memory,
                            mixed_precision_activation_bytes, mixed_precision_memory_bound, mlp_activation_bytes)
 from shared.mistakes import mistakes_of
@@ -74,10 +75,8 @@ def scale_loss(loss, d_out, loss_scale):
     Raises:
         ValueError: if loss_scale is not finite, or not positive.
     """
-    if not np.isfinite(loss_scale):
-        raise ValueError(f"loss_scale must be finite, got {loss_scale}")
-    if loss_scale <= 0:
-        raise ValueError(f"loss_scale must be positive, got {loss_scale}")
+    # Given · checking the input: bookkeeping, written for you (the scaling is the lesson).
+    check_loss_scale(loss_scale)  # ValueError: S not finite, or not positive
     with np.errstate(over="ignore"):  # an overflow becomes inf, which the scaler detects later
         scaled_d_out = (d_out.astype(np.float32) * np.float32(loss_scale)).astype(np.float16)
     return float(loss) * loss_scale, scaled_d_out
@@ -97,10 +96,8 @@ def unscale_gradients(grads, loss_scale):
     Raises:
         ValueError: if loss_scale is not finite, or not positive.
     """
-    if not np.isfinite(loss_scale):
-        raise ValueError(f"loss_scale must be finite, got {loss_scale}")
-    if loss_scale <= 0:
-        raise ValueError(f"loss_scale must be positive, got {loss_scale}")
+    # Given · checking the input, as in 021: bookkeeping, written for you (the unscaling is the lesson).
+    check_loss_scale(loss_scale)  # ValueError: S not finite, or not positive
     return {key: value.astype(np.float32) / np.float32(loss_scale) for key, value in grads.items()}
 
 

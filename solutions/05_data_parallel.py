@@ -14,7 +14,7 @@ from shared.memory import (data_parallel_activation_bytes, data_parallel_step_al
                            format_measured, format_ratio, measure_peak_memory)
 from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
-from shared.plotting import COLORS
+from shared.plotting import COLORS, plot_worker_chunks
 from shared.progress import lesson_passed, show_progress
 
 

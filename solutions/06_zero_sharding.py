@@ -15,7 +15,7 @@ from shared.memory import (format_measured, measure_peak_memory, partitioned_sta
                            zero_step_allowed_bytes)
 from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
-from shared.plotting import COLORS
+from shared.plotting import COLORS, plot_worker_chunks
 from shared.progress import lesson_passed, show_progress
 
 
@@ -149,6 +149,40 @@ def all_gather_param_shards(param_shards, cluster=None):
     return vectors, cluster.ledger.summary()
 
 
+def reduce_scatter_mean(worker_vectors, cluster):
+    """The ring reduce-scatter, the first half of ZeRO's step: worker r ends with the mean of chunk r.
+
+    Args:
+        worker_vectors: list of N 1-D float arrays of one length and dtype (worker r's at index r), cut
+            into chunks by ``np.array_split(vector, N)``; not modified.
+        cluster: the ``Cluster(N)`` to run on.
+
+    Returns:
+        A list of N new arrays, worker r's the sum of chunk r over all workers divided by N. Rounds
+        s = 0..N-2: worker r sends chunk (r - 1 - s) % N of its running sums to worker (r + 1) % N,
+        which adds it to its own chunk of that index (a new array); every message is received.
+    """
+    # Given · each worker's vector cut into N chunks: chunks[r][c] is chunk c of worker r's vector (views of its
+    #         input: replace a chunk by a new array, never add to it in place).
+    n = len(worker_vectors)
+    chunks = [np.array_split(vector, n) for vector in worker_vectors]
+    # Step 1 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends
+    #          chunks[r][(r - 1 - s) % N] to worker (r + 1) % N. After the round every worker r receives from
+    #          (r - 1) % N and adds it to its chunk (r - 2 - s) % N, the index its left neighbour sent: a new
+    #          array, never in place. Worker r ends with the sum of chunk r, its own shard.
+    for step in range(n - 1):
+        with cluster.round():
+            for rank in range(n):
+                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank - 1 - step) % n])
+        for rank in range(n):
+            index = (rank - 2 - step) % n  # the chunk that the left neighbour sent
+            chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
+    # Given · each worker's mean: the sum of its own chunk divided by N.
+    return [chunks[rank][rank] / n for rank in range(n)]
+
+
+# Given · the step, which calls reduce_scatter_mean (step 1, above): its bookkeeping is written for you, steps 2
+#         and 3 are yours.
 def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta1=0.9, beta2=0.999, eps=1e-8,
                         cluster=None):
     """One ZeRO (stage 1) Adam step on N simulated workers: reduce-scatter, local update, all-gather.
@@ -166,11 +200,11 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
     Returns:
         (worker_params, worker_states, traffic): a list of N dicts, worker r's new parameters (keys,
         shapes and dtype of params; each worker's own arrays); the N new state shards; and
-        ``cluster.ledger.summary()``. The ring reduce-scatter, rounds s = 0..N-2: worker r sends chunk
-        (r - 1 - s) % N of its running sums to worker (r + 1) % N, which adds it to its chunk of that
-        index; worker r then divides chunk r by N, updates its shard with ``local_shard_adam_update``,
-        and ``all_gather_param_shards`` gathers the new shards on the same cluster.
-    Use your ``local_shard_adam_update`` and ``all_gather_param_shards``.
+        ``cluster.ledger.summary()``. The ring reduce-scatter (``reduce_scatter_mean``, its schedule
+        above) of the flat gradients leaves worker r the mean of chunk r; worker r updates its shard
+        with ``local_shard_adam_update``, and ``all_gather_param_shards`` gathers the new shards on the
+        same cluster.
+    Use your ``reduce_scatter_mean``, ``local_shard_adam_update`` and ``all_gather_param_shards``.
 
     Raises:
         ValueError: if worker_grads is empty, if there are more workers than parameter elements, if
@@ -178,9 +212,9 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
             shards of these parameters, or as local_shard_adam_update (learning rate, betas).
     """
     # Given (bookkeeping, not the technique): the checks of the input, the cluster, the flat vectors cut as the
-    # state is (lesson 032), and as_params. chunks[r][c]: chunk c of worker r's flat gradient; param_shards[r]:
-    # shard r of the flat parameters; as_params(vector): a flat vector cut back into a dict of params' keys and
-    # shapes (views of the vector).
+    # state is (lesson 032), and as_params. flat_grads[r]: worker r's flat gradient; param_shards[r]: shard r of
+    # the flat parameters; as_params(vector): a flat vector cut back into a dict of params' keys and shapes (views
+    # of the vector).
     n = len(worker_grads)
     if n < 1:
         raise ValueError("worker_grads is empty: a step needs at least one worker")
@@ -194,7 +228,7 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
         raise ValueError(f"{len(worker_states)} state shards for {n} workers")
     if cluster is None:
         cluster = Cluster(n)
-    chunks = [np.array_split(np.concatenate([grads[key].ravel() for key in params]), n) for grads in worker_grads]
+    flat_grads = [np.concatenate([grads[key].ravel() for key in params]) for grads in worker_grads]
     param_shards = np.array_split(np.concatenate([value.ravel() for value in params.values()]), n)
 
     def as_params(vector):
@@ -204,23 +238,13 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
             offset += value.size
         return mine
 
-    # Step 1 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends
-    #          chunks[r][(r - 1 - s) % N] to worker (r + 1) % N. After the round every worker r receives from
-    #          (r - 1) % N and adds it to its chunk (r - 2 - s) % N, the index its left neighbour sent: a new
-    #          array, never in place. Worker r ends with the sum of chunk r, its own shard.
-    for step in range(n - 1):
-        with cluster.round():
-            for rank in range(n):
-                cluster.send(rank, (rank + 1) % n, chunks[rank][(rank - 1 - step) % n])
-        for rank in range(n):
-            index = (rank - 2 - step) % n  # the chunk that the left neighbour sent
-            chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
+    mean_grads = reduce_scatter_mean(flat_grads, cluster)  # step 1: worker r's mean of its own shard
     # Step 2 · Local update: worker r runs local_shard_adam_update on param_shards[r], its mean gradient
-    #          chunks[r][r] / N and worker_states[r] (with learning_rate, beta1, beta2, eps), and keeps what it
+    #          mean_grads[r] and worker_states[r] (with learning_rate, beta1, beta2, eps), and keeps what it
     #          returns: its new shard and its new state.
     new_shards, new_states = [], []
     for rank in range(n):  # each worker updates its own shard, with its own state
-        shard, state = local_shard_adam_update(param_shards[rank], chunks[rank][rank] / n, worker_states[rank],
+        shard, state = local_shard_adam_update(param_shards[rank], mean_grads[rank], worker_states[rank],
                                                learning_rate, beta1, beta2, eps)
         new_shards.append(shard)
         new_states.append(state)

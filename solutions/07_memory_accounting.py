@@ -165,6 +165,33 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
     return table
 
 
+# Given · plain Adam on one worker, tensor by tensor: the yardstick, not the lesson. With every switch off the loop
+#         must equal it bit for bit; the tests below and the measurement after them compare the loop with it.
+def plain_adam(params, X, Y, steps, lr, beta1=0.9, beta2=0.999, eps=1e-8):
+    """Plain Adam on one worker, full batch, tensor by tensor.
+
+    Args:
+        params: the helper MLP's parameters (float32 or float64); not modified.
+        X: (B, D) inputs and Y: (B, outputs) targets, in the parameters' dtype.
+        steps: how many steps; lr, beta1, beta2, eps: Adam's hyperparameters.
+
+    Returns:
+        (final_params, losses, m, v): the final parameters, the loss before each step (a list of floats),
+        and Adam's moments m and v after the last step; the arrays dicts shaped like params, in its dtype.
+    """
+    p = dict(params)
+    m = {key: np.zeros_like(value) for key, value in p.items()}
+    v = {key: np.zeros_like(value) for key, value in p.items()}
+    losses = []
+    for t in range(1, steps + 1):
+        loss, g = mlp.loss_and_grads(X, Y, p)
+        losses.append(loss)
+        m = {key: beta1 * m[key] + (1 - beta1) * g[key] for key in p}
+        v = {key: beta2 * v[key] + (1 - beta2) * g[key] ** 2 for key in p}
+        p = {key: p[key] - lr * (m[key] / (1 - beta1 ** t)) / (np.sqrt(v[key] / (1 - beta2 ** t)) + eps) for key in p}
+    return p, losses, m, v
+
+
 def full_distributed_training_loop(params, X, Y, config, cluster=None):
     """Train the helper MLP with Adam on config.num_workers simulated workers, every technique switchable.
 

@@ -1,8 +1,10 @@
-"""The dtypes module: the bytes of one number, and the memory lessons' input check (given in 036 and 037)."""
+"""The dtypes module: the bytes of one number, and the input checks it gives lessons: the loss scale's (021 and 022)
+and the memory lessons' (036 and 037)."""
 
+import numpy as np
 import pytest
 
-from shared.dtypes import BYTES_PER_NUMBER, check_memory_arguments
+from shared.dtypes import BYTES_PER_NUMBER, check_loss_scale, check_memory_arguments
 
 
 def test_the_bytes_of_one_number():
@@ -26,3 +28,20 @@ def test_arguments_in_range_pass(dtype):
 def test_an_argument_out_of_range_is_named(arguments, message):
     with pytest.raises(ValueError, match=message):
         check_memory_arguments(*arguments)
+
+
+@pytest.mark.parametrize("scale", [2.0 ** 16, 1, 1e-30, np.float16(1024.0), np.float32(0.5)])
+def test_a_positive_finite_loss_scale_passes(scale):
+    check_loss_scale(scale)
+
+
+@pytest.mark.parametrize("scale, message", [
+    (np.inf, "loss_scale must be finite, got inf"),
+    (np.nan, "loss_scale must be finite, got nan"),
+    (-np.inf, "loss_scale must be finite, got -inf"),
+    (0.0, "loss_scale must be positive, got 0.0"),
+    (-1024.0, "loss_scale must be positive, got -1024.0"),
+])
+def test_a_loss_scale_that_is_not_positive_and_finite_is_refused(scale, message):
+    with pytest.raises(ValueError, match=message):
+        check_loss_scale(scale)

@@ -10,8 +10,9 @@ From them this script writes, deterministically (a second build is byte-identica
 - ``solutions/NN_slug.py``                   the reference module hidden tests compare against
 - ``solutions/NN_slug.ipynb``                the solved notebook with outputs (hidden tests removed)
 - ``shared/lesson_blocks.py``                 the solutions of the functions that composite lessons
-                                             are graded with (see grading/spec.py ``isolate``), and
-                                             of those a helper module re-exports (``REEXPORTED``)
+                                             are graded with (see grading/spec.py ``isolate``), of
+                                             those a helper module re-exports (``REEXPORTED``), and
+                                             the helpers a lesson's cell defines (``LessonSpec.helpers``)
 - ``shared/lesson_minutes.py``                each lesson's estimated minutes (the model: shared/clock.py)
 - ``shared/course_table.py``                  the parts and lessons the masters hold (tools/course_table.py);
                                              written first: a lesson added to a master changes it, and the
@@ -403,7 +404,7 @@ import numpy as np
 from . import mlp
 from .answers import answers
 from .cluster import Cluster, check_worker_arrays
-from .dtypes import BYTES_PER_NUMBER, check_memory_arguments
+from .dtypes import BYTES_PER_NUMBER, check_loss_scale, check_memory_arguments
 '''
 
 
@@ -413,20 +414,42 @@ from .dtypes import BYTES_PER_NUMBER, check_memory_arguments
 REEXPORTED = ("make_synthetic_regression_batch",)
 
 
+def cell_function(source: str, name: str, lesson: Lesson) -> str:
+    """The source of the top-level function ``name`` that lesson ``lesson``'s solution cell defines."""
+    tree = ast.parse(source)
+    node = next((node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name), None)
+    if node is None:
+        raise BuildError(f"lesson {lesson.code}'s LessonSpec names the helper {name}, which its solution cell "
+                         f"does not define")
+    return ast.get_source_segment(source, node)
+
+
 def lesson_blocks_module() -> str:
     """``shared/lesson_blocks.py``: the solution cells of every function some lesson isolates, and of those a
-    helper module re-exports (``REEXPORTED``)."""
+    helper module re-exports (``REEXPORTED``), and the helpers a lesson's cell defines beside its function
+    (``LessonSpec.helpers``: each one alone), in the order of their lessons."""
     sources = {master.parent.name: source_notebook(master)
                for master in sorted(PARTS.glob("[0-9][0-9]_*/master.py"))}
-    names = {name for slug in sources for spec in lesson_specs(slug).values() for name in spec.isolate}
-    names |= set(REEXPORTED)
-    parts = [LESSON_BLOCKS_HEADER.format(note=GENERATED_NOTE.format(slug="*").replace(
-        "autograde/parts/*/master.py", "the masters' solution cells"))]
-    for lesson in sorted((find_lesson(name) for name in names), key=lambda item: item.number):
+    specs = [spec for slug in sources for spec in lesson_specs(slug).values()]
+    names = {name for spec in specs for name in spec.isolate} | set(REEXPORTED)
+
+    def reference(lesson: Lesson) -> str:
         cell = next(c for c in sources[lesson.part.slug].cells
                     if c.metadata.get("nbgrader", {}).get("grade_id") == lesson.solution_grade_id)
-        code = SOLUTION_MARKERS.sub("", cell.source).strip()
-        parts.append(f"\n\n@answers(\"{lesson.code}\")\n{code}\n")
+        return SOLUTION_MARKERS.sub("", cell.source).strip()
+
+    whole = [find_lesson(name) for name in names]
+    split = sorted(lesson.code for lesson in whole if lesson_specs(lesson.part.slug)[lesson.code].helpers)
+    if split:  # its whole cell would be one block, marked on its first function, the helper
+        raise BuildError(f"lesson {split[0]} has helpers in its cell (LessonSpec.helpers): the build copies only its "
+                         f"helpers into shared/lesson_blocks.py, not its function")
+    blocks = [(lesson.number, lesson.code, reference(lesson)) for lesson in whole]
+    blocks += [(lesson.number, lesson.code, cell_function(reference(lesson), name, lesson))
+               for spec in specs for lesson in [find_lesson(spec.code)] for name in spec.helpers]
+    parts = [LESSON_BLOCKS_HEADER.format(note=GENERATED_NOTE.format(slug="*").replace(
+        "autograde/parts/*/master.py", "the masters' solution cells"))]
+    for _, code, text in sorted(blocks, key=lambda block: block[0]):
+        parts.append(f"\n\n@answers(\"{code}\")\n{text}\n")
     return "".join(parts)
 
 

@@ -64,16 +64,17 @@ def reference_namespace(lesson: Lesson) -> dict[str, Any]:
     return dict(reference_function(lesson).__globals__)
 
 
-def function_source(lesson: Lesson) -> str:
-    """The source of the lesson's reference function, with the blank lines before it kept,
-    so that line numbers are those of ``solutions/NN_slug.py``."""
+def function_source(lesson: Lesson, name: str | None = None) -> str:
+    """The source of the lesson's reference function (or of ``name``, a helper its cell defines), with the
+    blank lines before it kept, so that line numbers are those of ``solutions/NN_slug.py``."""
+    name = name or lesson.function
     text = reference_module(lesson.part.slug).read_text()
     for node in ast.parse(text).body:
-        if isinstance(node, ast.FunctionDef) and node.name == lesson.function:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
             lines = text.splitlines(keepends=True)
             return "\n" * (first - 1) + "".join(lines[first - 1:node.end_lineno])
-    raise ValueError(f"solutions/{lesson.part.slug}.py has no def {lesson.function}")
+    raise ValueError(f"solutions/{lesson.part.slug}.py has no def {name}")
 
 
 def define(lesson: Lesson, source: str, before: str = "") -> dict[str, Any]:
@@ -407,7 +408,7 @@ def grade_mutant(code: str, function: str, source: str, run_seed: int = 0,
     return verdict.passed, verdict.message
 
 
-def _grade_job(job: tuple[str, str, str, int, float | None]) -> tuple[bool, str, float]:
+def _grade_job(job: tuple[str, str, str, int, float | None, str]) -> tuple[bool, str, float]:
     started = time.perf_counter()
     passed, message = grade_mutant(*job)
     return passed, message, time.perf_counter() - started
@@ -441,13 +442,23 @@ def mutate_part(slug: str, functions: list[str] | None = None, run_seed: int = 0
         source = function_source(lesson)
         verdict = grade(lesson.code, define(lesson, source), run_seed, time_limit)
         score.reference_ok[lesson.code] = verdict
+        # The lesson's function, and the helpers its cell defines for it (LessonSpec.helpers): a helper's mutant is
+        # graded through the lesson's function, defined again after it so that it calls the mutant.
         mutants = Mutator(source, lesson.function).mutants()
+        for helper in lesson_spec(lesson.code).helpers:
+            mutants += Mutator(function_source(lesson, helper), helper).mutants()
         planned += [(lesson, mutant) for mutant in mutants]
         score.stale += [(lesson.code, key) for key, _ in lesson_spec(lesson.code).equivalent_mutants
                         if not any(matches(key, mutant) for mutant in mutants)]
     declared = [equivalent_reason(lesson.code, mutant) for lesson, mutant in planned]
     graded = [i for i, why in enumerate(declared) if grade_equivalent or why is None]
-    jobs = [(planned[i][0].code, planned[i][0].function, planned[i][1].source, run_seed, time_limit) for i in graded]
+    jobs = []
+    for i in graded:
+        lesson, mutant = planned[i]
+        if mutant.function == lesson.function:
+            jobs.append((lesson.code, lesson.function, mutant.source, run_seed, time_limit, ""))
+        else:
+            jobs.append((lesson.code, lesson.function, function_source(lesson), run_seed, time_limit, mutant.source))
     outcomes = dict(zip(graded, _run_jobs(jobs, workers)))
     for i, (lesson, mutant) in enumerate(planned):
         passed, message, seconds = outcomes.get(i, (True, NOT_GRADED, 0.0))

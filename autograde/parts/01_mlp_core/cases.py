@@ -24,6 +24,18 @@ def _params(rng, d, h, m, dtype=np.float64):
             "W2": _normal(rng, (h, m), dtype), "b2": _normal(rng, m, dtype)}
 
 
+def _every_dtype(rng, shapes):
+    """A linear layer's cases in every dtype its docstring admits: float64 three times, float32, float16, each
+    with sizes n (rows), i (inputs), o (outputs) of 1 to 9 drawn anew. ``shapes(n, i, o)``: {argument: shape},
+    drawn in that order."""
+    cases = []
+    for dtype in (np.float64, np.float64, np.float64, np.float32, np.float16):
+        n, i, o = _sizes(rng, 3)
+        cases.append(Case({name: _normal(rng, shape, dtype) for name, shape in shapes(n, i, o).items()},
+                          f"{np.dtype(dtype).name}: the result keeps it"))
+    return cases
+
+
 # 001 make_synthetic_regression_batch ---------------------------------------
 
 def batch_cases(rng):
@@ -61,11 +73,7 @@ def init_cases(rng):
 # 003 linear_forward ---------------------------------------------------------
 
 def linear_forward_cases(rng):
-    cases = []
-    for dtype in (np.float64, np.float64, np.float64, np.float32, np.float16):
-        n, i, o = _sizes(rng, 3)
-        cases.append(Case({"x": _normal(rng, (n, i), dtype), "W": _normal(rng, (i, o), dtype),
-                           "b": _normal(rng, o, dtype)}, f"{np.dtype(dtype).name}: the result keeps it"))
+    cases = _every_dtype(rng, lambda n, i, o: {"x": (n, i), "W": (i, o), "b": o})
     n = int(rng.integers(2, 6))
     cases.append(Case({"x": _normal(rng, (n, n)), "W": _normal(rng, (n, n)), "b": _normal(rng, n)},
                       "square x and W"))
@@ -124,11 +132,7 @@ def mse_cases(rng):
 # 007 linear_backward ---------------------------------------------------------
 
 def linear_backward_cases(rng):
-    cases = []
-    for dtype in (np.float64, np.float64, np.float64, np.float32, np.float16):
-        n, i, o = _sizes(rng, 3)
-        cases.append(Case({"dZ": _normal(rng, (n, o), dtype), "x": _normal(rng, (n, i), dtype),
-                           "W": _normal(rng, (i, o), dtype)}, f"{np.dtype(dtype).name}: the result keeps it"))
+    cases = _every_dtype(rng, lambda n, i, o: {"dZ": (n, o), "x": (n, i), "W": (i, o)})
     n = int(rng.integers(2, 6))
     cases.append(Case({"dZ": _normal(rng, (n, n)), "x": _normal(rng, (n, n)), "W": _normal(rng, (n, n))},
                       "square W (a missing transpose keeps the shape)"))

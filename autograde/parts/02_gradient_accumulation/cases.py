@@ -11,6 +11,7 @@ bad input.
 
 import numpy as np
 
+from grading.inputs import even_and_extreme_splits
 from grading.spec import FLOAT32, FLOAT64_REORDERED, Case, LessonSpec, MemoryBound, Raises, Refusal
 from shared.memory import accumulation_activation_bytes
 from shared import mlp
@@ -43,11 +44,7 @@ def split_cases(rng):
         B = k * int(rng.integers(1, 4)) + int(rng.integers(1, k))
         # B % k != 0: the remainder rows go one each to the first micro-batches (not dropped, not piled last)
         cases.append(case(B, k, f"B = {B} is not a multiple of k = {k}"))
-    k = int(rng.integers(2, 5))
-    cases.append(case(k * int(rng.integers(2, 4)), k, "B a multiple of k"))
-    B = int(rng.integers(2, 9))
-    cases.append(case(B, B, "k = B: one example per micro-batch"))
-    cases.append(case(int(rng.integers(1, 9)), 1, "k = 1: the whole batch"))
+    cases += even_and_extreme_splits(rng, case, "k", "micro-batch")  # B a multiple of k, k = B, k = 1
     cases.append(case(1, 1, "a batch of one example"))
     cases.append(case(7, 3, "float32 inputs (keep their dtype)", np.float32))
     # Not declared: k = 3.0.  The reference accepts an integer-valued float, but the docstring asks for an int.

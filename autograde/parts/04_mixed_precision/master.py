@@ -49,6 +49,7 @@ from shared.checking import CheckFailure, call, check, check_call, check_equal, 
 from shared.checking import check_rules  # the rules for graded code (shared.policy)
 from shared.checking import expect_error
 from shared.data import make_regression_batch
+from shared.dtypes import check_loss_scale
 from shared.memory import (format_bytes, format_measured, format_ratio, measure_peak_memory,
                            mixed_precision_activation_bytes, mixed_precision_memory_bound, mlp_activation_bytes)
 from shared.mistakes import mistakes_of
@@ -282,7 +283,8 @@ lesson_passed("020")
 #   float16, $2^{16} = 65536$ is itself `inf`, and a gradient cast *before*
 #   scaling has already underflowed.
 # - Products beyond 65504 become `inf`: no error, the step will be skipped.
-# - `loss_scale` must be positive and finite, else `ValueError`.
+# - The given `check_loss_scale` refuses a `loss_scale` that is not positive and
+#   finite (`ValueError`).
 #
 # ### Math
 #
@@ -312,11 +314,9 @@ def scale_loss(loss, d_out, loss_scale):
     Raises:
         ValueError: if loss_scale is not finite, or not positive.
     """
+    # Given · checking the input: bookkeeping, written for you (the scaling is the lesson).
+    check_loss_scale(loss_scale)  # ValueError: S not finite, or not positive
     ### BEGIN SOLUTION
-    if not np.isfinite(loss_scale):
-        raise ValueError(f"loss_scale must be finite, got {loss_scale}")
-    if loss_scale <= 0:
-        raise ValueError(f"loss_scale must be positive, got {loss_scale}")
     with np.errstate(over="ignore"):  # an overflow becomes inf, which the scaler detects later
         scaled_d_out = (d_out.astype(np.float32) * np.float32(loss_scale)).astype(np.float16)
     return float(loss) * loss_scale, scaled_d_out
@@ -373,7 +373,7 @@ lesson_passed("021")
 # - Return a new dict of **float32** arrays: each `grads[key]` cast to float32,
 #   then divided by $S$.
 # - `inf` and NaN stay as they are: lesson 023 finds them.
-# - `loss_scale` must be positive and finite, else `ValueError`.
+# - The same given check refuses a `loss_scale` that is not positive and finite.
 #
 # ### Math
 #
@@ -401,11 +401,9 @@ def unscale_gradients(grads, loss_scale):
     Raises:
         ValueError: if loss_scale is not finite, or not positive.
     """
+    # Given · checking the input, as in 021: bookkeeping, written for you (the unscaling is the lesson).
+    check_loss_scale(loss_scale)  # ValueError: S not finite, or not positive
     ### BEGIN SOLUTION
-    if not np.isfinite(loss_scale):
-        raise ValueError(f"loss_scale must be finite, got {loss_scale}")
-    if loss_scale <= 0:
-        raise ValueError(f"loss_scale must be positive, got {loss_scale}")
     return {key: value.astype(np.float32) / np.float32(loss_scale) for key, value in grads.items()}
     ### END SOLUTION
 

@@ -20,7 +20,7 @@ worker computes on its own shard only.
 
 import numpy as np
 
-from grading.inputs import order_revealing_vectors
+from grading.inputs import even_and_extreme_splits, order_revealing_vectors
 from grading.spec import FLOAT32, FLOAT64_REORDERED, Case, LessonSpec, MemoryBound, OnCluster, Raises, Refusal
 from shared import mlp
 from shared.memory import data_parallel_step_allowed_bytes
@@ -52,11 +52,7 @@ def shard_cases(rng):
         B, N = _uneven(rng)
         # B % N != 0: padding, dropping and contiguous blocks all differ from dealing
         cases.append(case(B, N, f"B = {B} is not a multiple of N = {N}"))
-    N = int(rng.integers(2, 5))
-    cases.append(case(N * int(rng.integers(2, 4)), N, "B a multiple of N"))
-    B = int(rng.integers(2, 9))
-    cases.append(case(B, B, "N = B: one example per worker"))
-    cases.append(case(int(rng.integers(1, 9)), 1, "N = 1: the whole batch"))
+    cases += even_and_extreme_splits(rng, case, "N", "worker")  # B a multiple of N, N = B, N = 1
     B, N = _uneven(rng)
     # shards built in new float64 arrays (np.zeros, then the rows copied in) widen float32 data
     cases.append(case(B, N, f"float32 inputs (keep their dtype), B = {B}, N = {N}", np.float32))

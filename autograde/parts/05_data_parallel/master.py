@@ -34,7 +34,7 @@ from shared.memory import (data_parallel_activation_bytes, data_parallel_step_al
                            format_measured, format_ratio, measure_peak_memory)
 from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
-from shared.plotting import COLORS
+from shared.plotting import COLORS, plot_worker_chunks
 from shared.progress import lesson_passed, show_progress
 
 setup_notebook()
@@ -478,8 +478,6 @@ lesson_passed("027")
 # %% tags=["demo"]
 # The ring for N = 3, from the schedule alone (no cluster, no arrays): the chunk each worker sends in each
 # round, and what each of its chunks holds afterwards ("2+0": worker 2's numbers of that chunk plus worker 0's).
-from matplotlib.colors import to_rgba
-
 ring_n = 3
 ring_rounds = [("reduce-scatter", s, [(r - s) % ring_n for r in range(ring_n)]) for s in range(ring_n - 1)]
 ring_rounds += [("all-gather", s, [(r + 1 - s) % ring_n for r in range(ring_n)]) for s in range(ring_n - 1)]
@@ -508,26 +506,10 @@ sent_bytes_7 = [sum(chunk_bytes_7[sends[r]] for _, _, sends in ring_rounds) for 
 print(f"7 float64 numbers: chunk bytes {chunk_bytes_7}, bytes sent per worker {sent_bytes_7}")
 
 fig, ax = plt.subplots(figsize=(10, 4.2))
-box, gap = 1.6, 0.9                                          # a chunk's width; the space between workers
-for row, (title, holds) in enumerate(ring_frames):
-    sends = ring_rounds[row][2] if row < len(ring_rounds) else None
-    for r in range(ring_n):
-        for c in range(ring_n):
-            label = holds[r][c]
-            share = 1.0 if label.startswith("(") else (label.count("+") + 1) / ring_n   # of the N contributions
-            outline = sends is not None and sends[r] == c
-            ax.add_patch(plt.Rectangle((r * (ring_n * box + gap) + c * box, -row - 0.4), box - 0.08, 0.8,
-                                       facecolor=to_rgba(COLORS["measured"], 0.12 + 0.6 * share),
-                                       edgecolor="black", linewidth=2.4 if outline else 0.4))
-            shown = label[1:].replace(")/", "\n÷ ") if label.startswith("(") else label   # "1+2+0" over "÷ 3"
-            ax.text(r * (ring_n * box + gap) + c * box + (box - 0.08) / 2, -row, shown, ha="center", va="center",
-                    fontsize=7.5, linespacing=1.0)
-    ax.text(-0.2, -row, title, ha="right", va="center", fontsize=8.5)
-for r in range(ring_n):
-    ax.text(r * (ring_n * box + gap) + ring_n * box / 2, 0.6, f"worker {r}: chunks 0, 1, 2", ha="center", fontsize=9)
-ax.set_xlim(-4.4, ring_n * (ring_n * box + gap) - gap)
-ax.set_ylim(-len(ring_frames) + 0.5, 0.9)
-ax.axis("off")
+# Each frame with the chunks sent in the round after it, outlined (none after the last round).
+plot_worker_chunks(ax, [(title, holds, ring_rounds[row][2] if row < len(ring_rounds) else None)
+                        for row, (title, holds) in enumerate(ring_frames)],
+                   worker_titles=[f"worker {r}: chunks 0, 1, 2" for r in range(ring_n)], left_margin=4.4)
 ax.set_title("Ring all-reduce, N = 3: what each chunk holds; outlined, the chunk each worker sends\n"
              "in the next round (to its right neighbour); darker, more workers' numbers added", fontsize=9.5)
 plt.show()

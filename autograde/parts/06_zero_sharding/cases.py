@@ -398,5 +398,6 @@ LESSONS = (
                equivalent_mutants=(FIRST_OR_LAST,)),
     LessonSpec("035", step_cases, **FLOAT64_REORDERED, refuses=STEP_REFUSALS, memory=STEP_MEMORY, workers_apart=True,
                on_cluster=OnCluster(lambda a: len(a["worker_grads"])),
-               isolate=("local_shard_adam_update", "all_gather_param_shards"), equivalent_mutants=STEP_EQUIVALENT),
+               isolate=("local_shard_adam_update", "all_gather_param_shards"), helpers=("reduce_scatter_mean",),
+               equivalent_mutants=STEP_EQUIVALENT),
 )

@@ -813,9 +813,37 @@ plt.show()
 #
 # As in 039, replace each `raise NotImplementedError(...)` with the code of the step above it,
 # where it stands (steps 1 to 5 inside the loop over the training steps). Everything under
-# `# Given` is written for you.
+# `# Given` is written for you, `plain_adam` at the top of the cell too: plain Adam on one
+# worker, which the tests and the measurement after them compare the loop with.
 
 # %% tags=["solution"]
+# Given · plain Adam on one worker, tensor by tensor: the yardstick, not the lesson. With every switch off the loop
+#         must equal it bit for bit; the tests below and the measurement after them compare the loop with it.
+def plain_adam(params, X, Y, steps, lr, beta1=0.9, beta2=0.999, eps=1e-8):
+    """Plain Adam on one worker, full batch, tensor by tensor.
+
+    Args:
+        params: the helper MLP's parameters (float32 or float64); not modified.
+        X: (B, D) inputs and Y: (B, outputs) targets, in the parameters' dtype.
+        steps: how many steps; lr, beta1, beta2, eps: Adam's hyperparameters.
+
+    Returns:
+        (final_params, losses, m, v): the final parameters, the loss before each step (a list of floats),
+        and Adam's moments m and v after the last step; the arrays dicts shaped like params, in its dtype.
+    """
+    p = dict(params)
+    m = {key: np.zeros_like(value) for key, value in p.items()}
+    v = {key: np.zeros_like(value) for key, value in p.items()}
+    losses = []
+    for t in range(1, steps + 1):
+        loss, g = mlp.loss_and_grads(X, Y, p)
+        losses.append(loss)
+        m = {key: beta1 * m[key] + (1 - beta1) * g[key] for key in p}
+        v = {key: beta2 * v[key] + (1 - beta2) * g[key] ** 2 for key in p}
+        p = {key: p[key] - lr * (m[key] / (1 - beta1 ** t)) / (np.sqrt(v[key] / (1 - beta2 ** t)) + eps) for key in p}
+    return p, losses, m, v
+
+
 def full_distributed_training_loop(params, X, Y, config, cluster=None):
     """Train the helper MLP with Adam on config.num_workers simulated workers, every technique switchable.
 
@@ -964,22 +992,6 @@ rng = np.random.default_rng(2)
 X_l, Y_l = rng.standard_normal((32, 8)), rng.standard_normal((32, 2))
 
 
-def plain_adam(params, X, Y, steps, lr, beta1=0.9, beta2=0.999, eps=1e-8):
-    """Plain single-worker Adam, written out here: the loop with every switch off must equal it bit for bit.
-    Returns the final parameters, the losses, and Adam's m and v (dicts shaped like the parameters)."""
-    p = dict(params)
-    m = {key: np.zeros_like(value) for key, value in p.items()}
-    v = {key: np.zeros_like(value) for key, value in p.items()}
-    losses = []
-    for t in range(1, steps + 1):
-        loss, g = mlp.loss_and_grads(X, Y, p)
-        losses.append(loss)
-        m = {key: beta1 * m[key] + (1 - beta1) * g[key] for key in p}
-        v = {key: beta2 * v[key] + (1 - beta2) * g[key] ** 2 for key in p}
-        p = {key: p[key] - lr * (m[key] / (1 - beta1 ** t)) / (np.sqrt(v[key] / (1 - beta2 ** t)) + eps) for key in p}
-    return p, losses, m, v
-
-
 def flat(tensors):
     return np.concatenate([value.ravel() for value in tensors.values()])
 
@@ -992,7 +1004,7 @@ def layout(workers):
     return [{key: (value.shape, value.dtype.name) for key, value in worker.items()} for worker in workers]
 
 
-# Every switch off: plain Adam on one worker, bit for bit; the one worker holds everything
+# Every switch off: plain Adam on one worker (plain_adam, given in the cell above), bit for bit; one worker holds all
 plain_p, plain_losses, plain_m, plain_v = plain_adam(params_l, X_l, Y_l, 3, 1e-2)
 off = TrainingConfig(steps=3, learning_rate=1e-2)
 given_l = {"params": {key: value.copy() for key, value in params_l.items()}, "X": X_l.copy(), "Y": Y_l.copy()}
@@ -1133,21 +1145,6 @@ lesson_passed("040")
 # 2 micro-batches, segments of 2, mixed precision with a loss scale of $2^8$, ZeRO stage 1).
 
 # %% tags=["demo"]
-def plain_adam(params, X, Y, steps, lr, beta1=0.9, beta2=0.999, eps=1e-8):
-    """Plain single-worker Adam, tensor by tensor (as in 040's tests): the yardstick of the runs below."""
-    p = dict(params)
-    m = {key: np.zeros_like(value) for key, value in p.items()}
-    v = {key: np.zeros_like(value) for key, value in p.items()}
-    losses = []
-    for t in range(1, steps + 1):
-        loss, g = mlp.loss_and_grads(X, Y, p)
-        losses.append(loss)
-        m = {key: beta1 * m[key] + (1 - beta1) * g[key] for key in p}
-        v = {key: beta2 * v[key] + (1 - beta2) * g[key] ** 2 for key in p}
-        p = {key: p[key] - lr * (m[key] / (1 - beta1 ** t)) / (np.sqrt(v[key] / (1 - beta2 ** t)) + eps) for key in p}
-    return p, losses
-
-
 params_f = mlp.init_params([32, 32, 32, 32, 4], seed=0)
 rng = np.random.default_rng(3)
 X_f, Y_f = rng.standard_normal((256, 32)), rng.standard_normal((256, 4))
@@ -1155,7 +1152,7 @@ steps_f = 20
 off_f = TrainingConfig(steps=steps_f, learning_rate=1e-3)
 on_f = TrainingConfig(steps=steps_f, learning_rate=1e-3, num_workers=4, num_micro_batches=2, segment_size=2,
                       mixed_precision=True, zero_stage=1, loss_scale=2.0 ** 8, progress_bar=True)
-plain_f, plain_curve = plain_adam(params_f, X_f, Y_f, steps_f, 1e-3)
+plain_f, plain_curve, _, _ = plain_adam(params_f, X_f, Y_f, steps_f, 1e-3)  # 040's yardstick
 cluster_off, cluster_on = Cluster(1), Cluster(4)
 final_off, history_off, workers_off = full_distributed_training_loop(params_f, X_f, Y_f, off_f, cluster_off)
 final_on_f, history_on_f, workers_on_f = full_distributed_training_loop(params_f, X_f, Y_f, on_f, cluster_on)
