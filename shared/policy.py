@@ -62,7 +62,7 @@ ALLOWED_MODULES = {
     "shared.memory": "byte counts and dtypes of the memory lessons",
     "shared.dtypes": "the bytes of one number of each dtype, and the input checks of lessons 021, 022, 036, 037",
     "shared.lesson_blocks": "the helper's versions of earlier lessons",
-    "shared.training": "lesson 040's configuration and one worker's gradients",
+    "shared.training": "lesson 040's configuration, 039's rows to compare and one worker's gradients",
 }
 
 #: Built-in functions that run code from strings, reach the interpreter or the outside world.

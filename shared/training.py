@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -102,6 +102,19 @@ class TrainingConfig:
                              f"{self.learning_rate}, {self.loss_scale} and {self.eps}")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise ValueError(f"beta1 and beta2 must be in [0, 1), got {self.beta1} and {self.beta2}")
+
+
+def configurations_to_compare(config: TrainingConfig) -> list[tuple[str, TrainingConfig]]:
+    """Lesson 039's six rows, ``(name, configuration)`` in this order: "none" is ``TrainingConfig()``;
+    "accumulation", "checkpointing", "mixed precision" and "ZeRO" each switch one technique on, with
+    ``config``'s value of its fields (ZeRO: ``num_workers`` and ``zero_stage``); "all together" is
+    ``config`` itself."""
+    plain = TrainingConfig()
+    return [("none", plain), ("accumulation", replace(plain, num_micro_batches=config.num_micro_batches)),
+            ("checkpointing", replace(plain, segment_size=config.segment_size)),
+            ("mixed precision", replace(plain, mixed_precision=config.mixed_precision)),
+            ("ZeRO", replace(plain, num_workers=config.num_workers, zero_stage=config.zero_stage)),
+            ("all together", config)]
 
 
 def training_steps(config: TrainingConfig) -> Iterable[int]:

@@ -18,8 +18,8 @@ from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
 from shared.plotting import COLORS
 from shared.progress import lesson_passed, show_progress
-from shared.training import (TrainingConfig, measure_worker_memory, reduce_scatter_mean, training_steps,
-                             worker_gradients)
+from shared.training import (TrainingConfig, configurations_to_compare, measure_worker_memory, reduce_scatter_mean,
+                             training_steps, worker_gradients)
 
 
 def compute_param_memory_bytes(num_params, dtype, zero_stage=0, num_workers=1, rank=0):
@@ -125,8 +125,9 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
             smallest worker's number of rows (B // N).
     """
     # Given · checking the input, and the six rows to compare: bookkeeping, written for you (each row's bill,
-    #         below, is the lesson). A row is (name, TrainingConfig): "none" is TrainingConfig(), each technique
-    #         alone takes config's value of its fields (ZeRO: num_workers and zero_stage), "all together" is config.
+    #         below, is the lesson). configurations_to_compare(config) gives the rows as (name, TrainingConfig):
+    #         "none" is TrainingConfig(), each technique alone takes config's value of its fields (ZeRO:
+    #         num_workers and zero_stage), "all together" is config.
     layers = mlp.num_layers(params)
     width = X.shape[1]
     if any(params[f"W{i}"].shape[0] != width for i in range(1, layers + 1)):
@@ -136,11 +137,7 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
         raise ValueError(f"{N} workers for {len(X)} examples: some worker would get no data")
     if k > len(X) // N:
         raise ValueError(f"{k} micro-batches do not fit the smallest worker's {len(X) // N} examples")
-    plain = TrainingConfig()
-    rows = [("none", plain), ("accumulation", replace(plain, num_micro_batches=k)),
-            ("checkpointing", replace(plain, segment_size=config.segment_size)),
-            ("mixed precision", replace(plain, mixed_precision=config.mixed_precision)),
-            ("ZeRO", replace(plain, num_workers=N, zero_stage=config.zero_stage)), ("all together", config)]
+    rows = configurations_to_compare(config)
     num_params = sum(value.size for value in params.values())
     table = []
     # Step 1 · for name, row in rows: (steps 1 and 2 are its body). The row's dtype ("mixed" in mixed precision,

@@ -2198,21 +2198,15 @@ def activations_array_by_array(batch_size, width, num_layers, dtype, segment_siz
 
 def _compare_written_out(params, X, Y, config, rows_of):
     """039 written out, each row's activations for ``rows_of(X, N)`` examples."""
-    from dataclasses import replace
     from shared.lesson_blocks import (compute_optimizer_memory_bytes, compute_param_memory_bytes,
                                       compute_peak_activation_memory_bytes)
-    from shared.training import TrainingConfig, measure_worker_memory
+    from shared.training import configurations_to_compare, measure_worker_memory
     layers, width = sum(1 for key in params if key.startswith("W")), X.shape[1]
     if any(value.shape[0] != width for key, value in params.items() if key.startswith("W")):
         raise ValueError("a layer's input is not as wide as X")
     if config.num_workers > len(X) or config.num_micro_batches > len(X) // config.num_workers:
         raise ValueError("the configuration does not fit the batch")
-    plain = TrainingConfig()
-    rows = [("none", plain), ("accumulation", replace(plain, num_micro_batches=config.num_micro_batches)),
-            ("checkpointing", replace(plain, segment_size=config.segment_size)),
-            ("mixed precision", replace(plain, mixed_precision=config.mixed_precision)),
-            ("ZeRO", replace(plain, num_workers=config.num_workers, zero_stage=config.zero_stage)),
-            ("all together", config)]
+    rows = configurations_to_compare(config)
     count = sum(value.size for value in params.values())
     table = []
     for name, row in rows:

@@ -17,8 +17,6 @@ answer: they are the catalogue's shortcuts (``tests/plausible.py``).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from ..checking import Mistake
@@ -100,15 +98,10 @@ def _compare(*, gradient_buffers, rows_of_worker, measure_config):
     """039 with one step changed: ``gradient_buffers(row)`` counts the gradient buffers, worker 0's rows
     (or the whole batch's), each row's configuration measured (or ``config``'s)."""
     def compare(params, X, Y, config):
-        from ..training import TrainingConfig, measure_worker_memory
+        from ..training import configurations_to_compare, measure_worker_memory
         blocks = _blocks()
         layers, width = sum(1 for key in params if key.startswith("W")), X.shape[1]
-        plain = TrainingConfig()
-        rows = [("none", plain), ("accumulation", replace(plain, num_micro_batches=config.num_micro_batches)),
-                ("checkpointing", replace(plain, segment_size=config.segment_size)),
-                ("mixed precision", replace(plain, mixed_precision=config.mixed_precision)),
-                ("ZeRO", replace(plain, num_workers=config.num_workers, zero_stage=config.zero_stage)),
-                ("all together", config)]
+        rows = configurations_to_compare(config)
         num_params = sum(value.size for value in params.values())
         table = []
         for name, row in rows:
