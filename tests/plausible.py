@@ -2197,7 +2197,8 @@ def activations_array_by_array(batch_size, width, num_layers, dtype, segment_siz
 # 039 compare_memory_with_and_without_optimizations ------------------------------------------------
 
 def _compare_written_out(params, X, Y, config, rows_of):
-    """039 written out, each row's activations for ``rows_of(X, N)`` examples."""
+    """039 written out as a bill per row (the four amounts, their sum, the measurement), each row's
+    activations for ``rows_of(X, N)`` examples."""
     from shared.lesson_blocks import (compute_optimizer_memory_bytes, compute_param_memory_bytes,
                                       compute_peak_activation_memory_bytes)
     from shared.training import configurations_to_compare, measure_worker_memory
@@ -2206,22 +2207,20 @@ def _compare_written_out(params, X, Y, config, rows_of):
         raise ValueError("a layer's input is not as wide as X")
     if config.num_workers > len(X) or config.num_micro_batches > len(X) // config.num_workers:
         raise ValueError("the configuration does not fit the batch")
-    rows = configurations_to_compare(config)
     count = sum(value.size for value in params.values())
-    table = []
-    for name, row in rows:
+
+    def bill(name, row):
         dtype = "mixed" if row.mixed_precision else params["W1"].dtype.name
         held = compute_param_memory_bytes(count, dtype, row.zero_stage, row.num_workers)
-        examples = rows_of(X, row.num_workers)
-        entry = {"configuration": name, "parameters": held["parameters"],
-                 "gradients": held["gradients"] * (1 + (row.num_micro_batches > 1) * (1 + row.mixed_precision)),
-                 "optimizer": compute_optimizer_memory_bytes(count, dtype, row.zero_stage, row.num_workers),
-                 "activations": compute_peak_activation_memory_bytes(examples, width, layers, dtype, row.segment_size,
-                                                                     row.num_micro_batches)}
-        entry["predicted"] = entry["parameters"] + entry["gradients"] + entry["optimizer"] + entry["activations"]
-        entry["measured"] = measure_worker_memory(params, X, Y, row)
-        table.append(entry)
-    return table
+        amounts = {"parameters": held["parameters"],
+                   "gradients": held["gradients"] * (1 + (row.num_micro_batches > 1) * (1 + row.mixed_precision)),
+                   "optimizer": compute_optimizer_memory_bytes(count, dtype, row.zero_stage, row.num_workers),
+                   "activations": compute_peak_activation_memory_bytes(rows_of(X, row.num_workers), width, layers,
+                                                                       dtype, row.segment_size, row.num_micro_batches)}
+        return {"configuration": name, **amounts, "predicted": sum(amounts.values()),
+                "measured": measure_worker_memory(params, X, Y, row)}
+
+    return [bill(name, row) for name, row in configurations_to_compare(config)]
 
 
 @wrong("039", "the last worker's rows")
