@@ -1331,10 +1331,12 @@ def naive_mean_wide_accumulator(worker_arrays, cluster=None):
 
 # 028 ring_all_reduce_mean -------------------------------------------------------------------------
 
-def _ring(worker_arrays, cluster, right):
+def _ring(worker_arrays, cluster, right, check=True):
     """A ring all-reduce on chunk bounds from divmod; ``right`` False sends to the left neighbour.
-    It checks nothing: each answer that calls it checks its input its own way."""
+    ``check`` False: the caller has checked the input its own way."""
     from shared.cluster import Cluster
+    if check:
+        _check_arrays(worker_arrays)
     N = len(worker_arrays)
     cluster = cluster or Cluster(N)
     flat = [a.reshape(-1) for a in worker_arrays]
@@ -1364,7 +1366,6 @@ def _ring(worker_arrays, cluster, right):
 
 @wrong("028", "the ring turning the other way (to the left neighbour)")
 def ring_to_the_left(worker_arrays, cluster=None):
-    _check_arrays(worker_arrays)
     return _ring(worker_arrays, cluster, right=False)
 
 
@@ -1374,12 +1375,11 @@ def ring_dtype_checked_against_last(worker_arrays, cluster=None):
     if len(worker_arrays) == 0 or len({a.shape for a in worker_arrays}) > 1 \
             or worker_arrays[-1].dtype != worker_arrays[0].dtype:
         raise ValueError("bad")
-    return _ring(worker_arrays, cluster, right=True)
+    return _ring(worker_arrays, cluster, right=True, check=False)
 
 
 @right("028", "chunk bounds from divmod, no np.array_split")
 def ring_with_divmod_bounds(worker_arrays, cluster=None):
-    _check_arrays(worker_arrays)
     return _ring(worker_arrays, cluster, right=True)
 
 
