@@ -1,34 +1,34 @@
-"""The rules for graded code: what a lesson's code may use, checked by reading it.
+"""The rules for graded code: what a lesson's code may reach, checked by reading it.
 
 A lesson's function is plain computation: NumPy, ``math`` and a few standard
 modules, and the helper package's library (the MLP, the data, the cluster, the
 memory accounting, the earlier lessons' building blocks, the training loop's
 configuration).  It never needs to run code from a string, to look inside the
-interpreter, to reach the notebook's machinery or to touch raw memory, so the
-course does not allow it: those are the ways a notebook could forge what the
-grader measures.
+interpreter, to reach the notebook's machinery or to touch raw memory: those are
+the ways a notebook could forge what the grader measures.
 
-The rules are checked *statically*, on the code's syntax tree, never by running
-it: by the judge on every cell a learner wrote or changed (in nbgrader's own
-process, where the notebook's code cannot reach), and by each lesson's visible
-tests on the cell that defines the learner's function, so that a learner hears of
-a break at once, in the same words.  The rules, in short:
+So the rules are an **allow-list of objects** (:mod:`shared.allowlist`), applied
+*statically*, on the code's syntax tree, never by running it.  Every name and every
+attribute chain that can be resolved is resolved to the object it names, importing
+only the allowed modules, and must be admitted:
 
-1. **Imports** only from :data:`ALLOWED_MODULES` (and no private name from them).
-2. **No dunder name and no attribute that begins with an underscore**
-   (``__class__``, ``x._private``); a learner's own names may begin with one
-   (``_check``).  No string that spells a dunder name.
-3. **None of the doors out of plain computation**: the built-ins that run or
-   reach code (:data:`FORBIDDEN_BUILTINS`; ``getattr`` and ``hasattr`` only with
-   a constant, public attribute name), the notebook's machinery
-   (:data:`NOTEBOOK_MACHINERY`), attributes that reach the interpreter, files or
-   raw memory (:data:`FORBIDDEN_ATTRIBUTES`), ``np.ndarray(...)`` called
-   directly, ``refcheck=``, and the three-argument ``type(...)``.
-4. **No attribute is assigned or deleted** (``module.name = ...``): graded code
-   computes with objects, it does not rewire them.
-5. **Names the course imported from a module not on the list** (the visible
-   tests' toolkit, the progress panel, the grading harness) are not for graded
-   code either.
+1. **Imports** only from the allowed modules, and only admitted objects from them.
+2. **Names**: a name the code binds itself (a parameter, a local, its own function) is
+   the learner's; a name the course's cells imported resolves to that object; a
+   built-in must be one of :data:`shared.allowlist.ALLOWED_BUILTINS`.  The notebook's
+   machinery (``get_ipython``, ``display``, ``In``, ``Out``, the history) is not.
+3. **Attributes**: of a resolved object (``np.linalg.norm``), the attribute must be
+   an admitted object; of any other value (``x.sum``, ``cluster.ledger``), an
+   admitted attribute name of the values graded code computes with.  No dunder and
+   no private (``_x``) attribute; no string that spells a dunder name.
+4. **Nothing is rewired**: no attribute assigned or deleted, no name the course
+   gives (``np``, ``Cluster``) or Python gives (``len``) rebound at the top level,
+   no three-argument ``type(...)``; ``getattr``/``hasattr`` only with a constant,
+   public name (then they are a plain attribute read).
+
+The code is first read as IPython reads a cell (``x?``, ``%timeit``, ``!ls`` become
+the calls they stand for), so a scratch cell is never "a syntax error"; those calls
+reach the notebook's machinery, so such a cell does not keep the rules.
 
 :func:`check_source` returns every :class:`Break` of a piece of code;
 :func:`describe` turns them into the course's message.
@@ -37,45 +37,20 @@ a break at once, in the same words.  The rules, in short:
 from __future__ import annotations
 
 import ast
+import builtins
+import importlib
 import re
 import symtable
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-#: Modules graded code may import, with why.  ``shared`` itself only to name these submodules.
-ALLOWED_MODULES = {
-    "numpy": "arrays: the course's one numerical library",
-    "numpy.linalg": "linear algebra",
-    "numpy.random": "random generators (seeded)",
-    "math": "scalar math (sqrt, ceil, isfinite, ...)",
-    "functools": "reduce, partial, cache",
-    "itertools": "accumulate, product, chain, ...",
-    "collections": "deque, defaultdict, OrderedDict",
-    "collections.abc": "abstract container types for isinstance",
-    "copy": "copy and deepcopy",
-    "dataclasses": "replace, to change a field of a (frozen) configuration",
-    "fractions": "exact rational arithmetic",
-    "__future__": "compiler directives (from __future__ import annotations)",
-    "shared.mlp": "the helper MLP of any depth",
-    "shared.data": "synthetic batches",
-    "shared.cluster": "the simulated cluster",
-    "shared.memory": "byte counts and dtypes of the memory lessons",
-    "shared.dtypes": "the bytes of one number of each dtype, and the input checks of lessons 021, 022, 036, 037",
-    "shared.lesson_blocks": "the helper's versions of earlier lessons",
-    "shared.training": "lesson 040's configuration, 039's rows to compare and one worker's gradients",
-}
+import numpy as np
 
-#: Built-in functions that run code from strings, reach the interpreter or the outside world.
-FORBIDDEN_BUILTINS = {
-    "eval": "runs code from a string", "exec": "runs code from a string",
-    "compile": "turns a string into code", "__import__": "imports by a computed name",
-    "open": "reads and writes files", "input": "waits for a keyboard",
-    "breakpoint": "starts a debugger", "help": "starts the help system (and a pager)",
-    "globals": "reaches the notebook's namespace", "locals": "reaches a frame's namespace",
-    "vars": "reaches an object's namespace", "setattr": "assigns an attribute by a computed name",
-    "delattr": "deletes an attribute by a computed name",
-    "getattr": "reads an attribute by a computed name", "hasattr": "reads an attribute by a computed name",
-}
+from . import allowlist
+from .allowlist import ALLOWED_BUILTINS, ALLOWED_MODULES
+
+__all__ = ["ALLOWED_MODULES", "Break", "check_source", "course_imports", "describe", "ipython_to_python"]
 
 #: Names the notebook (IPython) puts in the namespace: its machinery, not computation.
 NOTEBOOK_MACHINERY = {
@@ -85,27 +60,10 @@ NOTEBOOK_MACHINERY = {
     "exit": "ends the kernel", "quit": "ends the kernel",
 }
 
-#: Attributes that reach the interpreter, the notebook, files or raw memory.
-FORBIDDEN_ATTRIBUTES = {
-    **{name: "reaches the interpreter or the operating system" for name in (
-        "sys", "os", "gc", "inspect", "importlib", "builtins", "subprocess", "modules", "environ", "system",
-        "popen", "tracemalloc")},
-    **{name: "reaches raw memory" for name in (
-        "ctypes", "ctypeslib", "cffi", "frombuffer", "as_strided", "stride_tricks", "lib", "core", "memmap",
-        "f2py", "distutils", "testing", "extbuild")},
-    **{name: "reads or writes files (or unpickles)" for name in (
-        "load", "loads", "save", "savez", "savez_compressed", "savetxt", "loadtxt", "genfromtxt", "fromfile",
-        "fromregex", "tofile", "dump", "dumps", "DataSource")},
-    **{name: "reaches a running frame" for name in (
-        "f_globals", "f_locals", "f_back", "f_builtins", "f_code", "f_trace", "gi_frame", "gi_code",
-        "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next", "co_code", "co_consts")},
-    **{name: "the notebook's machinery" for name in ("get_ipython", "display", "shell", "kernel", "comm")},
-    **{name: "assigns attributes by computed names (setattr in disguise)" for name in (
-        "update_wrapper", "wraps", "make_dataclass")},
-}
-
 _DUNDER = re.compile(r"^__\w+__$")
 _HISTORY = re.compile(r"^_(i{1,3}|i\d+|\d+)$")  # IPython's _i, _ii, _i3, _3 ...
+_NDARRAY = np.ndarray  # admitted for isinstance; called directly, it views a buffer of your choosing
+_UNKNOWN = object()  # a value whose object cannot be known by reading (a parameter, a call's result)
 
 
 @dataclass(frozen=True)
@@ -120,12 +78,33 @@ class Break:
         return f"line {self.line}: {self.construct} ({self.why})"
 
 
-def _allowed_module(name: str) -> bool:
-    return name in ALLOWED_MODULES
+@dataclass(frozen=True)
+class _Refused:
+    """A name that resolves to something graded code may not use, and why."""
 
+    why: str
+
+
+def ipython_to_python(source: str) -> str:
+    """The Python that IPython runs for a cell: ``x?``, ``%timeit f()``, ``!ls`` become the calls
+    (``get_ipython().run_line_magic(...)``) that they stand for; plain Python is unchanged."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:  # outside a notebook's environment: the source is plain Python
+        return source
+    try:
+        return TransformerManager().transform_cell(source)
+    except Exception:  # IPython could not read it either: the parser will say why
+        return source
+
+
+# --------------------------------------------------------------------------
+# What the course's own cells bind
+# --------------------------------------------------------------------------
 
 def course_imports(source: str) -> dict[str, str]:
-    """{name: module} for every name that ``source`` (a cell of the course's own) binds by import."""
+    """``{name: dotted path}`` of every name that ``source`` (a cell of the course's own) binds by import:
+    ``np`` -> ``"numpy"``, ``Cluster`` -> ``"shared.cluster.Cluster"``, ``check`` -> ``"shared.checking.check"``."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -136,87 +115,183 @@ def course_imports(source: str) -> dict[str, str]:
             for alias in node.names:
                 top = alias.name.split(".")[0]
                 names[alias.asname or top] = alias.name if alias.asname else top
-        elif isinstance(node, ast.ImportFrom) and node.module:
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
-                submodule = f"{node.module}.{alias.name}"
-                names[alias.asname or alias.name] = submodule if submodule in ALLOWED_MODULES else node.module
+                if alias.name != "*":
+                    names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
     return names
 
 
-def _always_forbidden(name: str) -> str | None:
-    """Why ``name`` may appear nowhere in graded code (bound or used), or None."""
-    if _DUNDER.match(name):
-        return "a dunder name"
-    if name in FORBIDDEN_BUILTINS:
-        return FORBIDDEN_BUILTINS[name]
-    if name in NOTEBOOK_MACHINERY:
-        return NOTEBOOK_MACHINERY[name]
-    if _HISTORY.match(name):
-        return "IPython's history"
-    return None
+def resolve_path(path: str) -> Any:
+    """The object a dotted path names, importing only allowed modules; a :class:`_Refused` when the path
+    leads through a module graded code may not use, or names nothing."""
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:cut])
+        if module_name in ALLOWED_MODULES:
+            break
+    else:
+        return _Refused(f"comes from {path}, which graded code may not use")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for attribute in parts[cut:]:
+            obj = getattr(obj, attribute)
+    except (ImportError, AttributeError):
+        return _Refused(f"{path} is not something graded code may use")
+    return obj
 
 
-def _global_uses(source: str, names: set[str]) -> set[str]:
-    """Which of ``names`` the code uses where they resolve to the notebook's namespace.
+# --------------------------------------------------------------------------
+# The checker
+# --------------------------------------------------------------------------
 
-    Python decides at compile time: in a function, a name bound anywhere in that function
-    (or in an enclosing one) is local and never falls back to the notebook's; at the top level
-    of a cell and in a class body, every use may.  :mod:`symtable` is the compiler's own answer.
-    """
-    found: set[str] = set()
+def _top_level_bindings(source: str) -> dict[str, str]:
+    """``{name: how}`` for every name the code binds in the notebook's namespace: at its top level,
+    or in a function through ``global``."""
+    found: dict[str, str] = {}
 
-    def walk(table: symtable.SymbolTable) -> None:
-        in_function = table.get_type() == "function"
+    def walk(table: symtable.SymbolTable, top: bool) -> None:
         for symbol in table.get_symbols():
-            if symbol.get_name() in names and symbol.is_referenced():
-                if not in_function or symbol.is_global():
-                    found.add(symbol.get_name())
+            if top and (symbol.is_assigned() or symbol.is_imported()) or \
+                    not top and symbol.is_declared_global() and symbol.is_assigned():
+                found.setdefault(symbol.get_name(), "imported" if symbol.is_imported() else "assigned")
         for child in table.get_children():
-            walk(child)
+            walk(child, False)
 
-    walk(symtable.symtable(source, "<graded code>", "exec"))
+    walk(symtable.symtable(source, "<graded code>", "exec"), True)
     return found
 
 
+def _bound_names(tree: ast.AST) -> tuple[set[str], dict[str, list[ast.AST]]]:
+    """(names the code binds other than by import, {name: the import nodes that bind it})."""
+    other: set[str] = set()
+    imported: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                imported.setdefault(alias.asname or alias.name.split(".")[0], []).append(node)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            other.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            other.add(node.name)
+        elif isinstance(node, ast.arg):
+            other.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            other.add(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            other.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            other.add(node.rest)
+    return other, imported
+
+
 class _Checker(ast.NodeVisitor):
-    def __init__(self, course: Mapping[str, str], course_uses: set[str]):
-        self.course, self.course_uses = course, course_uses
+    def __init__(self, course: Mapping[str, str], tree: ast.AST, top_level: dict[str, str]):
+        self.course = course
         self.breaks: list[Break] = []
+        self.parents = {id(child): parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
+        self.own, imported = _bound_names(tree)
+        self.imported: dict[str, Any] = {}  # a name bound only by imports of one object: that object
+        for name, nodes in imported.items():
+            if name in self.own:
+                continue
+            objects = {id(o): o for o in (self._imported_object(node, name) for node in nodes)}
+            self.imported[name] = next(iter(objects.values())) if len(objects) == 1 else _UNKNOWN
+        for name, how in top_level.items():
+            if name in course or name in ALLOWED_BUILTINS and name in vars(builtins):
+                given = f"the course's `{name}`" if name in course else f"Python's `{name}`"
+                if not (how == "imported" and name in course and self.imported.get(name) is self._course_object(name)):
+                    self.flag_line(1, f"{name} = ...", f"rebinds {given} in the notebook (name yours differently)")
+
+    # resolution -------------------------------------------------------------
+
+    @staticmethod
+    def _imported_object(node: ast.AST, name: str) -> Any:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if (alias.asname or alias.name.split(".")[0]) == name:
+                    target = alias.name if alias.asname else alias.name.split(".")[0]
+                    return resolve_path(target)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    return resolve_path(f"{node.module}.{alias.name}")
+        return _UNKNOWN
+
+    def _course_object(self, name: str) -> Any:
+        return resolve_path(self.course[name]) if name in self.course else _UNKNOWN
+
+    def resolve(self, node: ast.AST) -> Any:
+        """The object an expression names, :data:`_UNKNOWN` for a value, or a :class:`_Refused`."""
+        if isinstance(node, ast.Name):
+            return self.resolve_name(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.resolve(node.value)
+            if base is _UNKNOWN or isinstance(base, _Refused):
+                return _UNKNOWN
+            try:
+                return getattr(base, node.attr)
+            except AttributeError:
+                return _UNKNOWN
+        return _UNKNOWN
+
+    def resolve_name(self, name: str) -> Any:
+        if name in self.own:
+            return _UNKNOWN
+        if name in self.imported:
+            return self.imported[name]
+        if name in self.course:
+            found = self._course_object(name)
+            if isinstance(found, _Refused):
+                return found
+            if not isinstance(found, _Refused) and allowlist.why_not_admitted(found, self.course[name]) is not None:
+                return _Refused(f"comes from {self.course[name]}, which graded code may not use")
+            return found
+        if name in ALLOWED_BUILTINS and name in vars(builtins):
+            return vars(builtins)[name]
+        return _UNKNOWN  # a name another cell of the notebook defines: the learner's
 
     def flag(self, node: ast.AST, construct: str, why: str) -> None:
-        self.breaks.append(Break(getattr(node, "lineno", 0), construct, why))
+        self.flag_line(getattr(node, "lineno", 0), construct, why)
+
+    def flag_line(self, line: int, construct: str, why: str) -> None:
+        self.breaks.append(Break(line, construct, why))
 
     # imports ---------------------------------------------------------------
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             top = alias.name.split(".")[0]
-            if not _allowed_module(alias.name):
+            if alias.name not in ALLOWED_MODULES:
                 self.flag(node, f"import {alias.name}", "not a module graded code may use")
-            elif alias.asname is None and not _allowed_module(top):  # `import shared.mlp` binds `shared`
+            elif alias.asname is None and top not in ALLOWED_MODULES:  # `import shared.mlp` binds `shared`
                 self.flag(node, f"import {alias.name}", f"binds the whole package `{top}`: write "
                                                         f"`from {top} import {alias.name.split('.', 1)[1]}`")
-        self.generic_visit(node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
         if node.level:
             self.flag(node, f"from {'.' * node.level}{module} import ...", "a relative import")
-        elif module == "shared":
-            for alias in node.names:
-                if f"shared.{alias.name}" not in ALLOWED_MODULES:
-                    self.flag(node, f"from shared import {alias.name}", "not a module graded code may use")
-        elif not _allowed_module(module):
-            self.flag(node, f"from {module} import ...", "not a module graded code may use")
-        else:
-            for alias in node.names:
-                if alias.name == "*":
-                    self.flag(node, f"from {module} import *", "imports names nobody can see")
-                elif alias.name.startswith("_") and module != "__future__":
-                    self.flag(node, f"from {module} import {alias.name}", "a private name")
-                elif alias.name in FORBIDDEN_ATTRIBUTES:
-                    self.flag(node, f"from {module} import {alias.name}", FORBIDDEN_ATTRIBUTES[alias.name])
-        self.generic_visit(node)
+            return
+        for alias in node.names:
+            construct = f"from {module} import {alias.name}"
+            if alias.name == "*":
+                self.flag(node, f"from {module} import *", "imports names nobody can see")
+            elif module == "__future__":
+                continue
+            elif module == "shared" and f"shared.{alias.name}" in ALLOWED_MODULES:
+                continue
+            elif module not in ALLOWED_MODULES:
+                self.flag(node, f"from {module} import ...", "not a module graded code may use")
+                return
+            elif alias.name.startswith("_"):
+                self.flag(node, construct, "a private name")
+            else:
+                found = resolve_path(f"{module}.{alias.name}")
+                why = found.why if isinstance(found, _Refused) else allowlist.why_not_admitted(
+                    found, f"{module}.{alias.name}")
+                if why:
+                    self.flag(node, construct, why)
 
     # names and attributes --------------------------------------------------
 
@@ -224,20 +299,48 @@ class _Checker(ast.NodeVisitor):
         why = _always_forbidden(node.id)
         if why:
             self.flag(node, node.id, why)
-        elif isinstance(node.ctx, ast.Load) and node.id in self.course_uses:
-            self.flag(node, node.id, f"comes from {self.course[node.id]}, which graded code may not use")
+            return
+        if not isinstance(node.ctx, ast.Load) or node.id in self.own:
+            return
+        found = self.resolve_name(node.id)
+        if isinstance(found, _Refused):
+            if node.id not in self.imported:  # (an import of something refused is flagged at the import)
+                self.flag(node, node.id, found.why)
+        elif isinstance(found, type(allowlist)):
+            self.module_only_named(node, found)
+        elif node.id in vars(builtins) and node.id not in ALLOWED_BUILTINS and node.id not in self.course \
+                and node.id not in self.imported:
+            self.flag(node, node.id, "a built-in that reaches code, files or the interpreter")
+
+    def module_only_named(self, node: ast.AST, module: Any) -> None:
+        """A module is a namespace, never a value: ``np.linalg.norm(x)``, but not ``la = np.linalg`` nor
+        ``f(np)`` (a module held as a value would escape what reading can know of it)."""
+        parent = self.parents.get(id(node))
+        if not (isinstance(parent, ast.Attribute) and parent.value is node):
+            self.flag(node, module.__name__, "a module used as a value (name what you use from it: "
+                                             "np.linalg.norm(x))")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        attribute = node.attr
-        if attribute.startswith("_"):
-            self.flag(node, f".{attribute}", "an attribute that begins with an underscore")
-        elif attribute in FORBIDDEN_ATTRIBUTES:
-            self.flag(node, f".{attribute}", FORBIDDEN_ATTRIBUTES[attribute])
+        self.check_attribute(node, node.value, node.attr)
+        found = self.resolve(node)
+        if isinstance(found, type(allowlist)) and isinstance(node.ctx, ast.Load):
+            self.module_only_named(node, found)
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             verb = "assigns" if isinstance(node.ctx, ast.Store) else "deletes"
-            self.flag(node, f".{attribute} = ..." if verb == "assigns" else f"del .{attribute}",
+            self.flag(node, f".{node.attr} = ..." if verb == "assigns" else f"del .{node.attr}",
                       f"{verb} an attribute (graded code computes with objects, it does not change them)")
-        self.generic_visit(node)
+        self.visit(node.value)
+
+    def check_attribute(self, node: ast.AST, base_node: ast.AST, attribute: str) -> None:
+        if attribute.startswith("_"):
+            self.flag(node, f".{attribute}", "an attribute that begins with an underscore")
+            return
+        base = self.resolve(base_node)
+        if isinstance(base, _Refused):
+            return  # the name itself is flagged
+        why = attribute_problem(base, attribute)
+        if why:
+            self.flag(node, f".{attribute}", why)
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and _DUNDER.match(node.value.strip()):
@@ -248,17 +351,21 @@ class _Checker(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         function = node.func
         name = function.id if isinstance(function, ast.Name) else None
-        if name in ("getattr", "hasattr"):
+        if name in ("getattr", "hasattr") and name not in self.own:
             attribute = node.args[1] if len(node.args) >= 2 else None
-            if isinstance(attribute, ast.Constant) and isinstance(attribute.value, str) \
-                    and not attribute.value.startswith("_") and attribute.value not in FORBIDDEN_ATTRIBUTES:
+            if isinstance(attribute, ast.Constant) and isinstance(attribute.value, str) and node.args:
+                self.check_attribute(node, node.args[0], attribute.value)
                 for argument in [node.args[0], *node.args[2:], *(k.value for k in node.keywords)]:
                     self.visit(argument)  # getattr(x, "dtype", None): a plain attribute read
                 return
+            self.flag(node, name, "reads an attribute by a computed name")
+            for argument in [*node.args, *(k.value for k in node.keywords)]:
+                self.visit(argument)
+            return
+        if self.resolve(function) is _NDARRAY:
+            self.flag(node, "ndarray(...)", "an array over a buffer of your choosing (use np.empty, np.zeros, ...)")
         if name == "type" and len(node.args) == 3:
             self.flag(node, "type(name, bases, namespace)", "makes a class from computed attributes")
-        if (name == "ndarray" or isinstance(function, ast.Attribute) and function.attr == "ndarray"):
-            self.flag(node, "ndarray(...)", "an array over a buffer of your choosing (use np.empty, np.zeros, ...)")
         for keyword in node.keywords:
             if keyword.arg == "refcheck":
                 self.flag(node, "refcheck=...", "resizes an array under other arrays' feet (raw memory)")
@@ -294,22 +401,65 @@ class _Checker(ast.NodeVisitor):
     visit_Nonlocal = visit_Global
 
 
+def attribute_problem(base: Any, attribute: str) -> str | None:
+    """Why graded code may not read ``base.attribute``, or None when it may.
+
+    ``base`` is the object the code names (a module, a class, a function), or :data:`_UNKNOWN` for a
+    value that reading cannot know (a parameter, a call's result): then the attribute is admitted by
+    name, as an attribute of the values graded code computes with (:func:`shared.allowlist.value_attributes`).
+    """
+    if attribute.startswith("_"):
+        return "an attribute that begins with an underscore"
+    if base is _UNKNOWN:
+        return allowlist.value_attribute_problem(attribute)
+    if isinstance(base, type(allowlist)):  # a module's member: an admitted object
+        try:
+            found = getattr(base, attribute)
+        except AttributeError:
+            return f"not an attribute of {_name_of(base)}"
+        return allowlist.why_not_admitted(found, f"{base.__name__}.{attribute}")
+    names = allowlist.value_attributes()  # a class's or an object's: a method or a field, as values' are
+    if names.get(attribute):  # a door on some value type is one on every value
+        return names[attribute]
+    if attribute in names:
+        return None
+    try:
+        found = getattr(base, attribute)
+    except Exception:  # no such attribute (or reading it fails): nothing admitted is there
+        return f"not an attribute of {_name_of(base)}"
+    return None if allowlist.why_not_admitted(found, attribute) is None else allowlist.value_attribute_problem(attribute)
+
+
+def _name_of(obj: Any) -> str:
+    return str(getattr(obj, "__name__", None) or type(obj).__name__)
+
+
+def _always_forbidden(name: str) -> str | None:
+    """Why ``name`` may appear nowhere in graded code (bound or used), or None."""
+    if _DUNDER.match(name):
+        return "a dunder name"
+    if name in NOTEBOOK_MACHINERY:
+        return NOTEBOOK_MACHINERY[name]
+    if _HISTORY.match(name):
+        return "IPython's history"
+    return None
+
+
 def check_source(source: str, *, course: Mapping[str, str] | None = None) -> list[Break]:
     """Every place where ``source`` breaks the rules, in order.
 
-    ``course``: names the course's own cells bind by import, ``{name: module}``
-    (:func:`course_imports`): a name imported from a module not on the list may not be
-    used where it resolves to the notebook's namespace (a function's own local of that
-    name is the learner's).  Code that does not parse gives one break: it cannot be checked.
+    ``source`` is read as IPython reads a cell first (:func:`ipython_to_python`).  ``course``:
+    ``{name: dotted path}`` of the names the course's own cells bind by import
+    (:func:`course_imports`): such a name resolves to that object wherever the code does not bind it
+    itself, and may not be rebound.  Code that does not parse gives one break: it cannot be checked.
     """
+    source = ipython_to_python(source)
     try:
         tree = ast.parse(source)
-        course = dict(course or {})
-        forbidden = {name for name, module in course.items() if not _allowed_module(module)}
-        course_uses = _global_uses(source, forbidden) if forbidden else set()
+        top_level = _top_level_bindings(source)
     except (SyntaxError, ValueError) as error:
         return [Break(getattr(error, "lineno", 0) or 0, "a syntax error", "code that does not parse cannot be checked")]
-    checker = _Checker(course, course_uses)
+    checker = _Checker(dict(course or {}), tree, top_level)
     checker.visit(tree)
     unique = {(b.line, b.construct): b for b in checker.breaks}
     return sorted(unique.values(), key=lambda b: (b.line, b.construct))
@@ -320,6 +470,7 @@ def describe(breaks: list[Break], where: str, limit: int = 3) -> str:
     shown = "; ".join(str(b) for b in breaks[:limit])
     more = f"; and {len(breaks) - limit} more" if len(breaks) > limit else ""
     return (f"{where} breaks the course's rules for graded code: {shown}{more}. Graded code may import only "
-            f"{', '.join(m for m in ALLOWED_MODULES if m != '__future__')}, and may not use dunder names, "
-            f"attributes that begin with an underscore, exec/eval/open/getattr-by-name, IPython's machinery "
-            f"or raw memory, nor assign attributes (see the README, \"Rules for graded code\")")
+            f"{', '.join(m for m in ALLOWED_MODULES if m != '__future__')}, and may use only their public "
+            f"functions and values, plain built-ins and the methods of the values it computes with: no dunder "
+            f"or private attributes, no exec/eval/open/getattr-by-name, no IPython machinery, no raw memory, "
+            f"no assigned attributes (see the README, \"Rules for graded code\")")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -92,16 +93,22 @@ def _honest_catalogue():
     for table in (RIGHT, PLAUSIBLE):
         for code, entries in table.items():
             for name, function in entries:
-                yield pytest.param(function, id=f"{code}-{name}")
+                yield pytest.param(code, function, id=f"{code}-{name}")
 
 
-@pytest.mark.parametrize("function", list(_honest_catalogue()))
-def test_every_right_and_plausible_answer_of_the_catalogue_keeps_the_rules(function):
+@pytest.mark.parametrize("code, function", list(_honest_catalogue()))
+def test_every_right_and_plausible_answer_of_the_catalogue_keeps_the_rules(code, function):
     """A learner's answer, right or wrong in its values, is written in plain code: the rules never
-    stand between it and its verdict (tests/plausible.py, as the visible tests read it)."""
-    from plausible import source_of
-    source = source_of(function)
-    assert check_source(source) == [], source
+    stand between it and its verdict (tests/plausible.py, as the visible tests read it, in its part's
+    notebook: the names its set-up cell imports are the course's)."""
+    import plausible
+    from shared.lessons import lesson
+    source = plausible.source_of(function)
+    # The modules the catalogue's answers use as globals, as a learner imports them in a cell of their own.
+    own = {name: path for name, path in course_imports(Path(plausible.__file__).read_text()).items()
+           if path.split(".")[0] in ("math", "numpy")}
+    course = {**rules.course_cells(lesson(code).part.slug).imports, **own}
+    assert check_source(source, course=course) == [], source
 
 
 # --------------------------------------------------------------------------
@@ -128,7 +135,7 @@ ATTACKS = {  # what the attacks of tests/adversarial.py (and the issue that foun
     "dunder attribute": ("().__class__.__base__.__subclasses__()", {".__class__", ".__base__", ".__subclasses__"}),
     "private attribute": ("cluster._ledger._record_round([])", {"._ledger", "._record_round"}),
     "getattr with a computed name": ("getattr(x, '__cl' + 'ass__')", {"getattr"}),
-    "getattr with a private name": ("getattr(x, '_ledger')", {"getattr"}),
+    "getattr with a private name": ("getattr(x, '_ledger')", {"._ledger"}),
     "getattr passed around": ("f = getattr\nf(x, 'y')", {"getattr"}),
     "setattr": ("setattr(np, 'shares_memory', None)", {"setattr"}),
     "attribute assignment": ("import numpy as np\nnp.shares_memory = lambda a, b: False", {".shares_memory = ..."}),
@@ -154,6 +161,20 @@ ATTACKS = {  # what the attacks of tests/adversarial.py (and the issue that foun
     "a global of the course's": ("def f():\n    global check\n    return check(1, 'x')", {"check"}),
     "IPython's history": ("x = Out[3]\ny = _i2", {"Out", "_i2"}),
     "exit": ("exit()", {"exit"}),
+    # Attribute chains from allowed modules and values (issue 40): each resolved to its object.
+    "the builtins through an allowed module": ("import dataclasses\ndataclasses.builtins.eval('1')", {".builtins"}),
+    "sys through an allowed module": ("import dataclasses\ndataclasses.sys.modules", {".sys"}),
+    "a module held as a value": ("import dataclasses\nm = [dataclasses][0]\nm.sys", {"dataclasses"}),
+    "a module passed as a value": ("import numpy as np\ndef f(m):\n    return m.lib\nf(np)", {"numpy", ".lib"}),
+    "the tracer through the helper": ("from shared import memory\nmemory.tracemalloc.stop()", {".tracemalloc"}),
+    "gc imported from the helper": ("from shared.memory import gc", {"from shared.memory import gc"}),
+    "a generator's raw state": ("np.random.default_rng(0).bit_generator.ctypes", {".bit_generator", ".ctypes"}),
+    "a round's frame": ("cluster.round().gen.gi_frame.f_globals", {".gen", ".gi_frame", ".f_globals"}),
+    "numpy's file reader by an admitted-looking name": ("from numpy import load", {"from numpy import load"}),
+    "numpy's test runner": ("np.test()", {".test"}),
+    "a writeable flag": ("received.setflags(write=True)", {".setflags"}),
+    "an array's base": ("received.base", {".base"}),
+    "the lesson lock": ("from shared.answers import unlock", {"from shared.answers import ..."}),
 }
 
 
@@ -201,4 +222,4 @@ def test_the_test_cells_hidden_region_is_the_course_s_own(tmp_path):
     source = json.loads(source_path(slug).read_text())
     assert any("answer_hidden_cases" in "".join(c["source"]) for c in source["cells"])
     assert rules.check_notebook(source["cells"], slug).cells == []
-    assert rules.course_cells(slug).imports["answer_hidden_cases"] == "grading.harness"
+    assert rules.course_cells(slug).imports["answer_hidden_cases"] == "grading.harness.answer_hidden_cases"
