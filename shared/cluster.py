@@ -40,8 +40,7 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -225,20 +224,24 @@ class Cluster:
         return (f"Cluster({self.num_workers} workers, {len(self._ledger.messages)} messages in "
                 f"{self._ledger.rounds} rounds)")
 
-    @contextmanager
-    def round(self) -> Iterator[None]:
-        """A communication round: the sends inside it travel together, and arrive when it ends."""
+    def round(self) -> "Round":
+        """A communication round: the sends inside ``with cluster.round():`` travel together, and
+        arrive when it ends."""
+        return Round(self)
+
+    def _open_round(self) -> None:
         if self._in_flight is not None:
             raise RuntimeError("rounds do not nest: close the current `with cluster.round():` first")
         self._in_flight = []
-        try:
-            yield
-            transfers = self._in_flight
-            self._ledger._record_round([(src, dst, array.nbytes) for src, dst, array in transfers])
-            for src, dst, array in transfers:
-                self._mailboxes.setdefault((src, dst), deque()).append(array)
-        finally:
-            self._in_flight = None  # a round left by an exception sends nothing
+
+    def _close_round(self, delivered: bool) -> None:
+        """End the open round: its messages travel (unless the round ended with an exception)."""
+        transfers, self._in_flight = self._in_flight, None
+        if not delivered or transfers is None:
+            return  # a round left by an exception sends nothing
+        self._ledger._record_round([(src, dst, array.nbytes) for src, dst, array in transfers])
+        for src, dst, array in transfers:
+            self._mailboxes.setdefault((src, dst), deque()).append(array)
 
     def send(self, src: int, dst: int, array: np.ndarray) -> None:
         """Worker ``src`` sends a copy of ``array`` (any shape and dtype) to worker ``dst``.
@@ -254,12 +257,13 @@ class Cluster:
             raise ValueError(f"worker {src} cannot send a message to itself")
         if type(array) is not np.ndarray:
             raise TypeError(f"send() sends NumPy arrays, got {type(array).__name__}")
-        self._in_flight.append((src, dst, np.array(array, copy=True)))
+        self._in_flight.append((src, dst, _delivered_copy(array)))
 
     def receive(self, dst: int, src: int) -> np.ndarray:
         """Worker ``dst`` takes the oldest message that worker ``src`` sent it (a round that has ended).
 
-        Returns the array as it was when sent: a copy that no other worker holds.
+        Returns the array as it was when sent: a copy that no other worker holds, and read-only (a
+        message is what was sent; compute a new array from it, e.g. ``received + mine``).
         """
         dst = _rank(dst, self.num_workers, "dst")
         src = _rank(src, self.num_workers, "src")
@@ -285,6 +289,30 @@ class Cluster:
     def estimated_seconds(self) -> float:
         """The alpha-beta estimate of the communication so far, with this cluster's latency and bandwidth."""
         return self.ledger.estimated_seconds(self.latency, self.seconds_per_byte)
+
+
+class Round:
+    """One communication round of a cluster, as ``with cluster.round():`` opens and closes it."""
+
+    def __init__(self, cluster: Cluster):
+        self._cluster = cluster
+
+    def __enter__(self) -> None:
+        self._cluster._open_round()
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> bool:
+        self._cluster._close_round(delivered=kind is None)
+        return False
+
+
+def _delivered_copy(array: np.ndarray) -> np.ndarray:
+    """A copy of ``array`` as a message delivers it: read-only for good (its memory is an immutable
+    ``bytes``, so no flag can make it writeable), so what a worker received stays what was sent."""
+    if array.dtype.hasobject:  # (no bytes can hold Python objects: a plain read-only copy)
+        copy = np.array(array, copy=True)
+        copy.flags.writeable = False
+        return copy
+    return np.frombuffer(array.tobytes(), dtype=array.dtype).reshape(array.shape)
 
 
 def check_worker_arrays(worker_arrays: list[np.ndarray]) -> None:
