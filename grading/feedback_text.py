@@ -36,8 +36,8 @@ INSTRUCTOR_WILL_LOOK = "your instructor will look at this notebook"
 _PLAIN_WORDS: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(pattern), words) for pattern, words in (
     # The first line of a lesson's failed verdict names the grader's exception class.
     (r"(?m)^GradedFailure: ", ""),
-    # A cell that breaks the rules for graded code (CheckRules) is not run.
-    (r"(?s)\[not run: (.*?)\] \(this notebook needs a human look\)",
+    # Graded code that breaks the rules for graded code (CheckRules) is not run.
+    (r"(?s)^not run: (.*?) \(this notebook needs a human look\)",
      rf"Not run: \1. {INSTRUCTOR_WILL_LOOK.capitalize()}."),
     # Where the kernel died (SandboxedExecute): the machinery's causes in the words of what a learner did.
     (r"the grading kernel died here \(os\._exit, a crash, or one of the sandbox's limits on memory, "

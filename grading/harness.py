@@ -151,6 +151,8 @@ def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
             _per_worker(result), "the result" if type(result) is not tuple else "the result[0]")
     if meter is not None:
         answer["peak_bytes"], answer["kept_bytes"] = meter.peak_bytes, meter.kept_bytes
+        answer["trace_kept"] = meter.trace_kept
+        answer["resident_peak_bytes"], answer["resident_kept_bytes"] = meter.resident_peak_bytes, meter.resident_kept_bytes
     try:
         answer["result"] = wire.to_plain(result, "the result")
     except wire.WireError as error:

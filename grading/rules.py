@@ -6,14 +6,17 @@ notebook runs:
 
 - every code cell the learner wrote or changed is checked (a cell whose source is
   one of the course's own cells, as the part's source notebook has them, is the
-  course's and is not);
-- each cell is placed in a lesson's region (from the lesson's ``## 005 · ...``
-  heading to the next ``##`` heading; a lesson's solution and test cells are its
-  own wherever they are) or outside every lesson;
-- a cell that breaks the rules is not run at all (:mod:`grading.preprocessors`);
-  inside a lesson's region it costs that lesson its points, with the construct
-  and its line; outside every lesson it withholds the notebook's grade and lists
-  the notebook for a human.
+  course's and is not), as IPython reads it (``x?``, ``%timeit``, ``!ls``);
+- *graded code* is each lesson's function and what it needs from the notebook: the
+  cells that define the function, and, through the names its functions use as
+  globals, every cell that defines one of those names (read from the code, with
+  Python's own :mod:`symtable`);
+- a cell that breaks the rules is not run at all (:mod:`grading.preprocessors`). If
+  it is graded code of a lesson (the only definition of a name the lesson needs),
+  that lesson gets no points, with the construct and its line, and the notebook is
+  listed for a human.  Otherwise it is a *scratch cell* (``help(x)``, ``x?``,
+  ``%timeit``, ``!ls``, a plot, ``import os`` to look around): it is skipped, the
+  feedback says so in one line, and it never costs a point.
 """
 
 from __future__ import annotations
@@ -25,8 +28,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from shared.lessons import lesson_of_grade_id
-from shared.policy import Break, check_source, course_imports, describe
+import symtable
+
+from shared.lessons import lesson_of_grade_id, lessons_of
+
+from .course import lesson_spec
+from shared.policy import Break, check_source, course_imports, describe, ipython_to_python
 
 ROOT = Path(__file__).resolve().parent.parent
 _LESSON_HEADING = re.compile(r"^##\s+(\d{3})\s+·", re.MULTILINE)
@@ -53,6 +60,7 @@ class CourseCells:
     sources: frozenset[str]
     imports: dict[str, str]
     demos: frozenset[str] = frozenset()
+    defines: frozenset[str] = frozenset()  # every name the course's own cells bind (its functions' stubs included)
 
     def is_demo(self, source: str) -> bool:
         return _normal(source) in self.demos
@@ -73,27 +81,42 @@ def course_cells(slug: str) -> CourseCells:
             imports.update(course_imports(text))
         if "demo" in cell.get("metadata", {}).get("tags", []):
             demos.add(_normal(text))
-    return CourseCells(frozenset(sources), imports, frozenset(demos))
+    defines = frozenset().union(*(cell_names(text).defines for text in sources))
+    return CourseCells(frozenset(sources), imports, frozenset(demos), defines)
 
 
 @dataclass(frozen=True)
 class CellBreak:
-    """A cell that breaks the rules: its index, the lesson whose region holds it (None: outside), the breaks."""
+    """A cell that breaks the rules: its index, the lesson whose points it costs (None: a scratch cell, which
+    costs nothing), the breaks, and the names it would have defined that the lesson needs."""
 
     index: int
     lesson: str | None
     breaks: tuple[Break, ...]
+    needed: tuple[str, ...] = ()
 
     def where(self) -> str:
-        return f"cell {self.index + 1}" + (f" (lesson {self.lesson})" if self.lesson else " (outside every lesson)")
+        return f"cell {self.index + 1}" + (f" (graded code of lesson {self.lesson})" if self.lesson else " (scratch)")
 
     def message(self) -> str:
         return describe(list(self.breaks), f"cell {self.index + 1}")
 
+    def lesson_message(self, function: str) -> str:
+        """Why lesson ``self.lesson`` gets no points, naming what of it the cell defines."""
+        what = (f"defines {function}" if function in self.needed else
+                f"is the only cell that defines {', '.join(self.needed)}, which {function} needs")
+        return f"{self.message()}; that cell {what}, so it was not run, and the lesson gets no points"
+
+    def scratch_note(self) -> str:
+        """The one line a skipped scratch cell shows in the graded notebook and the feedback."""
+        first = next((b for b in self.breaks if b.construct == "get_ipython"), self.breaks[0])
+        return (f"Skipped while grading: it does not change your grade (it uses {first.construct}, line "
+                f"{first.line}: {first.why}; only cells that keep the rules for graded code run while grading).\n")
+
 
 @dataclass
 class Findings:
-    """Every cell of a notebook that breaks the rules."""
+    """Every cell of a notebook that breaks the rules: graded code of a lesson, or scratch."""
 
     cells: list[CellBreak] = field(default_factory=list)
 
@@ -105,8 +128,11 @@ class Findings:
         return [found for found in self.cells if found.lesson == code]
 
     @property
-    def outside(self) -> list[CellBreak]:
+    def scratch(self) -> list[CellBreak]:
         return [found for found in self.cells if found.lesson is None]
+
+    def at(self, index: int) -> list[CellBreak]:
+        return [found for found in self.cells if found.index == index]
 
 
 def regions(cells: list[Any]) -> list[str | None]:
@@ -127,17 +153,88 @@ def regions(cells: list[Any]) -> list[str | None]:
     return found
 
 
+@dataclass(frozen=True)
+class CellNames:
+    """What a cell binds in the notebook's namespace, and, for each function it defines, the names that
+    function (with everything nested in it) reads as globals."""
+
+    defines: frozenset[str]
+    needs: dict[str, frozenset[str]]
+
+
+def cell_names(source: str) -> CellNames:
+    """Read from the code with :mod:`symtable` (Python's own answer to which name is whose)."""
+    try:
+        top = symtable.symtable(ipython_to_python(source), "<cell>", "exec")
+    except (SyntaxError, ValueError):
+        return CellNames(frozenset(), {})
+    defines = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()}
+    needs: dict[str, frozenset[str]] = {}
+    for child in top.get_children():
+        if child.get_type() == "function" or child.get_type() == "class":
+            needs[child.get_name()] = frozenset(_globals_read(child))
+    return CellNames(frozenset(defines), needs)
+
+
+def _globals_read(table: symtable.SymbolTable) -> set[str]:
+    found = {s.get_name() for s in table.get_symbols() if s.is_global() and s.is_referenced()}
+    for child in table.get_children():
+        found |= _globals_read(child)
+    return found
+
+
+def needed_names(function: str, names: dict[int, CellNames], given: frozenset[str] = frozenset()) -> set[str]:
+    """Every notebook name lesson function ``function`` needs: itself, and, through the functions of the
+    notebook it calls, every name they read as globals; but the names ``given`` (the earlier lessons' functions
+    that the grader binds to the helper's versions while this lesson is graded: its spec's ``isolate``)."""
+    needed, frontier = set(), [function]
+    while frontier:
+        name = frontier.pop()
+        if name in needed or name in given:
+            continue
+        needed.add(name)
+        for cell in names.values():
+            if name in cell.defines:
+                frontier.extend(cell.needs.get(name, ()))
+    return needed
+
+
 def check_notebook(cells: list[Any], slug: str) -> Findings:
-    """Every code cell of ``cells`` (a submitted notebook of part ``slug``) that breaks the rules."""
+    """Every code cell of ``cells`` (a submitted notebook of part ``slug``) that breaks the rules: graded code
+    of a lesson (it costs that lesson), or scratch (it is skipped and costs nothing)."""
     course = course_cells(slug)
+    learner: dict[int, str] = {}
+    for index, cell in enumerate(cells):
+        if cell.get("cell_type") == "code":
+            source = "".join(cell.get("source", ""))
+            if _normal(source) not in course.sources:
+                learner[index] = source
+    imports = {**course.imports, **_learner_imports(learner.values(), course.imports)}
+    broken = {index: tuple(found) for index, source in learner.items()
+              if (found := check_source(source, course=imports))}
+    names = {index: cell_names(source) for index, source in learner.items()}
+    # Names the lesson still finds if a broken cell is skipped: the course's own cells bind them, or a
+    # learner's cell that keeps the rules does (a lesson's function stub is the course's, so it is not one).
+    functions = {lesson.function for lesson in lessons_of(slug)}
+    kept = (course.defines - functions).union(*(names[i].defines for i in names if i not in broken))
     findings = Findings()
-    for index, (cell, lesson) in enumerate(zip(cells, regions(cells))):
-        if cell.get("cell_type") != "code":
-            continue
-        source = "".join(cell.get("source", ""))
-        if _normal(source) in course.sources:
-            continue
-        breaks = check_source(source, course=course.imports)
-        if breaks:
-            findings.cells.append(CellBreak(index, lesson, tuple(breaks)))
+    for index in sorted(broken):
+        costs = []
+        for lesson in lessons_of(slug):
+            given = frozenset(lesson_spec(lesson.code).isolate)
+            needed = needed_names(lesson.function, names, given) & names[index].defines
+            only_here = tuple(sorted(name for name in needed if name not in kept))
+            if only_here:
+                costs.append(CellBreak(index, lesson.code, broken[index], only_here))
+        findings.cells.extend(costs or [CellBreak(index, None, broken[index])])
     return findings
+
+
+def _learner_imports(sources: Any, course: dict[str, str]) -> dict[str, str]:
+    """Names the learner's own cells import once and only by import (``import math`` in a cell of theirs):
+    another cell of the notebook may use them as the course's imports are used."""
+    found: dict[str, set[str]] = {}
+    for source in sources:
+        for name, path in course_imports(ipython_to_python(source)).items():
+            found.setdefault(name, set()).add(path)
+    return {name: paths.pop() for name, paths in found.items() if len(paths) == 1 and name not in course}

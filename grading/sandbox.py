@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 from . import cgroups
+from .meter import RESIDENT_TUNABLES
 from .protocol import (CASES_FILE_ENV, CASES_FILE_HOST_ENV, CGROUP_NAME_ENV, GRADING_ENV, INSIDE, INSIDE_CASES,
                        INSIDE_CONNECTION, INSIDE_REVEAL, INSIDE_RUN, INSIDE_TMP, INSIDE_TREE, INSIDE_WORK,
                        KERNEL_ADDRESS_SPACE_ENV, KERNEL_MEMORY_ENV, KERNEL_PROCESSES_ENV, KERNEL_TMP_ENV,
@@ -94,7 +95,7 @@ def kernel_env(cases_file: str | None, home: str, tree: str | None = None,
         "MPLBACKEND": "module://matplotlib_inline.backend_inline",
         "JUPYTER_RUNTIME_DIR": runtime or f"{home}/runtime",
         GRADING_ENV: "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-        "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "GLIBC_TUNABLES": RESIDENT_TUNABLES,
     })
     if cases_file:
         env[CASES_FILE_ENV] = cases_file

@@ -19,7 +19,7 @@ import traceback as _traceback
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType as _MappingProxyType
+from types import FunctionType as _FunctionType, MappingProxyType as _MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -791,30 +791,58 @@ def _defining_source(function: Any) -> tuple[str, str] | None:
 
 
 def _names_from_modules(namespace: Mapping[str, Any], own: str | None) -> dict[str, str]:
-    """{name: module} for the notebook's names bound to modules or to what other modules define (what
-    the learner defined, beside the function, is theirs: module ``own``)."""
+    """{name: dotted path} for the notebook's names bound to modules or to what other modules define
+    (what the learner defined, beside the function, is theirs: module ``own``)."""
     found = {}
     for name, value in namespace.items():
         if _inspect.ismodule(value):
             found[name] = value.__name__
         elif callable(value) and isinstance(getattr(value, "__module__", None), str):
-            if value.__module__ not in ("__main__", "builtins", own):
-                found[name] = value.__module__
+            qualname = getattr(value, "__qualname__", None)
+            if value.__module__ not in ("__main__", "builtins", own) and isinstance(qualname, str) \
+                    and "<" not in qualname:
+                found[name] = f"{value.__module__}.{qualname}"
+    return found
+
+
+def _notebook_functions_used(function: Any) -> list[Any]:
+    """The functions of the notebook that ``function`` calls (as globals), and theirs, in order: graded code
+    is a lesson's function and what it needs from the notebook."""
+    found, frontier = [], [function]
+    while frontier:
+        current = frontier.pop(0)
+        if any(current is seen for seen in found):
+            continue
+        found.append(current)
+        code, namespace = getattr(current, "__code__", None), getattr(current, "__globals__", {})
+        names: set[str] = set()
+        codes = [code] if code is not None else []
+        while codes:
+            one = codes.pop()
+            names.update(one.co_names)
+            codes.extend(c for c in one.co_consts if hasattr(c, "co_names"))
+        for name in sorted(names):
+            value = namespace.get(name)
+            if isinstance(value, _FunctionType) and value.__module__ == getattr(function, "__module__", None):
+                frontier.append(value)
     return found
 
 
 def check_rules(function: Any) -> None:
-    """The cell that defines ``function`` keeps the rules for graded code (:mod:`shared.policy`).
+    """The code that defines ``function`` keeps the rules for graded code (:mod:`shared.policy`): the cell
+    that defines it, and the cell of every function of the notebook it calls.
 
-    The judge reads every cell the same way while grading; a cell that breaks them is not run
-    there, and its lesson gets no points.  So the learner hears of it here, first.
+    The judge reads every cell the same way while grading; graded code that breaks them is not run there,
+    and its lesson gets no points.  So the learner hears of it here, first.  (A scratch cell of the learner's,
+    ``help(x)`` or a plot, is not graded code: it is skipped while grading and costs nothing.)
     """
     from . import policy
-    found = _defining_source(function)
-    if found is None:
-        return
-    source, where = found
-    course = _names_from_modules(getattr(function, "__globals__", {}), getattr(function, "__module__", None))
-    breaks = policy.check_source(source, course=course)
-    if breaks:
-        raise CheckFailure(policy.describe(breaks, where))
+    for used in _notebook_functions_used(function):
+        found = _defining_source(used)
+        if found is None:
+            continue
+        source, where = found
+        course = _names_from_modules(getattr(used, "__globals__", {}), getattr(used, "__module__", None))
+        breaks = policy.check_source(source, course=course)
+        if breaks:
+            raise CheckFailure(policy.describe(breaks, where))

@@ -150,6 +150,25 @@ def make_submission(slug: str, answers: Mapping[str, str] | None = None, *,
     return notebook
 
 
+def scratch_cells(function: str) -> list[str]:
+    """What a learner writes while working, around lesson function ``function`` (of a notebook whose set-up cell
+    imports numpy as np, plt and show_progress): none of it is graded code, so none of it may cost a point."""
+    return [f"help({function})", f"{function}?", f"{function}??", "%timeit -n 1 -r 1 sum(range(10))",
+            "%%time\ntotal = sum(range(10))", "!ls", "plt.plot([1.0, 0.5, 0.25])\nplt.title('loss')\nplt.show()",
+            "show_progress()", f"print({function})", "import os\nprint(sorted(os.listdir('.'))[:3])"]
+
+
+def with_scratch_cells(notebook: nbformat.NotebookNode, function: str) -> nbformat.NotebookNode:
+    """``notebook`` with :func:`scratch_cells` twice: right after the set-up cell (outside every lesson) and
+    right after the solution cell of ``function`` (inside its lesson)."""
+    setup = next(i for i, c in enumerate(notebook.cells) if grade_id_of(c) == "setup")
+    solution = next(i for i, c in enumerate(notebook.cells) if grade_id_of(c) == f"solution_{part_lesson(function).code}_{function}")
+    for index in (solution, setup):  # the later place first: inserting there leaves the earlier index as it was
+        for offset, source in enumerate(scratch_cells(function)):
+            notebook.cells.insert(index + 1 + offset, nbformat.v4.new_code_cell(source))
+    return notebook
+
+
 def reference_code(slug: str, function: str) -> str:
     return reference_solutions(slug)[f"solution_{part_lesson(function).code}_{function}"]
 

@@ -51,15 +51,31 @@ def _run_cell_when_dead(died_at: int) -> NotebookNode:
     return cell.outputs[0]
 
 
-def _rules_output() -> tuple[NotebookNode, str]:
-    """The output SandboxedExecute gives a cell that breaks the rules for graded code, and the break's words."""
+def _rules_output(scratch: bool = False) -> tuple[NotebookNode, str]:
+    """The output SandboxedExecute gives a cell that breaks the rules for graded code (lesson 004's own
+    cell, or a scratch cell of the learner's), and the break's words."""
     notebook = make_submission(SLUG, default="reference")
-    notebook.cells.insert(3, nbformat.v4.new_code_cell("import os\nprint(os.getcwd())"))
+    if scratch:
+        index = 3
+        notebook.cells.insert(index, nbformat.v4.new_code_cell("import os\nprint(os.getcwd())"))
+    else:
+        index = next(i for i, c in enumerate(notebook.cells) if c.cell_type == "code"
+                     and c.source.startswith(f"def {lesson('004').function}("))
+        notebook.cells[index].source = "import os\n" + notebook.cells[index].source
     findings = rules.check_notebook(notebook.cells, SLUG)
     execute = SandboxedExecute()
     execute._mct = {"rules": findings}
-    cell, _ = execute.preprocess_cell(notebook.cells[3], {"nbgrader": {"assignment": SLUG}}, 3)
+    cell, _ = execute.preprocess_cell(notebook.cells[index], {"nbgrader": {"assignment": SLUG}}, index)
     return cell.outputs[0], findings.cells[0].message()
+
+
+def test_a_skipped_scratch_cell_says_so_in_one_plain_line():
+    """A scratch cell that breaks the rules is skipped while grading and costs nothing: its note is already
+    in the learner's words (no grader's vocabulary, no instructor's look)."""
+    note, _ = _rules_output(scratch=True)
+    assert note.output_type == "stream" and note.text.startswith("Skipped while grading: it does not change your grade")
+    assert _internal_words(note) == [] and note.text.count("\n") == 1, note.text
+    assert feedback_text.plain_output(copy.deepcopy(note)).text == note.text
 
 
 def _grader_notes() -> dict[str, NotebookNode]:

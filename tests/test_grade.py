@@ -5,8 +5,10 @@ One run of tools/grade.py on two parts, as a learner grades by default (breaking
 - Part 1 with most lessons solved, one left as the stub and one with a catalogued mistake: each
   lesson's result is printed (the mistake by name), the feedback page written, the graded XP recorded
   apart from the visible tests' XP, and the learner's notebook left untouched;
-- Part 2 with a cell that breaks the rules for graded code inside a lesson's region and one outside
-  every lesson: neither runs, and the outside one withholds the part's grade, every lesson saying why.
+- Part 2 with lesson 012's own cell breaking the rules for graded code (it does not run, and 012 gets no
+  points), and every kind of scratch cell a learner writes (help, ?, ??, %timeit, %%time, !ls, a plot,
+  show_progress, a print, an import os) outside every lesson and inside lesson 011: the other lessons keep
+  full marks, and each scratch cell that breaks the rules says in one line that it was skipped.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 import nbformat
 import pytest
 
-from course import ROOT, grade_id_of, make_submission, read, student_path
+from course import ROOT, grade_id_of, make_submission, read, scratch_cells, student_path, with_scratch_cells
 from grading.protocol import RUN_BROKEN_CELLS_ENV
 
 pytestmark = pytest.mark.slow
@@ -41,8 +43,7 @@ def graded(tmp_path_factory):
     breaking = (f"import os\nopen({str(ran)!r}, 'w').write('ran')  # never runs while grading\n\n"
                 "def accumulate_gradients(accumulated, micro_grads, micro_batch_size):\n    return micro_grads\n")
     second = make_submission("02_gradient_accumulation", {"accumulate_gradients": breaking}, default="reference")
-    index = next(i for i, c in enumerate(second.cells) if grade_id_of(c) == "setup")
-    second.cells.insert(index + 1, nbformat.v4.new_code_cell("import time\nstarted = time.time()"))
+    with_scratch_cells(second, "split_into_micro_batches")
     nbformat.write(second, notebooks / "02_gradient_accumulation.ipynb")
     before = (notebooks / "01_mlp_core.ipynb").read_bytes()
     progress = tmp_path / "progress.json"
@@ -61,24 +62,30 @@ def test_make_grade_prints_each_lessons_real_result(graded):
     assert "✓ 001 · Make synthetic regression batch: 5/5" in out
     assert "✗ 003 · Linear forward: 0/5" in out and "the bias is missing" in out
     assert "✗ 008 · ReLU backward: 0/5" in out and "not started" in out
-    assert "graded: 40/70 XP in 2 part(s)" in graded["out"]
+    assert "graded: 55/70 XP in 2 part(s)" in graded["out"], graded["out"]
     assert (graded["course"] / "feedback" / "me" / "01_mlp_core" / "01_mlp_core.html").is_file()
     results = json.loads(graded["progress"].read_text())["graded"]
     assert results["001"] is True and results["003"] is False and results["008"] is False
     assert graded["unchanged"], "grading must never change the learner's notebook"
 
 
-def test_a_cell_that_breaks_the_rules_is_not_run_and_withholds_the_grade_outside_every_lesson(graded):
-    """By default (as an instructor grades) a cell that breaks the rules for graded code never runs: in
-    a lesson's region it costs that lesson (tests/test_nbgrader_loop.py), outside every lesson it withholds
-    the notebook's grade, every lesson saying why."""
+def test_graded_code_that_breaks_the_rules_is_not_run_and_scratch_cells_cost_nothing(graded):
+    """By default (as an instructor grades) a cell that breaks the rules for graded code never runs: lesson
+    012's own cell costs lesson 012; the scratch cells (tests/course.py: scratch_cells) cost nothing, and each
+    one that breaks the rules says in one line that it was skipped."""
     out = graded["out"].split("Part 02_gradient_accumulation")[1]
-    assert out.count("grade withheld") == 4, out
-    assert "line 1: import time" in out and "outside every lesson, was not run" in out
+    assert "grade withheld" not in out, out
+    assert "✗ 012 · Accumulate gradients: 0/5" in out and "line 1: import os" in out, out
+    for lesson in ("011 · Split into micro batches", "013 · Scale accumulated gradients", "014 · Grad accumulation step"):
+        assert f"✓ {lesson}: 5/5" in out, out
     notebook = read(graded["course"] / "autograded" / "me" / "02_gradient_accumulation" / "02_gradient_accumulation.ipynb")
-    not_run = [c for c in notebook.cells if c.cell_type == "code" and c.outputs
-               and "[not run:" in c.outputs[0].get("evalue", "")]
-    assert len(not_run) == 2 and not graded["ran"].exists()  # the cell outside and the lesson's own
+    outputs = {c.source: c.outputs for c in notebook.cells if c.cell_type == "code"}
+    skipped = [source for source in scratch_cells("split_into_micro_batches")
+               if any("Skipped while grading: it does not change your grade" in o.get("text", "") for o in outputs[source])]
+    assert set(skipped) >= {"help(split_into_micro_batches)", "split_into_micro_batches?", "!ls"}, skipped
+    assert not any("Skipped while grading" in o.get("text", "") for o in outputs["print(split_into_micro_batches)"])
+    not_run = [c for c in notebook.cells if c.cell_type == "code" and c.outputs and "not run:" in c.outputs[0].get("evalue", "")]
+    assert len(not_run) == 1 and not graded["ran"].exists()  # lesson 012's own cell
 
 
 def test_the_feedback_page_draws_its_math_itself_and_loads_nothing(graded):

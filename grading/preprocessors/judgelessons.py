@@ -104,15 +104,11 @@ def _refusal_output(why: str) -> NotebookNode:
 
 
 def _apply_rules(verdict: judge.Verdict, findings: rules.Findings) -> judge.Verdict:
-    """A lesson whose region breaks the rules gets no points; a break outside every lesson withholds all."""
-    if findings.outside:
-        found = findings.outside[0]
-        return judge.Verdict(verdict.code, False, f"grade withheld: {found.message()}; that cell, outside every "
-                                                  f"lesson, was not run (this notebook needs a human look)",
-                             Reason.RULES)
+    """A lesson whose graded code breaks the rules gets no points (a scratch cell that breaks them costs
+    nothing: it was skipped)."""
     mine = findings.of_lesson(verdict.code)
     if mine:
-        return judge.Verdict(verdict.code, False, f"{mine[0].message()}; that cell was not run, and lesson "
-                                                  f"{verdict.code} gets no points (listed for a human look)",
+        function = find_lesson(verdict.code).function
+        return judge.Verdict(verdict.code, False, f"{mine[0].lesson_message(function)} (listed for a human look)",
                              Reason.RULES)
     return verdict

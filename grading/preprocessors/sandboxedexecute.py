@@ -18,8 +18,8 @@ from ..protocol import (ANSWERS_MIME, CELL_OUTPUT_BYTES_ENV, NOTEBOOK_OUTPUT_BYT
                         RUN_BROKEN_CELLS_ENV, RUN_DEMOS_ENV)
 from .base import part_slug
 
-# For the sandbox's own tests only: cells that break the rules run all the same (they still cost their
-# lessons or withhold the grade), so that what the sandbox must stop reaches it.
+# For the sandbox's own tests only: cells that break the rules run all the same (graded code still costs its
+# lessons), so that what the sandbox must stop reaches it.
 RUN_BROKEN_CELLS = os.environ.get(RUN_BROKEN_CELLS_ENV) == "1"
 # The course's demonstrations (cells tagged demo in the masters) grade nothing: they are not run while grading
 # unless MCT_RUN_DEMOS=1 (tests/test_nbgrader_loop.py grades the solved notebooks both ways).
@@ -34,6 +34,18 @@ OUTPUT_MESSAGES = ("stream", "display_data", "execute_result", "error", "update_
 KERNEL_DIED = ("the grading kernel died here (os._exit, a crash, or one of the sandbox's limits on memory, "
                "processes or time): the cells below did not run and their lessons get no points; "
                "this notebook needs a human look")
+
+
+def _skipped_output(found: list) -> NotebookNode:
+    """What a cell that breaks the rules shows instead of running: a scratch cell, one plain line (it costs
+    nothing); graded code of a lesson, why it was not run (its lesson's verdict says what it cost)."""
+    graded = [f for f in found if f.lesson is not None]
+    if not graded:
+        return NotebookNode(output_type="stream", name="stdout", text=found[0].scratch_note())
+    lessons = ", ".join(sorted({f.lesson for f in graded}))
+    text = (f"not run: {graded[0].message()}; this cell is graded code of lesson {lessons} (this notebook needs "
+            f"a human look)")
+    return NotebookNode(output_type="error", ename="RulesBroken", evalue=text, traceback=[text])
 
 
 class SandboxedExecute(Execute):
@@ -61,9 +73,7 @@ class SandboxedExecute(Execute):
             return cell, resources
         findings = self._mct.get("rules")
         if findings is not None and index in findings.skipped and not RUN_BROKEN_CELLS:
-            found = next(f for f in findings.cells if f.index == index)
-            text = f"[not run: {found.message()}] (this notebook needs a human look)"
-            cell.outputs = [NotebookNode(output_type="error", ename="RulesBroken", evalue=text, traceback=[text])]
+            cell.outputs = [_skipped_output(findings.at(index))]
             return cell, resources
         revealed = self._reveal_building_blocks(cell)
         try:
