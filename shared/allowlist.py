@@ -310,3 +310,20 @@ def value_attribute_problem(attribute: str) -> str | None:
     if attribute not in names:
         return "not an attribute of any value graded code computes with"
     return names[attribute]
+
+
+def rules_markdown() -> str:
+    """The allow-list in the README's words (``make build`` writes it between the README's markers)."""
+    modules = "\n".join(f"  - `{name}`: {why}" for name, why in ALLOWED_MODULES.items() if name != "__future__")
+    names = sorted(ALLOWED_BUILTINS - {name for name, value in vars(builtins).items()
+                                       if isinstance(value, type) and issubclass(value, BaseException)})
+    doors = "\n".join(f"  - `{name}`: {why}" for name, why in DOORS.items())
+    value_doors = "\n".join(f"  - `{owner.__name__}.{name}`: {why}" for (owner, name), why in VALUE_DOORS.items())
+    return (f"- **Modules** (and `from __future__ import annotations`):\n{modules}\n"
+            f"- **Their public functions, classes and constants** whose implementation lives in an allowed module "
+            f"or one of NumPy's computational modules ({len(ALLOWED_ORIGINS)} in all, `shared/allowlist.py`: "
+            f"`ALLOWED_ORIGINS`); NumPy's file, pickle, test, memory-map and record modules are not among them. "
+            f"Not these, though they live there:\n{doors}\n"
+            f"- **Built-ins**: {', '.join(f'`{name}`' for name in names)}, and every exception class.\n"
+            f"- **On values** (arrays, numbers, lists, dicts, the cluster, the configuration): their public methods "
+            f"and fields, but:\n{value_doors}\n")

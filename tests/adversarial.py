@@ -38,7 +38,7 @@ Kinds (``KINDS`` describes each):
   same time (``NEIGHBOURS``).
 
 Most attacks break the rules for graded code (shared/policy.py): their lesson
-gets 0 for that, or, outside every lesson, the notebook's grade is withheld.
+gets 0 for that; any other cell that breaks them is a scratch cell, skipped (it costs nothing).
 The suite grades with ``MCT_RUN_BROKEN_CELLS=1``, so that those cells run all the
 same and the sandbox and the judge still meet every attack (by default such a
 cell is not run at all).
@@ -64,7 +64,7 @@ from pathlib import Path
 
 import nbformat
 
-from course import (ROOT, grade_id_of, hard_coded_answer, make_submission, reference_code,
+from course import (ROOT, grade_id_of, hard_coded_answer, make_submission, reference_code, with_scratch_cells,
                     visible_test_answers)
 from grading import rules, wire
 from grading.judge import Verdict, grade_in_process, lesson_spec, reference_function
@@ -80,7 +80,6 @@ MARKER = "MCT-ADVERSARY-WAS-HERE"  # the name of every file an attack tries to l
 MIME_HEAD, MIME_TAIL = MIME[:len(MIME) // 2], MIME[len(MIME) // 2:]
 assert MIME_HEAD + MIME_TAIL == MIME
 RULES = "breaks the course's rules for graded code"  # the verdict of a lesson whose region breaks them
-WITHHELD = "grade withheld"  # the verdict of every lesson when a cell outside every lesson breaks them
 
 
 def breaks_rules(slug: str, *sources: str) -> bool:
@@ -115,6 +114,7 @@ class Adversary:
     in_process: dict[str, Verdict] = field(default_factory=dict)  # grade_in_process's verdicts
     neighbour: bool = False  # graded in the second run, beside a fork bomb
     demos: bool = False  # graded in a third run, with the course's demonstration cells run (MCT_RUN_DEMOS=1)
+    scratch: bool = False  # graded in a run of its own as an instructor grades (cells that break the rules skipped)
 
     def __post_init__(self) -> None:
         self.student = self.student or self.kind.replace("_", "-")
@@ -734,7 +734,7 @@ def rotating(slug: str, kind: str, ctx: Context) -> Adversary:
         attack = ATTACKS[name](slug, lesson, ctx)
         answers[lesson.function] = attack.code
         expect = attack.expect
-        if breaks_rules(slug, attack.code, *(source for kind, source in attack.after if kind == "code")):
+        if breaks_rules(slug, attack.code):  # (a cell after it that breaks them is scratch: skipped, it costs nothing)
             expect = Expect(0, (RULES,), expect.note)  # the lesson's own cell breaks the rules: that decides
         expected[lesson.code] = replace(expect, note=f"{name}: {expect.note}")
         after[lesson.function] = attack.after
@@ -1063,7 +1063,7 @@ def stalls(slug: str) -> Adversary:
         insert_after_setup(notebook, "import time\ntime.sleep(5)", f"adversarial-sleep-{i}", offset=i)
     insert_after_setup(notebook, "while True:\n    try:\n        while True:\n            pass\n"
                                  "    except KeyboardInterrupt:\n        pass", "adversarial-swallow", offset=6)
-    return Adversary("stalls", slug, notebook, all_lessons(slug, 0, WITHHELD), flagged=("kernel died", WITHHELD),
+    return Adversary("stalls", slug, notebook, all_lessons(slug, 0), flagged=("kernel died",),
                      description="5-second sleeps in many cells, then a loop that swallows KeyboardInterrupt: "
                                  "the kernel is killed (MCT_NOTEBOOK_SECONDS at the latest), the notebook "
                                  "listed for a human look")
@@ -1183,8 +1183,8 @@ print("ADV-CONFIG-WRITTEN:", json.dumps(sorted({{os.path.dirname(p) for p in wri
     notebook = make_submission(slug, {target.function: cell(slug, target.function, wrong(target.function))},
                                default="reference")
     insert_after_setup(notebook, source, "adversarial-config")
-    # its cell, outside every lesson, breaks the rules: the notebook's grade is withheld (it runs in this suite)
-    return Adversary("config_writer", slug, notebook, all_lessons(slug, 0, WITHHELD), flagged=(WITHHELD,),
+    # its cell, outside every lesson, breaks the rules: a scratch cell, skipped while grading (it runs in this suite)
+    return Adversary("config_writer", slug, notebook, {**full(slug), target.code: Expect(0)},
                      student="zx-config-writer",
                      description="nbgrader/Jupyter/IPython configuration and Python start-up files written into "
                                  "every folder named by the kernel's environment, /tmp and the cwd's parents")
@@ -1200,7 +1200,7 @@ def runtime_chmod(slug: str) -> Adversary:
                           "print('runtime folder:', runtime, sorted(os.listdir(runtime)))\n"
                           f"open(os.path.join(runtime, {MARKER!r}), 'w').write('left for the next kernel')\n"
                           "os.chmod(runtime, 0)", "adversarial-runtime")
-    return Adversary("runtime_chmod", slug, notebook, all_lessons(slug, 0, WITHHELD), flagged=(WITHHELD,),
+    return Adversary("runtime_chmod", slug, notebook, {**full(slug), target.code: Expect(0)},
                      student="zy-runtime-chmod",
                      description="the kernel's socket folder (in its sandbox's /tmp) chmod 0 at the end of "
                                  "the notebook")
@@ -1208,8 +1208,8 @@ def runtime_chmod(slug: str) -> Adversary:
 
 def host_reach(slug: str, ctx: Context) -> Adversary:
     """Everything a notebook could do to the host around its kernel (issue: the sandbox as an
-    operating-system boundary), in one cell outside every lesson (so its grade is withheld, and it
-    runs in this suite): read another clone's solutions, a file in another user's home and the course
+    operating-system boundary), in scratch cells after every lesson (skipped while grading; they
+    run in this suite): read another clone's solutions, a file in another user's home and the course
     directory; leave links, FIFOs and hard links aimed at the host in every folder it can write; fill
     its disk; hold memory across many processes; display a gigabyte; put an attribute into its
     feedback page through an image's width.  The honest students graded with it keep their marks."""
@@ -1302,7 +1302,7 @@ for _ in range(1024):  # a gigabyte of display output in one cell
                                default="reference")
     for index, part in enumerate(source.split("# ---- (a cell of its own)\n")):  # each under the cell time limit
         append_cell(notebook, part, f"adversarial-host-{index}")
-    return Adversary("host_reach", slug, notebook, all_lessons(slug, 0, WITHHELD), flagged=(WITHHELD,),
+    return Adversary("host_reach", slug, notebook, {**full(slug), target.code: Expect(0)},
                      student="zw-host-reach",
                      description="reads another clone's solutions, another user's file and the course directory; "
                                  "links, FIFOs and hard links in every folder it can write; a disk filler; 1.6 GB "
@@ -1521,6 +1521,15 @@ def v3_answers(slug: str) -> tuple[dict[str, str], dict[str, str]]:
     return broken, plain
 
 
+def with_scratch(slug: str) -> Adversary:
+    """An honest student who worked as people do in Jupyter: every kind of scratch cell (help, ?, ??, %timeit,
+    %%time, !ls, a plot, show_progress, a print, an import os) outside every lesson and inside the first one."""
+    notebook = with_scratch_cells(make_submission(slug, default="reference"), lessons_of(slug)[0].function)
+    return Adversary("with-scratch", slug, notebook, full(slug), scratch=True,
+                     description="the reference solutions with scratch cells, graded as an instructor grades: "
+                                 "full marks, not listed")
+
+
 def adversaries(slug: str, ctx: Context, first_part: bool, demos: bool = True) -> list[Adversary]:
     """Every adversarial submission of a part: the first landed part gets every kind, each in a
     notebook of its own; a later part its reference, one mixed notebook and its rotating attacks
@@ -1544,6 +1553,7 @@ def adversaries(slug: str, ctx: Context, first_part: bool, demos: bool = True) -
                   host_reach(slug, ctx), reference(slug, "zz-honest-1"), reference(slug, "zz-honest-2"),
                   fork_bomb(slug), reference(slug, NEIGHBOURS[2])]
         found[-1].neighbour = True
+        found.append(with_scratch(slug))
         filler = stubs(slug)
         filler.student, filler.neighbour, filler.may_fail = NEIGHBOURS[0], True, True
         filler.description = "the release, untouched, graded while the fork bomb runs (before the witness)"

@@ -462,11 +462,25 @@ def helper_modules() -> dict[Path, str]:
             Path("shared") / "lesson_minutes.py": clock.minutes_module(clock.estimates(clock.course_features(PARTS)))}
 
 
+RULES_START = "<!-- the allow-list: make build writes this list from shared/allowlist.py -->"
+RULES_END = "<!-- end of the allow-list -->"
+
+
+def readme_rules(text: str) -> str:
+    """``text`` (the README) with its list of what graded code may use written from the allow-list itself."""
+    from shared.allowlist import rules_markdown
+    start, end = text.find(RULES_START), text.find(RULES_END)
+    if start < 0 or end < start:
+        raise SystemExit(f"README.md has no allow-list between {RULES_START} and {RULES_END}")
+    return f"{text[:start]}{RULES_START}\n{rules_markdown()}{text[end:]}"
+
+
 def build_all(only: list[str] | None = None, execute: bool = True) -> dict[Path, str]:
     rows = course_table.course_rows(PARTS)
     outputs: dict[Path, str] = {**helper_modules(),
                                 # the README's sentence of the course's size and its parts table's lesson ranges
-                                Path("README.md"): course_table.readme_text((ROOT / "README.md").read_text(), rows)}
+                                Path("README.md"): readme_rules(course_table.readme_text((ROOT / "README.md").read_text(),
+                                                                                       rows))}
     slugs = [master.parent.name for master in sorted(PARTS.glob("[0-9][0-9]_*/master.py"))
              if not only or master.parent.name in only]
     for slug in slugs:

@@ -1,0 +1,126 @@
+"""What a lesson's technique is graded on stands on more than the rules for graded code.
+
+The lessons whose memory or traffic is measured (014, 027, 029, 032, 034, 040) met these attacks
+(issue 40): the meter's tracing stopped or reset around a shortcut, a collective's traffic record written
+directly, a private field of the cluster written, the arrays a worker received written into, and the
+built-ins reached through an allowed module.  Each is shut twice:
+
+- by the rules: an attack written in a lesson's own cell is graded code that breaks them, so that cell is
+  never run, the lesson gets no points and the notebook is listed (checked here on the notebook, as the
+  judge reads it, beside the honest cell, which keeps them);
+- at run time, for code the rules never saw: a measured case checks that the trace was whole (tracing
+  stopped from inside loses the points, named), and what a worker received is read-only for good.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from course import ROOT, make_submission, reference_code
+from grading import rules
+from grading.judge import grade_in_process
+from shared.cluster import Cluster
+from shared.lessons import lesson
+
+MEASURED_LESSONS = ("014", "027", "029", "032", "034", "040")
+
+#: Each attack as one line (or two) that a learner's cell would hold.
+ATTACKS = {
+    "stops the tracer through the helper": "from shared import memory\nmemory.tracemalloc.stop()",
+    "resets the tracer": "import tracemalloc\ntracemalloc.reset_peak()",
+    "writes a traffic record": "Cluster(2).ledger._record_round([(0, 1, 8)])",
+    "writes a private field": "Cluster(2)._mailboxes.clear()",
+    "makes a received array writeable": "Cluster(2).receive(1, 0).setflags(write=True)",
+    "reaches the builtins through an allowed module": "import dataclasses\ndataclasses.builtins.setattr(np, 'x', 1)",
+}
+
+
+def _findings(code: str, extra: str | None):
+    """The judge's reading of a notebook of reference answers whose lesson ``code`` cell also holds ``extra``."""
+    found = lesson(code)
+    source = reference_code(found.part.slug, found.function)
+    notebook = make_submission(found.part.slug, {found.function: source + (f"\n\n{extra}\n" if extra else "")},
+                               default="reference")
+    return rules.check_notebook(notebook.cells, found.part.slug)
+
+
+@pytest.mark.parametrize("code", MEASURED_LESSONS)
+def test_the_honest_cell_keeps_the_rules(code):
+    assert _findings(code, None).cells == []
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+@pytest.mark.parametrize("code", MEASURED_LESSONS)
+def test_an_attack_on_what_is_measured_costs_its_lesson(code, attack):
+    findings = _findings(code, ATTACKS[attack])
+    costs = findings.of_lesson(code)
+    assert costs, f"{attack} in lesson {code}'s cell went unnoticed"
+    assert "breaks the course's rules for graded code" in costs[0].lesson_message(lesson(code).function)
+
+
+def _tracing_stopped_around(function):
+    """``function``, but with Python's memory tracing stopped while it runs (by the C module itself, which graded
+    code cannot reach: this is the run-time guard's test, for code the rules never saw)."""
+    import _tracemalloc
+
+    def untraced(*args, **kwargs):
+        _tracemalloc.stop()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _tracemalloc.start()
+    return untraced
+
+
+@pytest.mark.parametrize("code", ("014", "029", "032", "040"))
+def test_tracing_stopped_from_inside_a_measured_call_loses_the_points(code):
+    found = lesson(code)
+    namespace: dict = {}
+    path = ROOT / "solutions" / f"{found.part.slug}.py"
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    assert grade_in_process(code, dict(namespace)).passed
+    namespace[found.function] = _tracing_stopped_around(namespace[found.function])
+    verdict = grade_in_process(code, namespace)
+    assert not verdict.passed and "memory trace was stopped or cleared" in verdict.message, verdict.message
+
+
+def test_what_a_worker_received_is_read_only_for_good():
+    cluster = Cluster(2)
+    sent = np.arange(6.0).reshape(2, 3)
+    with cluster.round():
+        cluster.send(0, 1, sent)
+    received = cluster.receive(1, 0)
+    assert np.array_equal(received, sent) and not received.flags.writeable
+    with pytest.raises(ValueError):
+        received[0, 0] = 1.0
+    with pytest.raises(ValueError):
+        received.setflags(write=True)  # its memory is an immutable bytes: no flag makes it writeable
+    assert not np.ndarray(received.shape, received.dtype, buffer=received).flags.writeable
+
+
+def test_lesson_027_cannot_send_zeros_and_write_the_mean_into_what_it_received():
+    """The attack issue 40 found within the rules: the right traffic, the mean computed from the inputs."""
+    source = '''
+def all_reduce_mean(worker_arrays, cluster=None):
+    n = len(worker_arrays)
+    with cluster.round():
+        for rank in range(1, n):
+            cluster.send(rank, 0, worker_arrays[rank])
+    for rank in range(1, n):
+        cluster.receive(0, rank)
+    mean = sum(worker_arrays) / n
+    with cluster.round():
+        for rank in range(1, n):
+            cluster.send(0, rank, np.zeros_like(mean))
+    results = [mean]
+    for rank in range(1, n):
+        received = cluster.receive(rank, 0)
+        received[...] = mean
+        results.append(received)
+    return results, cluster.ledger.summary()
+'''
+    namespace = {"np": np}
+    exec(source, namespace)
+    verdict = grade_in_process("027", namespace)
+    assert not verdict.passed and "read-only" in verdict.message, verdict.message
