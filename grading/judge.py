@@ -299,15 +299,15 @@ def _memory_problem(name: str, spec: LessonSpec, case: Case, answer: dict[str, A
         what = "the memory that the result of" if kept else "the peak memory of"
         return f"{what} {name} could not be measured on this case"
     allowed = int(spec.memory.allowed(case.args))
+    if measured > allowed:
+        return (f"{memory_message(name, measured, allowed, spec.memory.rule, kind=spec.memory.kind, right_numbers=True)}"
+                f": {spec.memory.shortcut}")
     resident = answer.get("resident_peak_bytes")
     if not kept and type(resident) is int and resident > RESIDENT_MARGIN * allowed + RESIDENT_SLACK:
         return (f"{name} gives the right numbers but the grading process's resident memory (measured by the "
                 f"operating system, not by Python) grew by {format_bytes(resident)} at its peak, and this lesson "
                 f"allows {format_bytes(allowed)} ({spec.memory.rule}): {spec.memory.shortcut}")
-    if measured <= allowed:
-        return None
-    return (f"{memory_message(name, measured, allowed, spec.memory.rule, kind=spec.memory.kind, right_numbers=True)}"
-            f": {spec.memory.shortcut}")
+    return None
 
 
 def _sharing_mistake(mistakes: Sequence[Mistake], values: list) -> Mistake | None:

@@ -220,10 +220,13 @@ def check_notebook(cells: list[Any], slug: str) -> Findings:
     findings = Findings()
     for index in sorted(broken):
         costs = []
+        grade_id = cells[index].get("metadata", {}).get("nbgrader", {}).get("grade_id")
         for lesson in lessons_of(slug):
             given = frozenset(lesson_spec(lesson.code).isolate)
             needed = needed_names(lesson.function, names, given) & names[index].defines
             only_here = tuple(sorted(name for name in needed if name not in kept))
+            if grade_id == lesson.solution_grade_id:  # the lesson's own cell, whatever reading finds in it
+                only_here = tuple(sorted({*only_here, lesson.function}))
             if only_here:
                 costs.append(CellBreak(index, lesson.code, broken[index], only_here))
         findings.cells.extend(costs or [CellBreak(index, None, broken[index])])

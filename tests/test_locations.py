@@ -44,7 +44,8 @@ as_root = pytest.mark.skipif(os.getuid() != 0, reason="making another user's hom
 def copy_checkout(target: Path) -> Path:
     """The checkout's tracked files (as ``git clone`` gives them, but as they are now) at ``target``, with a
     virtual environment of its own: hard links to this one's files (a copy where links cannot be made),
-    and its editable install pointing at the copy."""
+    its editable install pointing at the copy, and its scripts' ``#!`` lines at the copy's Python (this
+    checkout may be in a folder that another user cannot enter: a clone made in ``mktemp -d``)."""
     files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True).stdout
     for name in filter(None, files.decode().split("\0")):
         source = ROOT / name
@@ -60,6 +61,15 @@ def copy_checkout(target: Path) -> Path:
         text = finder.read_text().replace(str(ROOT), str(target))
         finder.unlink()  # a hard link to this checkout's file: replaced, never written through
         finder.write_text(text)
+    for script in (target / ".venv" / "bin").iterdir():  # `#!/.../this checkout/.venv/bin/python`: the copy's own
+        if script.is_file() and not script.is_symlink() and script.read_bytes()[:2] == b"#!":
+            text = script.read_bytes()
+            first, _, rest = text.partition(b"\n")
+            if str(ROOT).encode() in first:
+                mode = script.stat().st_mode
+                script.unlink()
+                script.write_bytes(first.replace(str(ROOT).encode(), str(target).encode()) + b"\n" + rest)
+                script.chmod(mode)
     return target
 
 
@@ -75,10 +85,17 @@ def grading_script(checkout: Path, course: Path) -> list[str]:
     return [*tool, "release"], [*tool, "autograde", "--jobs", "1"]
 
 
-def environment(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("MCT_", "JUPYTER", "IPYTHON", "PYTHON", "VIRTUAL_ENV"))}
-    return {**env, "HOME": str(home), "MCT_CELL_TIMEOUT": "20", **extra}
+#: What of the caller's environment a grading run of the copy keeps: the machine's locale and its OpenBLAS quirks.
+KEPT_ENV = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def environment(home: Path, checkout: Path, **extra: str) -> dict[str, str]:
+    """An environment of the grader's own, as a user who runs the copy has it: their home, the copy's virtual
+    environment first on PATH, then the system's; never the caller's PATH (whose first folder, this checkout's
+    .venv/bin, another user may not enter) nor its Jupyter or Python settings."""
+    env = {name: os.environ[name] for name in KEPT_ENV if name in os.environ}
+    path = f"{checkout / '.venv' / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    return {**env, "PATH": path, "HOME": str(home), "MCT_CELL_TIMEOUT": "20", **extra}
 
 
 def check_graded(output: str, course: Path) -> None:
@@ -94,7 +111,7 @@ def check_graded(output: str, course: Path) -> None:
 
 def grade_in(checkout: Path, course: Path, home: Path, wrap: list[str] | None = None, **extra: str) -> str:
     release, autograde = grading_script(checkout, course)
-    env = environment(home, **extra)
+    env = environment(home, checkout, **extra)
     wrap = wrap or []
     made = subprocess.run([*wrap, *release], env=env, cwd=home, capture_output=True, text=True)
     assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
@@ -166,7 +183,7 @@ def test_a_sandbox_where_python_cannot_start_is_the_graders_error_not_a_zero(tmp
         pytest.skip("needs bubblewrap")
     course = tmp_path / "class"
     _, autograde = grading_script(ROOT, course)
-    env = environment(tmp_path, MCT_KERNEL_ADDRESS_SPACE=str(2**20))
+    env = environment(tmp_path, ROOT, MCT_KERNEL_ADDRESS_SPACE=str(2**20))
     submit(course, "honest", (ROOT / "solutions" / f"{PART}.ipynb").read_text())
     run = subprocess.run(autograde, env=env, cwd=tmp_path, capture_output=True, text=True)
     assert run.returncode == 2, run.stdout[-2000:]
