@@ -165,13 +165,15 @@ torch: $(STAMP)
 # computing with the reference solutions, against the simulated run (tools/train_distributed.py, which
 # hands the judge's reference lookup to torch_extra/real_training.py);
 # TECHNIQUE=data-parallel, zero or full-loop runs one of them only. FROM=notebooks runs your own 029, 035
-# and 040 from notebooks/ instead (the rules for graded code checked first), against the reference.
+# and 040 from notebooks/ instead (the rules for graded code checked first), against the reference;
+# TIMEOUT=seconds stops a run that takes longer (120 by default).
 WORKERS ?= 4
 STEPS ?= 20
 TECHNIQUE ?= all
 FROM ?= references
 train-distributed: $(STAMP)
-	@$(PY) tools/train_distributed.py --workers $(WORKERS) --steps $(STEPS) --technique $(TECHNIQUE) --from $(FROM)
+	@$(PY) tools/train_distributed.py --workers $(WORKERS) --steps $(STEPS) --technique $(TECHNIQUE) --from $(FROM) \
+	  $(if $(TIMEOUT),--timeout $(TIMEOUT))
 
 # The instructor's workflow (tools/instructor.py): autograde/ is the course directory unless
 # COURSE_DIR names another (it is set up there); grading never depends on the current directory.

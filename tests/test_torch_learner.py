@@ -218,7 +218,10 @@ def test_a_learners_loop_that_never_ends_is_stopped_and_nothing_is_left(tmp_path
     deadline = time.monotonic() + 10  # the process server ends when the command's end closes its pipe
     while processes_in_session(command.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert processes_in_session(command.pid) == []
+    left = processes_in_session(command.pid)
+    for process in left:  # not left behind by a failing test either
+        os.kill(int(process.split()[0]), 9)
+    assert left == []
 
 
 @needs_torch
@@ -230,11 +233,21 @@ def test_what_a_worker_started_is_stopped_with_it(tmp_path):
         launch(1, torch_workers.start_a_child_and_hang, str(record), timeout=3)
     child = int(record.read_text())
     deadline = time.monotonic() + 5
-    while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
+    while running(child) and time.monotonic() < deadline:
         time.sleep(0.1)
-    alive = os.path.exists(f"/proc/{child}") and open(f"/proc/{child}/stat").read().split()[2] != "Z"
-    assert not alive, "the worker's child process outlived the run"
+    if running(child):
+        os.kill(child, 9)  # not left behind by a failing test either
+        pytest.fail("the worker's child process outlived the run")
     assert multiprocessing.active_children() == []
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (Linux's /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_the_notebook_is_read_as_the_learner_runs_it_without_its_tests_and_demos(tmp_path):
