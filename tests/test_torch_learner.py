@@ -8,12 +8,15 @@ command runs in this process (its ``main``), but for the loop that never ends, w
 
 - the reference answers, run from the notebooks on 4 processes, train equal to the reference on
   the simulated cluster, bit for bit, traffic for traffic: exit 0;
-- a 029 that averages the workers' gradients unweighted, a 035 without its all-gather and a 040
-  that never updates its master weights each exit 1, the report naming the first difference (its
+- a 029 that averages the workers' gradients unweighted, a 035 without its all-gather, a 040
+  that never updates its master weights and a 029 that leaves the cluster it is given unused
+  each exit 1, the report naming the first difference (its
   step, worker and tensor, or the traffic, and what it most likely means); 4 workers, as the batch
   of 30 then falls in shards of 8, 8, 7 and 7 rows (2 workers' equal shards would weigh alike);
 - a lesson not answered yet is named, and a cell against the rules gets the visible tests' message,
   before anything starts;
+- a learner's function that raises in a worker: the worker's rank, the error and the learner's
+  cell and line;
 - a learner's function that never returns is stopped at the time limit, the message naming the
   workers and what they ran, and nothing of the run is left running; a worker's own child
   process goes with it;
@@ -63,6 +66,9 @@ NO_ALL_GATHER_035 = ("06_zero_sharding", "zero_optimizer_step",
                      "    return [as_params(vector) for vector in vectors], new_states, cluster.ledger.summary()")
 STALE_MASTER_040 = ("07_memory_accounting", "full_distributed_training_loop",
                     "            master = [shard for shard, _ in updates]\n", "")
+OWN_CLUSTER_029 = ("05_data_parallel", "data_parallel_train_step",
+                   "    if cluster is None:\n        cluster = Cluster(num_workers)\n",
+                   "    cluster = Cluster(num_workers)  # the one it was given is left unused\n")
 HANGING_040 = ("07_memory_accounting", "full_distributed_training_loop",
                "    N, k, mixed = config.num_workers, config.num_micro_batches, config.mixed_precision\n",
                "    N, k, mixed = config.num_workers, config.num_micro_batches, config.mixed_precision\n"
@@ -134,7 +140,12 @@ def leading_skips(steps: int, workers: int) -> int:
      [r"FIRST DIFFERENCE \(full loop, step {after_two_clean_steps}\): the step's loss is",
       r"at the end: worker 0's final parameters: W1 differs by up to",
       r"what it most likely means: the parameters that the earlier steps left differ .*its master weights"]),
-], ids=["029 unweighted", "035 without its all-gather", "040 with stale master weights"])
+    # Right numbers, but every message stays inside the process: nothing crossed, the ledger's traffic is missing.
+    ("data-parallel", OWN_CLUSTER_029, "2",
+     [r"FIRST DIFFERENCE \(data parallel, step 0\): worker 0 sent 0 messages, 0 bytes, and received 0, 0 bytes in "
+      r"the step; the ledger says [1-9]\d* messages",
+      r"what it most likely means: no message crossed between the processes: .*its `cluster` argument"]),
+], ids=["029 unweighted", "035 without its all-gather", "040 with stale master weights", "029 on its own cluster"])
 def test_a_mistake_exits_1_naming_its_first_difference(technique, mistake, steps, first, tmp_path, capsys):
     slug, code = changed(mistake)
     folder = write_notebooks(tmp_path, {slug: {mistake[1]: code}})
@@ -177,6 +188,22 @@ def test_without_torch_the_command_from_notebooks_says_how_to_install_it(monkeyp
     assert tool("train_distributed").main(train(tmp_path)) == 2  # before any notebook is read
     out, err = capsys.readouterr()
     assert out == "" and err == f"train-distributed: {MISSING_TORCH}\n"
+
+
+@needs_torch
+def test_a_learners_function_that_raises_in_a_worker_gives_its_rank_error_and_line(tmp_path, capsys):
+    code = reference_code("05_data_parallel", "data_parallel_train_step")
+    anchor = "    worker_params = [{} for _ in range(num_workers)]\n"
+    assert anchor in code
+    code = code.replace(anchor, anchor + "    raise ValueError('a learner\\'s bug')\n")
+    folder = write_notebooks(tmp_path, {"05_data_parallel": {"data_parallel_train_step": code}})
+    assert tool("train_distributed").main(train(folder, "--technique", "data-parallel", workers="2", steps="1")) == 1
+    _, err = capsys.readouterr()
+    assert re.match(r"train-distributed: worker [01] of 2 failed: ValueError: a learner's bug", err), err
+    # The traceback ends in the learner's cell, by its place in the notebook, with the line.
+    assert re.search(r'File "<05_data_parallel\.ipynb, cell \d+>", line \d+, in data_parallel_train_step\n'
+                     r"\s+raise ValueError\('a learner\\'s bug'\)", err), err
+    assert multiprocessing.active_children() == []
 
 
 def processes_in_session(session: int) -> list[str]:

@@ -105,7 +105,9 @@ def _traffic(real: list[dict[str, Any]], simulated: Any, steps: int) -> Found | 
         if got is None:
             continue
         expected = [m for m in simulated.messages if rank in (m[1], m[2])]
-        if got and all(len(m) > 4 and m[4] is not None for m in got):
+        # By step when the messages say their step (or, none sent, when the worker's run went step by step).
+        stepped = bool(got) or result.get("step_params") is not None
+        if stepped and all(len(m) > 4 and m[4] is not None for m in got):
             item = _traffic_by_step(rank, got, expected, simulated, steps)
         else:
             item = _traffic_by_message(rank, got, expected, simulated, steps)
