@@ -69,6 +69,8 @@ STALE_MASTER_040 = ("07_memory_accounting", "full_distributed_training_loop",
 OWN_CLUSTER_029 = ("05_data_parallel", "data_parallel_train_step",
                    "    if cluster is None:\n        cluster = Cluster(num_workers)\n",
                    "    cluster = Cluster(num_workers)  # the one it was given is left unused\n")
+NAIVE_029 = ("05_data_parallel", "data_parallel_train_step",
+             "averaged, _ = ring_all_reduce_mean(", "averaged, _ = all_reduce_mean(")  # 027's, not the ring
 HANGING_040 = ("07_memory_accounting", "full_distributed_training_loop",
                "    N, k, mixed = config.num_workers, config.num_micro_batches, config.mixed_precision\n",
                "    N, k, mixed = config.num_workers, config.num_micro_batches, config.mixed_precision\n"
@@ -145,7 +147,13 @@ def leading_skips(steps: int, workers: int) -> int:
      [r"FIRST DIFFERENCE \(data parallel, step 0\): worker 0 sent 0 messages, 0 bytes, and received 0, 0 bytes in "
       r"the step; the ledger says [1-9]\d* messages",
       r"what it most likely means: no message crossed between the processes: .*its `cluster` argument"]),
-], ids=["029 unweighted", "035 without its all-gather", "040 with stale master weights", "029 on its own cluster"])
+    # The naive all-reduce (027): worker 0 gathers and sends back whole tensors, more bytes than its ring's chunks.
+    ("data-parallel", NAIVE_029, "1",
+     [r"FIRST DIFFERENCE \(data parallel, step 0\): worker 0 sent (\d+) messages, ([\d,]+) bytes, .* in the step; "
+      r"the ledger says \d+ messages, ([\d,]+) bytes",
+      r"what it most likely means: more traffic than the ledger: a collective done the expensive way"]),
+], ids=["029 unweighted", "035 without its all-gather", "040 with stale master weights", "029 on its own cluster",
+        "029 with the naive all-reduce"])
 def test_a_mistake_exits_1_naming_its_first_difference(technique, mistake, steps, first, tmp_path, capsys):
     slug, code = changed(mistake)
     folder = write_notebooks(tmp_path, {slug: {mistake[1]: code}})
