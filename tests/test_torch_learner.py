@@ -125,35 +125,46 @@ def leading_skips(steps: int, workers: int) -> int:
     return next(step for step, skipped in enumerate(history["skipped"]) if not skipped)
 
 
+def lesson_marks(code: str, part: int) -> list:
+    return [getattr(pytest.mark, f"lesson_{code}"), getattr(pytest.mark, f"part_{part}")]
+
+
+SAME_TRAFFIC = r"traffic as the ledger predicts, worker for worker"
+
+
 @needs_torch
 @pytest.mark.parametrize("technique, mistake, steps, first", [
     # The unweighted mean changes the first step's gradient, so every worker's first update: the same messages.
-    ("data-parallel", UNWEIGHTED_029, "2",
-     [r"FIRST DIFFERENCE \(data parallel, step 0\): worker 0's parameters after the step: W1 differs by up to",
-      r"what it most likely means: the same messages carry other numbers: how the gradients are weighted"]),
+    pytest.param("data-parallel", UNWEIGHTED_029, "2",
+                 [SAME_TRAFFIC, r"FIRST DIFFERENCE \(data parallel, step 0\): worker 0's parameters after the step: "
+                  r"W1 differs by up to", r"what it most likely means: the same messages carry other numbers: how "
+                  r"the gradients are weighted"], id="029 unweighted", marks=lesson_marks("029", 5)),
     # Without the all-gather the first step sends half the ledger's messages, and worker 0 misses the others' shards.
-    ("zero", NO_ALL_GATHER_035, "2",
-     [r"FIRST DIFFERENCE \(ZeRO, step 0\): worker 0 sent 3 messages, [\d,]+ bytes, .* in the step; the ledger says "
-      r"6 messages", r"also in that step: worker 0's parameters after the step: \w+ differs by up to",
-      r"what it most likely means: less traffic than the ledger: a collective left out"]),
+    pytest.param("zero", NO_ALL_GATHER_035, "2",
+                 [r"FIRST DIFFERENCE \(ZeRO, step 0\): worker 0 sent 3 messages, [\d,]+ bytes, .* in the step; the "
+                  r"ledger says 6 messages", r"also in that step: worker 0's parameters after the step: \w+ differs by "
+                  r"up to", r"what it most likely means: less traffic than the ledger: a collective left out"],
+                 id="035 without its all-gather", marks=lesson_marks("035", 6)),
     # Stale master weights: the first clean step starts from the same ones, the second does not, and the loss
     # of the step after it is the first number that differs; the traffic stays the ledger's.
-    ("full-loop", STALE_MASTER_040, STEPS,
-     [r"FIRST DIFFERENCE \(full loop, step {after_two_clean_steps}\): the step's loss is",
-      r"at the end: worker 0's final parameters: W1 differs by up to",
-      r"what it most likely means: the parameters that the earlier steps left differ .*its master weights"]),
+    pytest.param("full-loop", STALE_MASTER_040, STEPS,
+                 [SAME_TRAFFIC, r"FIRST DIFFERENCE \(full loop, step {after_two_clean_steps}\): the step's loss is",
+                  r"at the end: worker 0's final parameters: W1 differs by up to",
+                  r"what it most likely means: the parameters that the earlier steps left differ .*its master weights"],
+                 id="040 with stale master weights", marks=lesson_marks("040", 7)),
     # Right numbers, but every message stays inside the process: nothing crossed, the ledger's traffic is missing.
-    ("data-parallel", OWN_CLUSTER_029, "2",
-     [r"FIRST DIFFERENCE \(data parallel, step 0\): worker 0 sent 0 messages, 0 bytes, and received 0, 0 bytes in "
-      r"the step; the ledger says [1-9]\d* messages",
-      r"what it most likely means: no message crossed between the processes: .*its `cluster` argument"]),
+    pytest.param("data-parallel", OWN_CLUSTER_029, "2",
+                 [r"FIRST DIFFERENCE \(data parallel, step 0\): worker 0 sent 0 messages, 0 bytes, and received 0, "
+                  r"0 bytes in the step; the ledger says [1-9]\d* messages",
+                  r"what it most likely means: no message crossed between the processes: .*its `cluster` argument"],
+                 id="029 on its own cluster", marks=lesson_marks("029", 5)),
     # The naive all-reduce (027): worker 0 gathers and sends back whole tensors, more bytes than its ring's chunks.
-    ("data-parallel", NAIVE_029, "1",
-     [r"FIRST DIFFERENCE \(data parallel, step 0\): worker 0 sent (\d+) messages, ([\d,]+) bytes, .* in the step; "
-      r"the ledger says \d+ messages, ([\d,]+) bytes",
-      r"what it most likely means: more traffic than the ledger: a collective done the expensive way"]),
-], ids=["029 unweighted", "035 without its all-gather", "040 with stale master weights", "029 on its own cluster",
-        "029 with the naive all-reduce"])
+    pytest.param("data-parallel", NAIVE_029, "1",
+                 [r"FIRST DIFFERENCE \(data parallel, step 0\): worker 0 sent \d+ messages, [\d,]+ bytes, .* in the "
+                  r"step; the ledger says \d+ messages, [\d,]+ bytes",
+                  r"what it most likely means: more traffic than the ledger: a collective done the expensive way"],
+                 id="029 with the naive all-reduce", marks=lesson_marks("029", 5)),
+])
 def test_a_mistake_exits_1_naming_its_first_difference(technique, mistake, steps, first, tmp_path, capsys):
     slug, code = changed(mistake)
     folder = write_notebooks(tmp_path, {slug: {mistake[1]: code}})
