@@ -36,10 +36,15 @@ the reference lookup, with
 - ``simulate(setup, num_workers) -> SimulatedRun``: the same run on the simulated cluster;
 
 and, where the defaults of :class:`Technique` do not fit, ``batches(setup)`` (the global
-batch of each step), ``final_params(cluster, params, state)`` (what the worker's run ends
-with, compared with the simulated run's), ``history(state)`` (per-step decisions to compare,
-such as the loss scaler's) and ``max_workers(setup)``.  :class:`DataParallel` (029),
-:class:`Zero` (035) and :class:`FullTrainingLoop` (040) are the three that exist.
+batch of each step), ``train(cluster, params, state, setup)`` (the whole run: ``step`` on each
+batch, or one call, as the learner's 040), ``final_params(cluster, params, state)`` (what the
+worker's run ends with, compared with the simulated run's), ``history(state)`` (per-step
+decisions to compare, such as the loss scaler's), ``messages(state)`` (the worker's messages,
+for the first difference), ``running()`` and ``max_workers(setup)``.  :class:`DataParallel`
+(029), :class:`Zero` (035) and :class:`FullTrainingLoop` (040) are the reference's three;
+:mod:`torch_extra.learner_training` has the same with the learner's functions
+(``make train-distributed FROM=notebooks``), and :mod:`torch_extra.first_difference` says where
+a run that differs first left the simulated one.
 """
 
 from __future__ import annotations
