@@ -224,6 +224,16 @@ def stub_raise_line(item: types.FunctionType) -> int | None:
     return None
 
 
+def _cell_of(item: types.FunctionType) -> str:
+    """", of lesson 035's Implementation cell," for a function made by a lesson's cell (as 035's
+    ``reduce_scatter_mean``, a step of that lesson), else ""."""
+    for name, value in item.__globals__.items():
+        if name in _FUNCTIONS and isinstance(value, types.FunctionType) \
+                and value.__code__.co_filename == item.__code__.co_filename:
+            return f" (of lesson {_FUNCTIONS[name].code}'s Implementation cell)"
+    return ""
+
+
 def problems(folder: Path, lesson: Lesson) -> list[str]:
     """What stops the learner's ``lesson`` from running on real processes, in words (empty: nothing).
 
@@ -250,7 +260,7 @@ def problems(folder: Path, lesson: Lesson) -> list[str]:
         line = stub_raise_line(item)
         if line is not None:
             owner = _FUNCTIONS.get(item.__name__)
-            which = f"lesson {owner.code} · {owner.title}" if owner else f"your {item.__name__}"
+            which = f"lesson {owner.code} · {owner.title}" if owner else f"your {item.__name__}{_cell_of(item)}"
             found_problems.append(f"{which} is not answered yet in {where}{called}: {item.__name__} still raises "
                                   f"NotImplementedError (line {line} of its cell: replace the stub's "
                                   f"`raise NotImplementedError(...)` lines with your code)")
