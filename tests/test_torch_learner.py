@@ -186,7 +186,8 @@ def test_a_lesson_not_answered_yet_is_named_and_not_run(tmp_path, capsys):
     assert ("zero: lesson 035 · ZeRO optimizer step is not answered yet in "
             f"{folder / '06_zero_sharding.ipynb'}: zero_optimizer_step still raises NotImplementedError") in err
     # Step 1 of the skeleton is a function of its own, which the step calls: named too.
-    assert "your reduce_scatter_mean is not answered yet" in err and "which your zero_optimizer_step calls" in err
+    assert ("your reduce_scatter_mean (of lesson 035's Implementation cell) is not answered yet" in err
+            and "which your zero_optimizer_step calls" in err)
     assert err.rstrip().endswith("nothing to run from " + str(folder) + " (zero: see above)")
 
 
