@@ -192,6 +192,12 @@ def test_a_lesson_not_answered_yet_is_named_and_not_run(tmp_path, capsys):
 
 
 @needs_torch
+def test_a_missing_notebook_is_named(tmp_path, capsys):
+    assert tool("train_distributed").main(train(tmp_path, "--technique", "data-parallel")) == 1
+    assert f"data-parallel: there is no notebook at {tmp_path / '05_data_parallel.ipynb'}" in capsys.readouterr().err
+
+
+@needs_torch
 def test_a_cell_against_the_rules_gets_the_visible_tests_message(tmp_path, capsys):
     code = reference_code("05_data_parallel", "shard_dataset_across_workers")
     cell = "import os  # not for graded code\n" + code
@@ -308,13 +314,14 @@ def test_the_notebook_is_read_as_the_learner_runs_it_without_its_tests_and_demos
         """)))
     path = tmp_path / "05_data_parallel.ipynb"
     nbformat.write(notebook, path)
-    namespace = notebook_functions.load(path)
+    notebook = notebook_functions.read(path)
+    namespace = notebook.namespace()
     assert namespace["my_helper"](3) == 6
     # The visible test cells did not run: they leave names such as the test data behind.
     test_names = {"X10", "Y10", "p0", "replicas"}
     assert not test_names & namespace.keys()
     assert namespace["data_parallel_train_step"].__module__ == "__main__"  # as in the notebook
-    assert notebook_functions.problems(tmp_path, lesson("data_parallel_train_step")) == []
+    assert notebook_functions.problems(notebook, lesson("data_parallel_train_step")) == []
     called = [f.__name__ for f in notebook_functions.called_functions(namespace["data_parallel_train_step"])]
     assert called == ["data_parallel_train_step", "shard_dataset_across_workers", "compute_local_gradients",
                       "ring_all_reduce_mean"]

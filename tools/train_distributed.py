@@ -53,15 +53,21 @@ NOTEBOOK_PRELOAD = ["torch_extra.learner_training", "nbformat", "shared.checking
 LEARNER_SOURCE = "your own functions, from your notebooks, against the course's reference on the simulated cluster"
 
 
-def runnable(names: list[str], folder: Path) -> list[str]:
-    """The techniques whose lesson can run from the learner's notebooks; prints what stops the others."""
-    ready = []
+def runnable(names: list[str], folder: Path) -> dict[str, object]:
+    """The learner's techniques whose lesson can run from the notebooks in ``folder``, by name; prints what
+    stops the others. Each carries its notebook as read and checked here, which is what its workers run."""
+    ready = {}
     for name in names:
-        found = notebook_functions.problems(folder, lesson(LEARNER_TECHNIQUES[name].lesson_function))
+        kind = LEARNER_TECHNIQUES[name]
+        try:
+            notebook = notebook_functions.read(notebook_functions.notebook_path(folder, kind.lesson()))
+            found = notebook_functions.problems(notebook, kind.lesson())
+        except notebook_functions.NotebookProblem as problem:
+            found = [str(problem)]
         for problem in found:
             print(f"train-distributed: {name}: {problem}", file=sys.stderr)
         if not found:
-            ready.append(name)
+            ready[name] = kind(reference_function, notebook)
     return ready
 
 
@@ -84,9 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     names = list(TECHNIQUES) if options.technique == "all" else [options.technique]
     from_notebooks = options.source == "notebooks"
     for name in names:
-        if options.workers > TECHNIQUES[name](reference_function).max_workers(setup):
-            parser.error(f"{name} trains a batch of {setup.batch_size} on at most "
-                         f"{TECHNIQUES[name](reference_function).max_workers(setup)} workers, got --workers {options.workers}")
+        most = TECHNIQUES[name](reference_function).max_workers(setup)
+        if options.workers > most:
+            parser.error(f"{name} trains a batch of {setup.batch_size} on at most {most} workers, "
+                         f"got --workers {options.workers}")
     not_run = []
     if from_notebooks:
         try:
@@ -100,8 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"train-distributed: nothing to run from {notebook_functions.display_path(options.notebooks)} "
                   f"({', '.join(not_run)}: see above)", file=sys.stderr)
             return 1
-        names = ready
-        techniques = [LEARNER_TECHNIQUES[name](reference_function, options.notebooks) for name in names]
+        names, techniques = list(ready), list(ready.values())
     else:
         techniques = [TECHNIQUES[name](reference_function) for name in names]
     preload = REFERENCE_PRELOAD + (NOTEBOOK_PRELOAD if from_notebooks else [])

@@ -186,17 +186,19 @@ def _tensor_difference(got: dict[str, np.ndarray], expected: dict[str, np.ndarra
     for key, value in expected.items():
         mine = got.get(key) if isinstance(got, dict) else None
         if not isinstance(mine, np.ndarray) or mine.shape != value.shape:
-            shape = getattr(mine, "shape", None)
-            return f"{key} is {'missing' if mine is None else f'of shape {shape}'}; the reference's has shape {value.shape}"
+            what = "missing" if mine is None else f"of shape {getattr(mine, 'shape', None)}"
+            return f"{key} is {what}; the reference's has shape {value.shape}"
         if mine.dtype != value.dtype:
             return f"{key} is {mine.dtype}; the reference's is {value.dtype}"
         if not np.allclose(mine, value, rtol=RTOL, atol=0.0, equal_nan=True):
             with np.errstate(invalid="ignore", over="ignore"):
                 difference = np.abs(mine.astype(np.float64) - value.astype(np.float64))
-            where = np.unravel_index(int(np.nanargmax(np.where(np.isnan(difference), np.inf, difference))),
-                                     value.shape) if value.size else ()
+            both_nan = np.isnan(mine.astype(np.float64)) & np.isnan(value.astype(np.float64))
+            # A NaN on one side only is the largest difference; on both sides, none.
+            difference = np.where(both_nan, 0.0, np.where(np.isnan(difference), np.inf, difference))
+            where = np.unravel_index(int(np.argmax(difference)), value.shape)
             at = f"{key}[{', '.join(map(str, where))}]" if where else key
-            return (f"{key} differs by up to {float(np.nanmax(np.where(np.isnan(difference), np.inf, difference))):.3g} "
+            return (f"{key} differs by up to {float(difference[where]):.3g} "
                     f"(at {at}: yours {float(mine[where]):.9g}, the reference's {float(value[where]):.9g})")
     return None
 

@@ -21,15 +21,15 @@ messages that process r really sent and received, against the ledger's column fo
 The three techniques here are the reference ones (:mod:`torch_extra.real_training`) with the
 learner's function in each process instead of the reference's pieces; what feeds them (the
 batches, 035's gradients and first optimizer state) is made as the reference run makes it.  The
-functions come from the learner's notebooks (:mod:`torch_extra.notebook_functions`), which each
-worker process reads itself: a function made by a notebook's cell cannot be pickled.
+functions come from the learner's notebooks (:mod:`torch_extra.notebook_functions`): each technique
+carries its notebook's cells as the launching process read and checked them, and each worker process
+runs them itself (a function made by a notebook's cell cannot be pickled).
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -111,28 +111,28 @@ class WiredCluster(Cluster):
 
 
 class LearnerTechnique:
-    """What the three learner's techniques share: where the notebooks are, and the learner's function."""
+    """What the three learner's techniques share: the learner's notebook (as the launching process read and
+    checked it: see :func:`torch_extra.notebook_functions.problems`), and its function."""
 
     lesson_function = ""
 
-    def __init__(self, folder: Path | str):
-        self.folder = str(Path(folder).resolve())
+    def __init__(self, notebook: notebook_functions.Notebook):
+        self.notebook = notebook
 
-    @property
-    def lesson(self):
-        return lesson(self.lesson_function)
+    @classmethod
+    def lesson(cls):
+        return lesson(cls.lesson_function)
 
     def source(self) -> str:
         """Where the learner's function comes from, as the report says it."""
-        path = notebook_functions.display_path(notebook_functions.notebook_path(Path(self.folder), self.lesson))
-        return f"your {self.lesson_function} from {path}"
+        return f"your {self.lesson_function} from {self.notebook.name}"
 
     def running(self) -> str:
         return self.source()
 
     def learner(self):
-        """The learner's function (the notebook is read once per process)."""
-        return notebook_functions.function(Path(self.folder), self.lesson)
+        """The learner's function (the notebook's cells run once per process)."""
+        return notebook_functions.function(self.notebook, self.lesson())
 
 
 @dataclass
@@ -156,9 +156,10 @@ class LearnerDataParallel(LearnerTechnique, DataParallel):
     lesson_function = "data_parallel_train_step"
     records_steps = True
 
-    def __init__(self, reference_function: ReferenceLookup, folder: Path | str, learning_rate: float = 0.05):
+    def __init__(self, reference_function: ReferenceLookup, notebook: notebook_functions.Notebook,
+                 learning_rate: float = 0.05):
         DataParallel.__init__(self, reference_function, learning_rate)
-        LearnerTechnique.__init__(self, folder)
+        LearnerTechnique.__init__(self, notebook)
 
     def describe(self) -> str:
         return f"{self.source()} (lesson 029), SGD with learning rate {self.learning_rate:g}"
@@ -180,9 +181,10 @@ class LearnerZero(LearnerTechnique, Zero):
     lesson_function = "zero_optimizer_step"
     records_steps = True
 
-    def __init__(self, reference_function: ReferenceLookup, folder: Path | str, **hyperparameters: float):
+    def __init__(self, reference_function: ReferenceLookup, notebook: notebook_functions.Notebook,
+                 **hyperparameters: float):
         Zero.__init__(self, reference_function, **hyperparameters)
-        LearnerTechnique.__init__(self, folder)
+        LearnerTechnique.__init__(self, notebook)
 
     def describe(self) -> str:
         return (f"{self.source()} (lesson 035), Adam with learning rate {self.learning_rate:g}; each worker's "
@@ -217,9 +219,9 @@ class LearnerFullLoop(LearnerTechnique, FullTrainingLoop):
     lesson_function = "full_distributed_training_loop"
     records_steps = False
 
-    def __init__(self, reference_function: ReferenceLookup, folder: Path | str, config=None):
+    def __init__(self, reference_function: ReferenceLookup, notebook: notebook_functions.Notebook, config=None):
         FullTrainingLoop.__init__(self, reference_function, config)
-        LearnerTechnique.__init__(self, folder)
+        LearnerTechnique.__init__(self, notebook)
 
     def describe(self) -> str:
         return f"{self.source()} (lesson 040), {FullTrainingLoop.describe(self).split(': ', 1)[1]}"

@@ -39,7 +39,7 @@ _FUNCTIONS = {lesson.function: lesson for lesson in LESSONS}
 # The statements run from a cell that is neither the set-up cell nor an Implementation cell.
 _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
-_loaded: dict[tuple[str, float], dict[str, Any]] = {}  # (path, modification time) -> namespace, per process
+_loaded: dict[Any, dict[str, Any]] = {}  # Notebook -> its namespace, made once per process
 
 
 class NotebookProblem(Exception):
@@ -116,37 +116,50 @@ def what_runs(cell: Cell, tree: ast.Module) -> ast.Module | None:
     return ast.Module(body=kept, type_ignores=[]) if kept else None
 
 
-def load(path: Path) -> dict[str, Any]:
-    """The namespace the notebook's function-making cells leave (see the module's docstring), made once
-    per process and notebook version.
+@dataclass(frozen=True)
+class Notebook:
+    """A learner's notebook as read once: its path and its code cells. Picklable: the worker processes run
+    the very cells that the launching process read and checked, not the file as it may be by then."""
 
-    Raises:
-        NotebookProblem: no such notebook, or an Implementation or set-up cell that does not compile or
-            raises when run (named by its cell and line).
-    """
+    path: str
+    cells: tuple[Cell, ...]
+
+    @property
+    def name(self) -> str:
+        return display_path(Path(self.path))
+
+    def namespace(self) -> dict[str, Any]:
+        """The namespace the notebook's function-making cells leave (see the module's docstring), made once
+        per process.
+
+        Raises:
+            NotebookProblem: an Implementation or set-up cell that does not compile or raises when run
+                (named by its cell).
+        """
+        if self not in _loaded:
+            _loaded[self] = _run_cells(self)
+        return _loaded[self]
+
+
+def read(path: Path) -> Notebook:
+    """The notebook at ``path``, read (:class:`NotebookProblem` if there is none, or it is no notebook)."""
     path = Path(path).resolve()
-    try:
-        key = (str(path), path.stat().st_mtime)
-    except OSError:
-        raise NotebookProblem(f"there is no notebook at {display_path(path)}") from None
-    if key not in _loaded:
-        _loaded[key] = _run_cells(path)
-    return _loaded[key]
+    return Notebook(str(path), tuple(code_cells(path)))
 
 
-def _run_cells(path: Path) -> dict[str, Any]:
+def _run_cells(notebook: Notebook) -> dict[str, Any]:
     os.environ.setdefault("MPLBACKEND", "Agg")  # the set-up cell imports pyplot; nothing is shown here
     # A fresh module stands for the notebook's __main__: its functions' __module__ is "__main__", as in
     # the notebook, which is how shared.checking.check_rules tells the learner's names from the course's.
     namespace = types.ModuleType("__main__").__dict__
-    for cell in code_cells(path):
-        name = CELL_NAME.format(notebook=path.name, index=cell.index)
+    for cell in notebook.cells:
+        name = CELL_NAME.format(notebook=Path(notebook.path).name, index=cell.index)
         source = without_magics(cell.source)
         try:
             tree = ast.parse(source, name)
         except SyntaxError as error:
             if cell.kind in ("setup", "solution"):
-                raise NotebookProblem(f"cell {cell.index} of {display_path(path)} is not valid Python: "
+                raise NotebookProblem(f"cell {cell.index} of {notebook.name} is not valid Python: "
                                       f"{error.msg} (line {error.lineno})") from None
             continue  # the learner's own scratch cell: it makes no function that could run here
         runs = what_runs(cell, tree)
@@ -155,9 +168,10 @@ def _run_cells(path: Path) -> dict[str, Any]:
         linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
         if cell.kind in ("setup", "solution"):
             try:
-                exec(compile(runs, name, "exec"), namespace)  # noqa: S102 - the learner's own notebook, on their machine
+                # The learner's own notebook, on their own machine: its cells run as in the notebook.
+                exec(compile(runs, name, "exec"), namespace)  # noqa: S102
             except Exception as error:  # noqa: BLE001 - any error of the learner's cell is named, with its cell
-                raise NotebookProblem(f"cell {cell.index} of {display_path(path)} raised {type(error).__name__}: "
+                raise NotebookProblem(f"cell {cell.index} of {notebook.name} raised {type(error).__name__}: "
                                       f"{error}") from None
             continue
         for statement in runs.body:  # one by one: a definition that needs the cell's other lines is left out
@@ -168,12 +182,11 @@ def _run_cells(path: Path) -> dict[str, Any]:
     return namespace
 
 
-def function(folder: Path, lesson: Lesson) -> Callable[..., Any]:
-    """The learner's function of ``lesson`` from its notebook in ``folder`` (what a worker calls)."""
-    path = notebook_path(folder, lesson)
-    found = load(path).get(lesson.function)
+def function(notebook: Notebook, lesson: Lesson) -> Callable[..., Any]:
+    """The learner's function of ``lesson`` from ``notebook`` (what a worker calls)."""
+    found = notebook.namespace().get(lesson.function)
     if not callable(found):
-        raise NotebookProblem(f"{display_path(path)} defines no function {lesson.function} "
+        raise NotebookProblem(f"{notebook.name} defines no function {lesson.function} "
                               f"(lesson {lesson.code} · {lesson.title})")
     return found
 
@@ -234,21 +247,20 @@ def _cell_of(item: types.FunctionType) -> str:
     return ""
 
 
-def problems(folder: Path, lesson: Lesson) -> list[str]:
+def problems(notebook: Notebook, lesson: Lesson) -> list[str]:
     """What stops the learner's ``lesson`` from running on real processes, in words (empty: nothing).
 
-    Loads the lesson's notebook, then checks the function and every function of the notebook that it
+    Runs the notebook's function-making cells, then checks the function and every function of the notebook that it
     calls: the rules for graded code (:func:`shared.checking.check_rules`, the visible test cells'
     message), and that no lesson among them is a stub still.
     """
     from shared.checking import CheckFailure, check_rules
 
-    path = notebook_path(folder, lesson)
     try:
-        found = function(folder, lesson)
+        found = function(notebook, lesson)
     except NotebookProblem as problem:
         return [str(problem)]
-    where = display_path(path)
+    where = notebook.name
     found_problems = []
     for item in called_functions(found):
         called = "" if item is found else f", which your {lesson.function} calls"
