@@ -240,11 +240,13 @@ class LearnerFullLoop(LearnerTechnique, FullTrainingLoop):
     def train(self, cluster: RealCluster, params, state: WiredState, setup):
         X, Y = setup.batch(0)
         config = replace(self.config, steps=setup.steps, num_workers=cluster.num_workers, progress_bar=False)
-        final, history, workers = self.learner()(params, X, Y, config, state.wired)
+        _, history, workers = self.learner()(params, X, Y, config, state.wired)
         state.kept = workers[cluster.rank]
         state.extra = {"skipped": [bool(flag) for flag in history["skipped"]],
                        "loss_scale": [float(scale) for scale in history["loss_scale"]]}
-        return final, state, [float(loss) for loss in history["loss"]]
+        # The worker's answer is what it holds (final_params); the starting parameters stay the template of
+        # the tensors' names and shapes.
+        return params, state, [float(loss) for loss in history["loss"]]
 
     def final_params(self, cluster: RealCluster, params, state: WiredState):
         mine = state.kept
