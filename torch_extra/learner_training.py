@@ -105,7 +105,9 @@ class WiredCluster(Cluster):
             work.wait()
         for index, buffer in arrivals:
             src, dst, like = transfers[index]
-            transfers[index] = (src, dst, buffer.view(like.dtype).reshape(like.shape))
+            # Read-only, as the cluster delivers a message (its memory an immutable bytes): what a worker
+            # received stays what was sent, here as in the simulation.
+            transfers[index] = (src, dst, np.frombuffer(buffer.tobytes(), dtype=like.dtype).reshape(like.shape))
         if transfers:
             traffic.rounds += 1
 

@@ -267,7 +267,11 @@ def problems(notebook: Notebook, lesson: Lesson) -> list[str]:
         try:
             check_rules(item)
         except CheckFailure as failure:
-            found_problems.append(f"your {item.__name__} in {where}{called}: {failure}")
+            # The message names the cell that breaks the rules; a check of a function may also read the cells
+            # of the functions it calls, so the same message is said once.
+            said = f"{where}: {failure}"
+            if said not in found_problems:
+                found_problems.append(said)
             continue
         line = stub_raise_line(item)
         if line is not None:
