@@ -8,7 +8,8 @@
 #   make progress      your lessons passed, XP out of 200 and the estimated time left
 #   make grade         grade your own notebooks with the real hidden tests (PART=02 for one part)
 #   make torch         install the optional extra: PyTorch (CPU), for its cross-checks and train-distributed
-#   make train-distributed  data parallel, ZeRO and the full loop on real processes (WORKERS=4), beside the simulation
+#   make train-distributed  data parallel, ZeRO and the full loop on real processes (WORKERS=4), beside the simulation;
+#                      FROM=notebooks: your own 029, 035 and 040, against the reference
 # For instructors (COURSE_DIR=dir for another course directory, JOBS=n, STUDENTS="alice bob", PART=05, SEED=n):
 #   make release       nbgrader generate_assignment of every landed part
 #   make autograde     grade every submission in parallel; lists what needs manual grading
@@ -163,12 +164,16 @@ torch: $(STAMP)
 # Lessons 029, 035 and 040 on WORKERS real processes (torch.distributed, gloo, on this machine),
 # computing with the reference solutions, against the simulated run (tools/train_distributed.py, which
 # hands the judge's reference lookup to torch_extra/real_training.py);
-# TECHNIQUE=data-parallel, zero or full-loop runs one of them only.
+# TECHNIQUE=data-parallel, zero or full-loop runs one of them only. FROM=notebooks runs your own 029, 035
+# and 040 from notebooks/ instead (the rules for graded code checked first), against the reference;
+# TIMEOUT=seconds stops a run that takes longer (120 by default).
 WORKERS ?= 4
 STEPS ?= 20
 TECHNIQUE ?= all
+FROM ?= references
 train-distributed: $(STAMP)
-	@$(PY) tools/train_distributed.py --workers $(WORKERS) --steps $(STEPS) --technique $(TECHNIQUE)
+	@$(PY) tools/train_distributed.py --workers $(WORKERS) --steps $(STEPS) --technique $(TECHNIQUE) --from $(FROM) \
+	  $(if $(TIMEOUT),--timeout $(TIMEOUT))
 
 # The instructor's workflow (tools/instructor.py): autograde/ is the course directory unless
 # COURSE_DIR names another (it is set up there); grading never depends on the current directory.

@@ -135,3 +135,13 @@ def die_on_rank(cluster, dying_rank: int) -> None:
 
 def sleep_forever(cluster) -> None:
     time.sleep(600)
+
+
+def start_a_child_and_hang(cluster, record: str) -> None:
+    """Start a child process (it stays in the worker's process group), write its pid to ``record``, never return."""
+    import subprocess
+    child = subprocess.Popen(["sleep", "600"])
+    with open(record, "w") as out:
+        out.write(str(child.pid))
+    while True:
+        time.sleep(1)

@@ -8,6 +8,10 @@ when a run starts, and it is imported then.
   collectives, counting bytes and messages as the simulated ledger does
 - :mod:`torch_extra.real_training`  lessons 029, 035 and 040 on those processes beside the
   simulated run (``make train-distributed``); the caller passes the reference solutions' lookup
+- :mod:`torch_extra.notebook_functions`, :mod:`torch_extra.learner_training` and
+  :mod:`torch_extra.first_difference`  the same with the learner's own 029, 035 and 040, read
+  from their notebooks (``make train-distributed FROM=notebooks``), and where such a run first
+  leaves the reference's
 
 It builds on the helper package (:mod:`shared`) and on nothing above it: the reference
 solutions come from the caller (``tools/train_distributed.py``, the tests).

@@ -148,10 +148,16 @@ class RealCluster:
     ledger and the results equal the simulated ones bit for bit.
     """
 
-    def __init__(self, rank: int, num_workers: int):
+    def __init__(self, rank: int, num_workers: int, report: Callable[[str], None] | None = None):
         self.rank = rank
         self.num_workers = num_workers
         self.traffic = TrafficCount()
+        self._report = report
+
+    def doing(self, what: str) -> None:
+        """Tell the launching process what this worker does now (named if the run is stopped at its time limit)."""
+        if self._report is not None:
+            self._report(what)
 
     def __repr__(self) -> str:
         return f"RealCluster(rank {self.rank} of {self.num_workers}, {self.traffic.messages_sent} messages sent)"
@@ -317,6 +323,8 @@ def _worker_main(rank: int, num_workers: int, port: int, timeout: float,
     """What each worker process runs: join the group, run ``worker``, report the result or the error."""
     failed = False
     try:
+        # A process group of its own: whatever the worker runs is stopped with it (see _stop).
+        os.setpgid(0, 0)
         import torch
         import torch.distributed as dist
 
@@ -327,7 +335,7 @@ def _worker_main(rank: int, num_workers: int, port: int, timeout: float,
         store = dist.TCPStore(HOST, port, is_master=False, timeout=timedelta(seconds=timeout))
         dist.init_process_group("gloo", store=store, rank=rank, world_size=num_workers,
                                 timeout=timedelta(seconds=timeout))
-        cluster = RealCluster(rank, num_workers)
+        cluster = RealCluster(rank, num_workers, lambda what: writer.send(("doing", what)))
         result = worker(cluster, *args)
         dist.barrier()  # nobody closes its connections while a neighbour still reads from them
         dist.destroy_process_group()
@@ -352,6 +360,7 @@ def _collect(processes: list[Any], readers: list[multiprocessing.connection.Conn
     num_workers = len(processes)
     results: dict[int, Any] = {}
     failures: dict[int, tuple[float, str, str]] = {}  # rank -> (when, summary, traceback)
+    doing: dict[int, str] = {}  # rank -> what the worker said it does now (RealCluster.doing)
     first_failure: float | None = None
     while len(results) + len(failures) < num_workers:
         pending = [rank for rank in range(num_workers) if rank not in results and rank not in failures]
@@ -363,7 +372,8 @@ def _collect(processes: list[Any], readers: list[multiprocessing.connection.Conn
             if first_failure is not None:
                 break
             raise WorkerTimeout(f"the run did not finish in {timeout:g} s: worker(s) "
-                                f"{', '.join(map(str, pending))} of {num_workers} still running; all stopped")
+                                f"{', '.join(map(str, pending))} of {num_workers} still running"
+                                f"{_what_they_did(pending, doing)}; all stopped")
         waitables = [readers[rank] for rank in pending] + [processes[rank].sentinel for rank in pending]
         ready = multiprocessing.connection.wait(waitables, timeout=wait_for)
         for rank in pending:
@@ -376,6 +386,9 @@ def _collect(processes: list[Any], readers: list[multiprocessing.connection.Conn
                     message = reader.recv()
                 except (EOFError, OSError):
                     message = None
+            if message is not None and message[0] == "doing":
+                doing[rank] = message[1]
+                continue
             if message is not None and message[0] == "ok":
                 results[rank] = message[1]
                 continue
@@ -400,8 +413,17 @@ def _collect(processes: list[Any], readers: list[multiprocessing.connection.Conn
     raise WorkerFailed(cause, num_workers, summary, details, others)
 
 
+def _what_they_did(pending: list[int], doing: dict[int, str]) -> str:
+    """" (worker 0 in ..., worker 1 in ...)" for the workers that said what they were doing, else ""."""
+    said = {rank: doing[rank] for rank in pending if rank in doing}
+    if len(said) > 1 and len(set(said.values())) == 1:
+        return f" (each in {next(iter(said.values()))})"
+    return f" ({'; '.join(f'worker {rank} in {what}' for rank, what in said.items())})" if said else ""
+
+
 def _stop(processes: list[Any]) -> None:
-    """Terminate the workers that are still running and wait for every one of them."""
+    """Terminate the workers that are still running and wait for every one of them; then end whatever is left
+    in their process groups (each worker leads one of its own), so that nothing of the run keeps running."""
     for process in processes:
         if process.is_alive():
             process.terminate()
@@ -410,3 +432,15 @@ def _stop(processes: list[Any]) -> None:
         if process.is_alive():
             process.kill()
             process.join(5.0)
+        _kill_group(process.pid)
+
+
+def _kill_group(pid: int | None) -> None:
+    """SIGKILL to the process group ``pid`` leads, if there is one still (no group of that number: nothing)."""
+    import signal
+    if pid is None:
+        return
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass

@@ -36,10 +36,15 @@ the reference lookup, with
 - ``simulate(setup, num_workers) -> SimulatedRun``: the same run on the simulated cluster;
 
 and, where the defaults of :class:`Technique` do not fit, ``batches(setup)`` (the global
-batch of each step), ``final_params(cluster, params, state)`` (what the worker's run ends
-with, compared with the simulated run's), ``history(state)`` (per-step decisions to compare,
-such as the loss scaler's) and ``max_workers(setup)``.  :class:`DataParallel` (029),
-:class:`Zero` (035) and :class:`FullTrainingLoop` (040) are the three that exist.
+batch of each step), ``train(cluster, params, state, setup)`` (the whole run: ``step`` on each
+batch, or one call, as the learner's 040), ``final_params(cluster, params, state)`` (what the
+worker's run ends with, compared with the simulated run's), ``history(state)`` (per-step
+decisions to compare, such as the loss scaler's), ``messages(state)`` (the worker's messages,
+for the first difference), ``running()`` and ``max_workers(setup)``.  :class:`DataParallel`
+(029), :class:`Zero` (035) and :class:`FullTrainingLoop` (040) are the reference's three;
+:mod:`torch_extra.learner_training` has the same with the learner's functions
+(``make train-distributed FROM=notebooks``), and :mod:`torch_extra.first_difference` says where
+a run that differs first left the simulated one.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ from shared.data import make_regression_batch
 from shared.lessons import Lesson, lesson
 from shared.training import TrainingConfig, worker_gradients
 
+from .first_difference import first_difference
 from .real_cluster import DEFAULT_TIMEOUT, RealCluster, TrafficCount, bytes_written_by_this_process, launch
 
 RTOL = 1e-10  # the real run's parameters against the simulated run's, float64
@@ -69,6 +75,11 @@ PRELOAD = ["torch_extra.real_training"]
 #: The reference solution of a lesson, given the lesson: a module-level function (picklable, as each
 #: worker process receives it), such as ``grading.judge.reference_function``.
 ReferenceLookup = Callable[[Lesson], Callable[..., Any]]
+
+
+def ledger_messages(cluster: Cluster) -> list[tuple[int, int, int, int]]:
+    """The simulated ledger's messages, (round, src, dst, bytes) each, in order."""
+    return [(message.round, message.src, message.dst, message.nbytes) for message in cluster.ledger.messages]
 
 
 def flatten(params: dict[str, np.ndarray]) -> np.ndarray:
@@ -123,6 +134,10 @@ class SimulatedRun:
     losses: list[float]
     traffic: dict[str, Any]  # TrafficLedger.summary(): lists per worker, and rounds
     history: dict[str, list] = field(default_factory=dict)  # per-step decisions, as Technique.history
+    # Every worker's parameters after each step (a list per step of a list per worker), where the run has steps
+    # of its own (029, 035; 040's loop is one call), and the ledger's messages, (round, src, dst, bytes) each.
+    step_params: list[list[dict[str, np.ndarray]]] | None = None
+    messages: list[tuple[int, int, int, int]] | None = None
 
 
 class Technique:
@@ -133,6 +148,7 @@ class Technique:
     """
 
     name = "technique"
+    records_steps = False  # whether train() keeps the worker's parameters after every step, for the comparison
 
     def __init__(self, reference_function: ReferenceLookup):
         self.reference_function = reference_function
@@ -144,6 +160,27 @@ class Technique:
     def batches(self, setup: TrainingSetup):
         """The global batch ``(X, Y)`` of each step, in order."""
         return setup.batches()
+
+    def train(self, cluster: RealCluster, params: dict[str, np.ndarray], state, setup: TrainingSetup):
+        """The worker's whole training: ``step`` on each batch. Returns (params, state, losses), and with
+        :attr:`records_steps` keeps the parameters after each step in ``self.step_params``."""
+        losses, self.step_params = [], []
+        for X, Y in self.batches(setup):
+            params, state, loss = self.step(cluster, params, state, X, Y)
+            losses.append(loss)
+            if self.records_steps:
+                self.step_params.append({key: np.array(value, copy=True) for key, value in params.items()})
+        return params, state, losses
+
+    def running(self) -> str:
+        """What a worker training with this technique runs, in a few words (named if the run is stopped)."""
+        return self.name
+
+    def messages(self, state) -> list[tuple[int, ...]] | None:
+        """The worker's messages of the training, (round, src, dst, bytes, step) each, where the technique keeps
+        them (``WiredCluster.wire``)."""
+        wired = getattr(state, "wired", None)
+        return None if wired is None else list(wired.wire)
 
     def final_params(self, cluster: RealCluster, params: dict[str, np.ndarray], state) -> dict[str, np.ndarray]:
         """What this worker's run ends with, to compare with the simulated run's (after the traffic is counted)."""
@@ -189,7 +226,7 @@ class DataParallel(Technique):
         train_step = self.reference("data_parallel_train_step")
         shard, local = self.reference("shard_dataset_across_workers"), self.reference("compute_local_gradients")
         ring = self.reference("ring_all_reduce_mean")
-        params, losses, cluster = setup.initial_params(), [], Cluster(num_workers)
+        params, losses, cluster, steps = setup.initial_params(), [], Cluster(num_workers), []
         for X, Y in self.batches(setup):
             # 029 all-reduces each tensor with 028 on a cluster of its own and keeps no ledger; the
             # same calls on one cluster write down the traffic of the whole run.
@@ -199,7 +236,9 @@ class DataParallel(Technique):
             worker_params, loss = train_step(params, X, Y, num_workers, self.learning_rate)
             params = worker_params[0]
             losses.append(loss)
-        return SimulatedRun(worker_params, losses, cluster.ledger.summary())
+            steps.append(worker_params)
+        return SimulatedRun(worker_params, losses, cluster.ledger.summary(), step_params=steps,
+                            messages=ledger_messages(cluster))
 
 
 class Zero(Technique):
@@ -239,7 +278,7 @@ class Zero(Technique):
     def simulate(self, setup: TrainingSetup, num_workers: int) -> SimulatedRun:
         zero_step = self.reference("zero_optimizer_step")
         shard, local = self.reference("shard_dataset_across_workers"), self.reference("compute_local_gradients")
-        params, losses, cluster = setup.initial_params(), [], Cluster(num_workers)
+        params, losses, cluster, steps = setup.initial_params(), [], Cluster(num_workers), []
         states = self.reference("partition_optimizer_state")(self.reference("init_adam_state")(params), num_workers)
         for X, Y in self.batches(setup):
             contributions = [local(params, X_r, Y_r, len(X), num_workers) for X_r, Y_r in shard(X, Y, num_workers)]
@@ -248,7 +287,9 @@ class Zero(Technique):
                                                  cluster=cluster)
             params = worker_params[0]
             losses.append(sum(loss for loss, _ in contributions) / num_workers)
-        return SimulatedRun(worker_params, losses, cluster.ledger.summary())
+            steps.append(worker_params)
+        return SimulatedRun(worker_params, losses, cluster.ledger.summary(), step_params=steps,
+                            messages=ledger_messages(cluster))
 
 
 @dataclass
@@ -396,7 +437,8 @@ class FullTrainingLoop(Technique):
         final, history, _ = self.reference("full_distributed_training_loop")(setup.initial_params(), X, Y, config, cluster)
         # The lesson's workers all end with these parameters; its loop returns them once.
         return SimulatedRun([final] * num_workers, history["loss"], cluster.ledger.summary(),
-                            {"skipped": history["skipped"], "loss_scale": history["loss_scale"]})
+                            {"skipped": history["skipped"], "loss_scale": history["loss_scale"]},
+                            messages=ledger_messages(cluster))
 
 
 # The techniques by the names that `make train-distributed TECHNIQUE=...` takes.
@@ -409,27 +451,27 @@ def train_worker(cluster: RealCluster, setup: TrainingSetup, techniques: list[Te
     Returns one dict per technique: this worker's final ``params`` (``technique.final_params``), its
     ``losses`` (its contribution at each step), its ``traffic`` (the :class:`TrafficCount` summary of
     the training), its ``history`` (``technique.history``), ``socket_bytes`` (what the operating
-    system saw this process write during the training, or None) and ``seconds``.
+    system saw this process write during the training, or None) and ``seconds``; and, where the
+    technique keeps them, ``step_params`` (its parameters after each step) and ``messages``.
     """
     results = []
     for technique in techniques:
         cluster.traffic = TrafficCount()
         params = setup.initial_params()
+        cluster.doing(technique.running())  # what the parent names if the run is stopped (before the byte count)
         state = technique.start(cluster, params)
-        losses = []
         cluster.barrier()
         written = bytes_written_by_this_process()
         started = time.perf_counter()
-        for X, Y in technique.batches(setup):
-            params, state, loss = technique.step(cluster, params, state, X, Y)
-            losses.append(loss)
+        params, state, losses = technique.train(cluster, params, state, setup)
         seconds = time.perf_counter() - started
         after = bytes_written_by_this_process()
         traffic = cluster.traffic.summary()  # the training's, before final_params may communicate
         results.append({"params": technique.final_params(cluster, params, state), "losses": losses,
                         "traffic": traffic, "history": technique.history(state),
                         "socket_bytes": None if written is None or after is None else after - written,
-                        "seconds": seconds})
+                        "seconds": seconds, "messages": technique.messages(state),
+                        "step_params": getattr(technique, "step_params", None) if technique.records_steps else None})
     return results
 
 
@@ -452,6 +494,7 @@ class Comparison:
     params_dtype: str = "float64"
     real_histories: list[dict[str, list]] = field(default_factory=list)  # per worker, Technique.history
     simulated_history: dict[str, list] = field(default_factory=dict)
+    first_difference: list[str] = field(default_factory=list)  # where the real run first left the simulated one
 
     @property
     def traffic_matches(self) -> bool:
@@ -486,12 +529,15 @@ def compare(technique: Any, setup: TrainingSetup, real: list[dict[str, Any]],
             largest_relative = max(largest_relative, float(relative.max(initial=0.0)))
             close = close and got.dtype == value.dtype and bool(np.allclose(got, value, rtol=RTOL, atol=0.0))
     real_losses = [sum(result["losses"][step] for result in real) / num_workers for step in range(setup.steps)]
-    return Comparison(technique.name, technique.describe(), num_workers, largest, largest_relative, real_losses,
+    comparison = Comparison(technique.name, technique.describe(), num_workers, largest, largest_relative, real_losses,
                       simulated.losses, [result["traffic"] for result in real],
                       simulated.traffic, [result["socket_bytes"] for result in real],
                       max(result["seconds"] for result in real), close,
                       str(next(iter(simulated.worker_params[0].values())).dtype),
                       [result["history"] for result in real], simulated.history)
+    if not comparison.ok:
+        comparison.first_difference = first_difference(technique.name, real, simulated)
+    return comparison
 
 
 def run(num_workers: int, setup: TrainingSetup, techniques: list[Any], timeout: float = DEFAULT_TIMEOUT,
@@ -537,16 +583,18 @@ def describe_loss_scaler(history: dict[str, list]) -> str:
     return f"{skips} ({len(skipped)} of {len(history['skipped'])}); scale {scales}"
 
 
-def format_report(comparisons: list[Comparison], setup: TrainingSetup) -> str:
-    """The comparison as text: losses, the largest difference, and the traffic per worker."""
+def format_report(comparisons: list[Comparison], setup: TrainingSetup,
+                  computing_with: str = "the course's reference functions") -> str:
+    """The comparison as text: losses, the largest difference, the traffic per worker, and where a real run
+    first left the simulated one. ``computing_with`` says whose functions the processes ran."""
     import torch
 
     n = comparisons[0].num_workers
     params = setup.initial_params()
     num_params = sum(value.size for value in params.values())
     shard_rows = [len(range(rank, setup.batch_size, n)) for rank in range(n)]
-    lines = [f"{n} worker processes (torch {torch.__version__}, gloo over TCP on 127.0.0.1), computing with the "
-             f"course's reference functions",
+    lines = [f"{n} worker processes (torch {torch.__version__}, gloo over TCP on 127.0.0.1), computing with "
+             f"{computing_with}",
              f"model: MLP {list(setup.layer_sizes)} ({num_params:,} parameters, {num_params * 8:,} bytes in float64); "
              f"batch {setup.batch_size}, shards of {', '.join(map(str, shard_rows))} rows; {setup.steps} steps", ""]
     for c in comparisons:
@@ -572,6 +620,7 @@ def format_report(comparisons: list[Comparison], setup: TrainingSetup) -> str:
         matches = "as the ledger predicts, worker for worker" if c.traffic_matches else "DIFFERS from the ledger"
         lines.append(f"  rounds: {c.real_traffic[0]['rounds']:,} (ledger: {c.simulated_traffic['rounds']:,}); "
                      f"traffic {matches}; training {c.seconds:.2f} s (slowest worker)")
+        lines += [f"  {line}" for line in c.first_difference]
         lines.append("")
     lines.append("(OS count: what the operating system saw the process write during the training, payload "
                  "and gloo's headers)")

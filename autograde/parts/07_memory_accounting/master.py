@@ -1133,6 +1133,10 @@ lesson_passed("040")
 # Off, the switches vanish (plain Adam, bit for bit); on, they change what each worker holds
 # and the loop's peak, as 036-038 predict. *Self-check:* which switch changes the traffic,
 # which what each worker holds at the end, and which only the peak?
+#
+# *Optional, with PyTorch (`make torch`):* `make train-distributed FROM=notebooks` runs your
+# 029, 035 and this loop on real processes, one per worker, and shows whether each worker ends
+# with the reference's parameters and sends the ledger's bytes, or where it first differs.
 
 # %% [markdown]
 # ## Measured: every technique together
