@@ -201,19 +201,25 @@ def test_code_that_does_not_parse_is_one_break():
 # A notebook: which cells are the learner's, and whose region holds them
 # --------------------------------------------------------------------------
 
-def test_the_course_cells_are_not_checked_and_a_learners_cell_is_placed_in_its_lesson():
+def test_the_course_cells_are_not_checked_and_a_cell_is_graded_code_or_scratch():
+    """A cell that breaks the rules costs the lessons whose graded code it is (the lesson's own cell, or the only
+    definition of a name the lesson's function needs); any other is a scratch cell, wherever it stands."""
     slug = PARTS[0]
     notebook = read(student_path(slug))
     cells = [dict(c) for c in json.loads(json.dumps(notebook))["cells"]]
     assert rules.check_notebook(cells, slug).cells == []  # the release itself
     solution = next(i for i, c in enumerate(cells) if c.get("metadata", {}).get("nbgrader", {}).get("solution"))
-    lesson = cells[solution]["metadata"]["nbgrader"]["grade_id"].split("_")[1]
-    cells.insert(solution + 1, {"cell_type": "code", "metadata": {}, "source": "import os\n", "outputs": []})
+    grade_id = cells[solution]["metadata"]["nbgrader"]["grade_id"]
+    lesson, function = grade_id.split("_")[1], grade_id.split("_", 2)[2]
+    cells[solution]["source"] = f"def {function}(*args):\n    return _helper(*args)\n"
+    cells.insert(solution + 1, {"cell_type": "code", "metadata": {}, "outputs": [],
+                                "source": "import os\ndef _helper(*args):\n    return os.getcwd()\n"})
+    cells.insert(solution + 1, {"cell_type": "code", "metadata": {}, "source": "help(len)\n", "outputs": []})
     cells.insert(1, {"cell_type": "code", "metadata": {}, "source": "x = 1\nimport sys\n", "outputs": []})
     findings = rules.check_notebook(cells, slug)
-    assert [(f.index, f.lesson, [b.line for b in f.breaks]) for f in findings.cells] == [
-        (1, None, [2]), (solution + 2, lesson, [1])]
-    assert findings.outside and findings.of_lesson(lesson)
+    assert [(f.index, f.lesson, f.needed) for f in findings.cells] == [
+        (1, None, ()), (solution + 2, None, ()), (solution + 3, lesson, ("_helper", "os"))]
+    assert findings.of_lesson(lesson) and len(findings.scratch) == 2
 
 
 def test_the_test_cells_hidden_region_is_the_course_s_own(tmp_path):
