@@ -49,11 +49,15 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata,  # noqa: E402
                                     IgnorePattern, LimitOutput, SaveAutoGrades)
 
-from grading.preprocessors import CheckRules, JudgeLessons, PrepareCases, SandboxedExecute  # noqa: E402
+from grading.preprocessors import (CheckRules, JudgeLessons, PrepareCases, SandboxedExecute,  # noqa: E402
+                                   SanitizeSubmission)
 
 c.Autograde.autograde_preprocessors = [
     PrepareCases, CheckRules, SandboxedExecute, JudgeLessons, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+    # Last: the autograded notebook, which the formgrader renders in the instructor's JupyterLab, runs nothing
+    # there (the same policy as the feedback pages', grading/inert.py); nothing graded changes.
+    SanitizeSubmission,
 ]
 
 # Feedback shows no hidden test (nbgrader#917, #1363) and runs no script from a notebook.
