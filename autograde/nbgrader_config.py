@@ -42,6 +42,9 @@ c.Execute.shutdown_kernel = "immediate"
 # A flood of output is capped by the judge; it must not turn into a failed notebook.
 c.Execute.raise_on_iopub_timeout = False
 
+# A submission too large or nested too deeply is refused before it is read (grading/submission_limits.py).
+c.Autograde.exporter_class = "grading.submission_limits.BoundedNotebookExporter"
+
 # A deleted test cell is put back from the gradebook and graded, not scored None.
 c.OverwriteCells.add_missing_cells = True
 

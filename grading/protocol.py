@@ -37,6 +37,7 @@ NOTEBOOK_SECONDS_ENV = "MCT_NOTEBOOK_SECONDS"            # wall-clock seconds of
 CELL_OUTPUT_BYTES_ENV = "MCT_CELL_OUTPUT_BYTES"          # output kept per cell, counted as it arrives
 NOTEBOOK_OUTPUT_BYTES_ENV = "MCT_NOTEBOOK_OUTPUT_BYTES"  # output kept per notebook
 NOTEBOOK_MESSAGE_BYTES_ENV = "MCT_NOTEBOOK_MESSAGE_BYTES"  # bytes of all a notebook's kernel sends, every channel
+MAX_NOTEBOOK_BYTES_ENV = "MCT_MAX_NOTEBOOK_BYTES"        # a submitted notebook's size (larger: refused unread)
 GRADER_GROWTH_BYTES_ENV = "MCT_GRADER_GROWTH_BYTES"      # the grader's own memory growth allowed while a kernel runs
 KERNEL_MEMORY_ENV = "MCT_KERNEL_MEMORY"    # bytes of everything a kernel holds (its control group)
 KERNEL_ADDRESS_SPACE_ENV = "MCT_KERNEL_ADDRESS_SPACE"    # bytes of address space per process (the fallback)

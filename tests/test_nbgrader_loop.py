@@ -468,6 +468,28 @@ def test_feedback_pages_hold_no_secret_and_no_active_html_and_stay_small(suite):
     assert "&lt;script&gt;document.title" in page, "the markdown's HTML is shown as text"
 
 
+def test_every_autograded_notebook_is_inert_where_the_formgrader_shows_it(suite):
+    """What the formgrader renders: outputs only in grading/inert.py's forms, and no markdown a learner wrote
+    with a live tag (the course's own text is kept as released)."""
+    from grading import inert
+    problems = []
+    for adversary in suite.adversaries:
+        graded = suite.graded(adversary)
+        if not graded.is_file():
+            continue
+        notebook = read(graded)
+        released = {c.source for c in read(suite.course / "release" / adversary.slug / f"{adversary.slug}.ipynb").cells
+                    if c.cell_type == "markdown"}
+        for index, cell in enumerate(notebook.cells):
+            mimes = {mime for output in cell.get("outputs", []) for mime in output.get("data", {})}
+            if not mimes <= set(inert.SHOWN_MIME):
+                problems.append(f"{adversary.student} cell {index}: {sorted(mimes - set(inert.SHOWN_MIME))}")
+            if cell.cell_type == "markdown" and cell.source not in released and "<" in cell.source:
+                problems.append(f"{adversary.student} cell {index}: markdown with a live tag {cell.source[:60]!r}")
+    assert not problems, "\n".join(problems[:20])
+    assert by_student(suite, "hostile-markdown").expected  # (the hostile forms were among them)
+
+
 def test_the_repository_is_byte_identical_and_nothing_was_written_outside(suite):
     changed = sorted(p for p in set(suite.before) | set(suite.after) if suite.before.get(p) != suite.after.get(p))
     assert not changed, changed
