@@ -191,3 +191,27 @@ def test_a_flood_stops_the_kernel_and_the_grader_s_memory_stays_bounded(kind, ke
     assert peak < GRADER_PEAK_BYTES, f"the grader's peak resident memory: {peak / 2**20:.0f} MiB"
     print(f"{kind}: {budget.received / 2**20:.0f} MiB received before the stop; grader's peak "
           f"{peak / 2**20:.0f} MiB")
+
+
+# ---------------------------------------------------------------------------------- refused before it is read
+
+def test_a_notebook_too_large_or_nested_too_deeply_is_refused_unread(tmp_path, monkeypatch):
+    from grading import nbgrader_cli, submission_limits
+    from grading.submission_limits import BoundedNotebookExporter, NotebookRefusedError
+    honest = Path(__file__).resolve().parent.parent / "solutions" / "01_mlp_core.ipynb"
+    body, _ = BoundedNotebookExporter().from_filename(str(honest))
+    assert json.loads(body)["cells"]
+    large = tmp_path / "large.ipynb"
+    large.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": "x" * (2 * 2**20)}]}))
+    monkeypatch.setattr(submission_limits, "MAX_NOTEBOOK_BYTES", 2**20)
+    with pytest.raises(NotebookRefusedError, match="refused unread") as refused:
+        BoundedNotebookExporter().from_filename(str(large))
+    log = (f"[AutogradeApp | ERROR] There was an error processing assignment: /c/submitted/s/p\n"
+           f"Traceback (most recent call last):\n  ...\n"
+           f"grading.submission_limits.NotebookRefusedError: {refused.value}\n")
+    assert "1,048,576 a submission may have: refused unread" in nbgrader_cli.failure_reason(log, "s", "p")
+    deep = tmp_path / "deep.ipynb"
+    deep.write_text('{"cells": [], "metadata": {"a": "[[[[\\"", "b": ' + "[" * 65 + "]" * 65 + "}}")
+    assert submission_limits.depth_of(str(deep)) == 65 + 2
+    with pytest.raises(NotebookRefusedError, match="nested more than 64"):
+        BoundedNotebookExporter().from_filename(str(deep))
