@@ -1224,10 +1224,10 @@ def deep_notebook(slug: str) -> Adversary:
 
 
 def comm_flood(slug: str) -> Adversary:
-    """After every lesson, a last cell sends widget (comm) messages past the notebook's budget and a message
-    split into frames past the cap of one message: the kernel is stopped and the notebook listed; the next
-    students keep their marks."""
-    notebook = make_submission(slug, default="reference")
+    """After every lesson (stubs: cheap to grade), a last cell sends a message split into frames past the cap of
+    one message and widget (comm) messages past the notebook's budget: the kernel is stopped and the notebook
+    listed; the next students keep their marks."""
+    notebook = make_submission(slug, default="stub")
     append_cell(notebook, "from ipykernel.comm import Comm\n"
                           "c = Comm(target_name='jupyter.widget')\n"
                           "k = get_ipython().kernel\n"
@@ -1236,8 +1236,8 @@ def comm_flood(slug: str) -> Adversary:
                           "big = 'x' * (8 * 2**20)\n"
                           "for i in range(100):\n    c.send({'d': big})\n", "adversarial-comm-flood")
     return Adversary("comm_flood", slug, notebook, all_lessons(slug, 0, WITHHELD), flagged=("kernel was stopped",),
-                     description="widget (comm) messages and one message of six 8 MiB frames, after every lesson: "
-                                 "the kernel stopped, listed (the cell breaks the rules: grade withheld)")
+                     description="one message of six 8 MiB frames and widget (comm) messages, after every lesson "
+                                 "(stubs): the kernel stopped, listed (the cell breaks the rules: grade withheld)")
 
 
 def runtime_chmod(slug: str) -> Adversary:
