@@ -127,7 +127,7 @@ class CountedChannel(AsyncZMQSocketChannel):
         return self.session.deserialize(message)
 
 
-def _bounded(socket, channel: str):
+def _bounded(socket):
     """A socket of the grader's side: ZeroMQ refuses, unread, any frame larger than MAX_MESSAGE_BYTES (it drops
     the connection that sends it) and queues at most QUEUED_MESSAGES messages."""
     socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
@@ -189,7 +189,7 @@ class SandboxKernelClient(AsyncKernelClient):
         return f"ipc:///proc/self/fd/{fds[channel]}" if fds else super()._make_url(channel)
 
     def _create_connected_socket(self, channel: str, identity: bytes | None = None):
-        socket = _bounded(self.context.socket(channel_socket_types[channel]), channel)
+        socket = _bounded(self.context.socket(channel_socket_types[channel]))
         socket.linger = 1000
         if identity:
             socket.identity = identity
@@ -267,7 +267,7 @@ class SandboxKernelManager(AsyncKernelManager):
         return f"ipc:///proc/self/fd/{fds[channel]}" if fds else super()._make_url(channel)
 
     def _create_connected_socket(self, channel: str, identity: bytes | None = None):
-        return _bounded(super()._create_connected_socket(channel, identity), channel)
+        return _bounded(super()._create_connected_socket(channel, identity))
 
     _mct_client_stopped = False
 
