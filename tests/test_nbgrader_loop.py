@@ -490,6 +490,18 @@ def test_every_autograded_notebook_is_inert_where_the_formgrader_shows_it(suite)
     assert by_student(suite, "hostile-markdown").expected  # (the hostile forms were among them)
 
 
+def test_a_flood_of_messages_stops_the_kernel_and_is_listed_with_its_reason(suite):
+    """comm_flood: a message split into frames past the cap of one message, then widget messages: the kernel is
+    stopped in that cell, which says why, and the reason is kept beside the grades."""
+    adversary = by_student(suite, "comm-flood")
+    said = [output.get("evalue", "") for cell in read(suite.graded(adversary)).cells for output in cell.get("outputs", [])
+            if output.get("ename") == "KernelDied"]
+    assert len(said) == 1 and "sent a message of more than 33,554,432 bytes" in said[0], said
+    with (suite.course / instructor.FLAGS_FILE).open() as handle:
+        reasons = [row["reason"] for row in csv.DictReader(handle) if row["student"] == adversary.student]
+    assert any("the kernel was stopped" in reason for reason in reasons), reasons
+
+
 def test_the_repository_is_byte_identical_and_nothing_was_written_outside(suite):
     changed = sorted(p for p in set(suite.before) | set(suite.after) if suite.before.get(p) != suite.after.get(p))
     assert not changed, changed
