@@ -502,6 +502,22 @@ def test_a_flood_of_messages_stops_the_kernel_and_is_listed_with_its_reason(suit
     assert any("the kernel was stopped" in reason for reason in reasons), reasons
 
 
+GRADER_PEAK_BYTES = 400 * 2**20  # each nbgrader process that grades, hostile notebooks and all
+
+
+def test_the_grader_s_peak_memory_stays_bounded(suite):
+    """Every nbgrader process of the class's grading runs logs its own peak resident memory (VmHWM) at the end of
+    each notebook's grading (grading/preprocessors/sanitizesubmission.py): none passed the bound, floods and comm
+    messages included."""
+    from grading.preprocessors.kernelmanager import GRADER_PEAK_LOG
+    found = re.findall(re.escape(GRADER_PEAK_LOG) + r": (\d+) MiB",
+                       "\n".join(p.read_text(errors="replace") for p in (suite.course / "logs").glob("autograde-*.log")))
+    assert len(found) >= len([a for a in suite.adversaries if suite.graded(a).is_file()]), "one after each notebook"
+    peak = max(int(mib) for mib in found)
+    print(f"the grader's peak resident memory: {peak} MiB")
+    assert peak * 2**20 < GRADER_PEAK_BYTES
+
+
 def test_the_repository_is_byte_identical_and_nothing_was_written_outside(suite):
     changed = sorted(p for p in set(suite.before) | set(suite.after) if suite.before.get(p) != suite.after.get(p))
     assert not changed, changed

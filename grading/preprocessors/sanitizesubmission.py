@@ -13,6 +13,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from .. import inert
 from ..protocol import COURSE_DIR_ENV
 from .base import part_slug
+from .kernelmanager import GRADER_PEAK_LOG, peak_resident_bytes
 
 
 def released_markdown(resources: dict[str, Any]) -> set[str]:
@@ -43,4 +44,6 @@ class SanitizeSubmission(NbGraderPreprocessor):
     """
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]):
+        # (last of a notebook's grading: the grader's peak so far, for the instructor's log and the tests)
+        self.log.info("%s: %d MiB", GRADER_PEAK_LOG, peak_resident_bytes() // 2**20)
         return inert.make_inert(nb, released_markdown(resources)), resources
