@@ -42,6 +42,9 @@ c.Execute.shutdown_kernel = "immediate"
 # A flood of output is capped by the judge; it must not turn into a failed notebook.
 c.Execute.raise_on_iopub_timeout = False
 
+# A submission too large or nested too deeply is refused before it is read (grading/submission_limits.py).
+c.Autograde.exporter_class = "grading.submission_limits.BoundedNotebookExporter"
+
 # A deleted test cell is put back from the gradebook and graded, not scored None.
 c.OverwriteCells.add_missing_cells = True
 
@@ -49,11 +52,15 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata,  # noqa: E402
                                     IgnorePattern, LimitOutput, SaveAutoGrades)
 
-from grading.preprocessors import CheckRules, JudgeLessons, PrepareCases, SandboxedExecute  # noqa: E402
+from grading.preprocessors import (CheckRules, JudgeLessons, PrepareCases, SandboxedExecute,  # noqa: E402
+                                   SanitizeSubmission)
 
 c.Autograde.autograde_preprocessors = [
     PrepareCases, CheckRules, SandboxedExecute, JudgeLessons, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+    # Last: the autograded notebook, which the formgrader renders in the instructor's JupyterLab, runs nothing
+    # there (the same policy as the feedback pages', grading/inert.py); nothing graded changes.
+    SanitizeSubmission,
 ]
 
 # Feedback shows no hidden test (nbgrader#917, #1363) and runs no script from a notebook.

@@ -1190,6 +1190,57 @@ print("ADV-CONFIG-WRITTEN:", json.dumps(sorted({{os.path.dirname(p) for p in wri
                                  "every folder named by the kernel's environment, /tmp and the cwd's parents")
 
 
+def hostile_markdown(slug: str) -> Adversary:
+    """The reference with markdown of every hostile form (tests/hostile.py) beside it: full marks, and the
+    autograded notebook (what the formgrader shows) keeps none of it live."""
+    from hostile import HOSTILE_MARKDOWN
+    notebook = make_submission(slug, default="reference")
+    notebook.cells += [nbformat.v4.new_markdown_cell(text) for text in HOSTILE_MARKDOWN]
+    return Adversary("hostile_markdown", slug, notebook, full(slug),
+                     description="the reference, with markdown cells of script in every form the sanitizers' test "
+                                 "suites use: full marks, inert in the formgrader")
+
+
+def oversized_notebook(slug: str) -> Adversary:
+    """A markdown cell past the size a submission may have: refused before it is read, and listed."""
+    from grading.submission_limits import MAX_NOTEBOOK_BYTES
+    notebook = make_submission(slug, default="reference")
+    notebook.cells.append(nbformat.v4.new_markdown_cell("x" * (MAX_NOTEBOOK_BYTES + 2**20)))
+    return Adversary("oversized_notebook", slug, notebook, all_lessons(slug, 0), fails=True,
+                     flagged=("refused unread",),
+                     description=f"the reference with a markdown cell of {MAX_NOTEBOOK_BYTES // 2**20 + 1} MiB: "
+                                 f"refused unread, listed")
+
+
+def deep_notebook(slug: str) -> Adversary:
+    """Metadata nested deeper than a notebook's JSON may: refused before it is read, and listed."""
+    from grading.submission_limits import MAX_NOTEBOOK_DEPTH
+    text = nbformat.writes(make_submission(slug, default="reference"))
+    deep = "[" * (MAX_NOTEBOOK_DEPTH * 100) + "]" * (MAX_NOTEBOOK_DEPTH * 100)
+    text = text.replace('"metadata": {', f'"metadata": {{"deep": {deep},', 1)
+    return Adversary("deep_notebook", slug, text, all_lessons(slug, 0), fails=True, flagged=("nested more than",),
+                     description=f"the reference with metadata nested {MAX_NOTEBOOK_DEPTH * 100} levels deep: "
+                                 f"refused unread, listed")
+
+
+def comm_flood(slug: str) -> Adversary:
+    """After every lesson (stubs: cheap to grade), a last cell sends a message split into frames past the cap of
+    one message and widget (comm) messages past the notebook's budget: the kernel is stopped and the notebook
+    listed; the next students keep their marks."""
+    notebook = make_submission(slug, default="stub")
+    append_cell(notebook, "from ipykernel.comm import Comm\n"
+                          "c = Comm(target_name='jupyter.widget')\n"
+                          "k = get_ipython().kernel\n"
+                          "k.session.send(k.iopub_socket, 'stream', {'name': 'stdout', 'text': 'x'},\n"
+                          "               buffers=[b'x' * (8 * 2**20)] * 6, parent=k.get_parent())\n"
+                          "big = 'x' * (8 * 2**20)\n"
+                          "for i in range(100):\n    c.send({'d': big})\n", "adversarial-comm-flood")
+    # (the listing shows a notebook's first reasons, the withheld lessons; test_nbgrader_loop finds the stop's)
+    return Adversary("comm_flood", slug, notebook, all_lessons(slug, 0, WITHHELD), flagged=(WITHHELD,),
+                     description="one message of six 8 MiB frames and widget (comm) messages, after every lesson "
+                                 "(stubs): the kernel stopped, listed (the cell breaks the rules: grade withheld)")
+
+
 def runtime_chmod(slug: str) -> Adversary:
     """The kernel's socket folder made unusable (it lives in the sandbox's own /tmp, which the grader
     reaches through /proc and never changes): the honest student graded next must still be graded."""
@@ -1550,7 +1601,8 @@ def adversaries(slug: str, ctx: Context, first_part: bool, demos: bool = True) -
     if first_part:
         found += [hardcoded(slug), tampered_test_cells(slug), endless_loop(slug), stalls(slug), corrupt_notebook(slug), linked_secrets(slug),
                   files_beside(slug), os_exit(slug), flood(slug), config_writer(slug, ctx), runtime_chmod(slug),
-                  host_reach(slug, ctx), reference(slug, "zz-honest-1"), reference(slug, "zz-honest-2"),
+                  host_reach(slug, ctx), hostile_markdown(slug), oversized_notebook(slug), deep_notebook(slug),
+                  comm_flood(slug), reference(slug, "zz-honest-1"), reference(slug, "zz-honest-2"),
                   fork_bomb(slug), reference(slug, NEIGHBOURS[2])]
         found[-1].neighbour = True
         found.append(with_scratch(slug))
@@ -1599,6 +1651,10 @@ KINDS = {
     "flood": "a graded function that prints 100 MB per call",
     "config_writer": "configuration files written everywhere the kernel can name",
     "runtime_chmod": "the grader's runtime folder made unusable",
+    "hostile_markdown": "markdown with script in every form (tests/hostile.py): full marks, inert in the formgrader",
+    "oversized_notebook": "a notebook past the size a submission may have: refused unread",
+    "deep_notebook": "a notebook nested past the depth a submission may have: refused unread",
+    "comm_flood": "widget messages and a message split into frames past the grader's limits: kernel stopped",
     "fork_bomb": "fork and memory bombs beside an honest neighbour",
     "attacks*": "one attack per lesson: " + ", ".join(ATTACKS),
     "reveal_and_update": "hooks that rewrite earlier test cells' outputs with display ids and updates; Part 1's "

@@ -36,11 +36,13 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 from playwright.sync_api import expect
 
 from classroom import MISTAKES, MIXED_CLASS, full_marks_expected, mixed_class
 from course import ROOT, make_submission, submit, tool
+from hostile import HOSTILE_MARKDOWN, MARK
 from grading.course import BEGIN_SETTINGS, END_SETTINGS, landed_parts
 from lab_driver import SCREENSHOTS, LabServer, free_port, screenshot
 from shared.lessons import TOTAL_POINTS, lessons_of
@@ -53,6 +55,7 @@ SLUG = PARTS[0]  # every landed part is released; Part 1 is handed in (tests/tes
 LESSONS = lessons_of(SLUG)
 SOLVED, UNTOUCHED, ALL_MISTAKES = "ada", "dennis", "ivan"  # three students of MIXED_CLASS
 FLAGGED, NO_NOTEBOOK = "linus", "margaret"  # a lesson that breaks the rules; a file that is no notebook
+HOSTILE = "ken"  # also wrote markdown with scripts in every form (tests/hostile.py): they must not run
 STUDENTS = sorted([*MIXED_CLASS, "late"])
 OWN_SETTING = 'c.LateSubmissionPlugin.penalty_method = "zero"  # the instructor\'s own'
 
@@ -124,6 +127,8 @@ def workflow(tmp_path_factory):
     submit(course, "late", SLUG, make_submission(SLUG, default="reference"))
     (course / "submitted" / "late" / SLUG / "timestamp.txt").write_text("2026-01-02 00:00:00 UTC")
     for student, notebook in mixed_class(SLUG).items():
+        if student == HOSTILE:  # markdown of every hostile form beside their work: scores unchanged, nothing runs
+            notebook.cells += [nbformat.v4.new_markdown_cell(text) for text in HOSTILE_MARKDOWN]
         submit(course, student, SLUG, notebook)
     runs["autograde"] = make("autograde")
     runs["feedback"] = make("feedback")
@@ -396,6 +401,70 @@ def test_a_score_set_in_the_formgrader_lands_in_grades_csv(workflow, formgrader,
     assert float(after[f"part_{SLUG}"]) == float(before[f"part_{SLUG}"]) + points
     assert float(after["total"]) == float(before["total"]) + points
     assert not workflow["marker"].exists(), "the formgrader ran something from the sabotaging HOME"
+
+
+# What ran of a page's scripts: MCTXSS() (every hostile form calls it) counts, and so do dialogs.
+_COUNT_CALLS = f"window.{MARK} = () => {{ window.__mctRan = (window.__mctRan || 0) + 1; }};"
+
+
+def open_submission(page, formgrader, link: str) -> int:
+    """Open a submission in the formgrader (its own scripts loaded and run); how many hostile scripts ran."""
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.add_init_script(_COUNT_CALLS)
+    page.goto(f"{formgrader.base}{link}")
+    page.wait_for_load_state("load")
+    page.wait_for_timeout(2000)  # an image's onerror, a timer: let them have their chance
+    return page.evaluate("() => window.__mctRan || 0") + len(dialogs)
+
+
+def formgrader_works(page) -> None:
+    """The formgrader's own scripts ran on the page: they gave the first lesson's score box its placeholder."""
+    expect(page.locator(f"#{LESSONS[0].grade_id}")).to_have_attribute("placeholder", re.compile(r"\S"))
+
+
+def server_counts(formgrader) -> dict[str, int]:
+    """Kernels, terminals and sessions the server holds, through its REST API."""
+    counts = {}
+    for what in ("kernels", "terminals", "sessions"):
+        status, body = formgrader.request(f"api/{what}")
+        assert status == 200, what
+        counts[what] = len(json.loads(body))
+    return counts
+
+
+def test_no_script_of_a_hostile_submission_runs_in_the_formgrader(workflow, formgrader, page):
+    """Through `make autograde`: the hostile student keeps the scores of their work, and opening their
+    submission runs nothing of theirs, opens no terminal and starts no kernel."""
+    assert [float(workflow["rows"][HOSTILE][f"lesson_{lesson.code}"]) for lesson in LESSONS] == \
+        [expected_points(HOSTILE, lesson) for lesson in LESSONS]
+    link = {row["student"]: row["link"] for row in submissions(page, formgrader)}[shown_name(HOSTILE)]
+    before = server_counts(formgrader)
+    assert open_submission(page, formgrader, link) == 0
+    formgrader_works(page)
+    page.get_by_text("[link]", exact=False).first.wait_for()  # the learner's text is there, as text
+    assert server_counts(formgrader) == before
+
+
+def test_the_formgrader_s_policy_stops_event_handlers_that_reach_its_page(workflow, formgrader, page):
+    """The second wall, alone: an autograded notebook written without the first (not sanitized) still runs no
+    event handler of its own in the formgrader, and nbgrader's own pages keep working (the score test)."""
+    course = workflow["course"]
+    graded = course / "autograded" / UNTOUCHED / SLUG / f"{SLUG}.ipynb"
+    kept = graded.read_bytes()
+    notebook = nbformat.reads(kept.decode(), as_version=4)
+    notebook.cells += [nbformat.v4.new_markdown_cell(f"<img src=x onerror={MARK}()> <svg onload={MARK}()></svg>"),
+                       nbformat.v4.new_markdown_cell(f"<details open ontoggle={MARK}()>x</details>")]
+    try:
+        nbformat.write(notebook, graded)
+        link = {row["student"]: row["link"] for row in submissions(page, formgrader)}[shown_name(UNTOUCHED)]
+        with page.expect_response(lambda response: "/formgrader/submissions/" in response.url) as response:
+            ran = open_submission(page, formgrader, link)
+        assert "script-src-attr" in response.value.headers.get("content-security-policy", "")
+        assert ran == 0
+        formgrader_works(page)
+    finally:
+        graded.write_bytes(kept)
 
 
 # ----------------------------------------------------------------------------------------- the planner

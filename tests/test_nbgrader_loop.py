@@ -464,6 +464,56 @@ def test_feedback_pages_hold_no_secret_and_no_active_html_and_stay_small(suite):
     assert "&lt;script&gt;document.title" in page, "the markdown's HTML is shown as text"
 
 
+def test_every_autograded_notebook_is_inert_where_the_formgrader_shows_it(suite):
+    """What the formgrader renders: outputs only in grading/inert.py's forms, and no markdown a learner wrote
+    with a live tag (the course's own text is kept as released)."""
+    from grading import inert
+    problems = []
+    for adversary in suite.adversaries:
+        graded = suite.graded(adversary)
+        if not graded.is_file():
+            continue
+        notebook = read(graded)
+        released = {c.source for c in read(suite.course / "release" / adversary.slug / f"{adversary.slug}.ipynb").cells
+                    if c.cell_type == "markdown"}
+        for index, cell in enumerate(notebook.cells):
+            mimes = {mime for output in cell.get("outputs", []) for mime in output.get("data", {})}
+            if not mimes <= set(inert.SHOWN_MIME):
+                problems.append(f"{adversary.student} cell {index}: {sorted(mimes - set(inert.SHOWN_MIME))}")
+            if cell.cell_type == "markdown" and cell.source not in released and "<" in cell.source:
+                problems.append(f"{adversary.student} cell {index}: markdown with a live tag {cell.source[:60]!r}")
+    assert not problems, "\n".join(problems[:20])
+    assert by_student(suite, "hostile-markdown").expected  # (the hostile forms were among them)
+
+
+def test_a_flood_of_messages_stops_the_kernel_and_is_listed_with_its_reason(suite):
+    """comm_flood: a message split into frames past the cap of one message, then widget messages: the kernel is
+    stopped in that cell, which says why, and the reason is kept beside the grades."""
+    adversary = by_student(suite, "comm-flood")
+    said = [output.get("evalue", "") for cell in read(suite.graded(adversary)).cells for output in cell.get("outputs", [])
+            if output.get("ename") == "KernelDied"]
+    assert len(said) == 1 and "sent a message of more than 33,554,432 bytes" in said[0], said
+    with (suite.course / instructor.FLAGS_FILE).open() as handle:
+        reasons = [row["reason"] for row in csv.DictReader(handle) if row["student"] == adversary.student]
+    assert any("the kernel was stopped" in reason for reason in reasons), reasons
+
+
+GRADER_PEAK_BYTES = 400 * 2**20  # each nbgrader process that grades, hostile notebooks and all
+
+
+def test_the_grader_s_peak_memory_stays_bounded(suite):
+    """Every nbgrader process of the class's grading runs logs its own peak resident memory (VmHWM) at the end of
+    each notebook's grading (grading/preprocessors/sanitizesubmission.py): none passed the bound, floods and comm
+    messages included."""
+    from grading.preprocessors.kernelmanager import GRADER_PEAK_LOG
+    found = re.findall(re.escape(GRADER_PEAK_LOG) + r": (\d+) MiB",
+                       "\n".join(p.read_text(errors="replace") for p in (suite.course / "logs").glob("autograde-*.log")))
+    assert len(found) >= len([a for a in suite.adversaries if suite.graded(a).is_file()]), "one after each notebook"
+    peak = max(int(mib) for mib in found)
+    print(f"the grader's peak resident memory: {peak} MiB")
+    assert peak * 2**20 < GRADER_PEAK_BYTES
+
+
 def test_the_repository_is_byte_identical_and_nothing_was_written_outside(suite):
     changed = sorted(p for p in set(suite.before) | set(suite.after) if suite.before.get(p) != suite.after.get(p))
     assert not changed, changed

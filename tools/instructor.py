@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
-from grading import nbgrader_cli
+from grading import formgrader_csp, nbgrader_cli
 
 nbgrader_cli.skip_iri_grammars()  # before anything imports nbformat (grading/nbgrader_cli.py)
 
@@ -788,6 +788,8 @@ def formgrader_env(course: Path) -> dict[str, str]:
     labconfig.mkdir(parents=True, exist_ok=True)
     (labconfig / "page_config.json").write_text(
         json.dumps({"disabledExtensions": {name: False for name in FORMGRADER_LAB_EXTENSIONS}}))
+    # A second wall around the submissions it shows: no event-handler attribute of theirs runs (grading/formgrader_csp.py).
+    (Path(env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json").write_text(json.dumps(formgrader_csp.server_config()))
     env["JUPYTER_PREFER_ENV_PATH"] = "0"
     return env
 

@@ -14,7 +14,8 @@ outputs with its verdict; it caps every other cell's output, so a flood of
 printing cannot make a huge page.  ``SandboxKernelManager`` starts each kernel in the
 sandbox (:mod:`grading.sandbox`).  For the feedback page, ``SanitizeFeedback`` keeps
 anything of the notebook from running in a browser, and ``LearnerFeedback`` puts the
-grader's notes in the learner's words.
+grader's notes in the learner's words.  ``SanitizeSubmission`` (last of the autograde) does the same for
+the autograded notebook, which the formgrader shows (one policy for both: :mod:`grading.inert`).
 
 One module per preprocessor, as nbgrader's own ``nbgrader/preprocessors/`` has them, and one for
 the kernel manager; each class is imported here, so that a configuration names it
@@ -28,6 +29,7 @@ from .learnerfeedback import LearnerFeedback
 from .preparecases import PrepareCases
 from .sandboxedexecute import SandboxedExecute
 from .sanitizefeedback import SanitizeFeedback
+from .sanitizesubmission import SanitizeSubmission
 
 __all__ = [
     "PrepareCases",
@@ -35,6 +37,7 @@ __all__ = [
     "SandboxedExecute",
     "JudgeLessons",
     "SanitizeFeedback",
+    "SanitizeSubmission",
     "LearnerFeedback",
     "SandboxKernelManager",
     "SandboxKernelClient",

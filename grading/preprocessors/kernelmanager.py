@@ -6,39 +6,202 @@ import asyncio
 import os
 import secrets
 import shutil
+import stat
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import zmq
 from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.connect import channel_socket_types
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import DottedObjectName
+from traitlets import DottedObjectName, Type
 
 from .. import cgroups, sandbox
-from ..protocol import CGROUP_NAME_ENV, INSIDE_IP, PRIVATE_DIR_ENV
+from ..protocol import CGROUP_NAME_ENV, GRADER_GROWTH_BYTES_ENV, INSIDE_IP, NOTEBOOK_MESSAGE_BYTES_ENV, PRIVATE_DIR_ENV
 
+# Everything a kernel sends is counted as it arrives, frame by frame, before any of it is decoded: one message
+# (all its frames together) may not pass MAX_MESSAGE_BYTES, and all of a notebook's messages on every channel
+# (output, answers, comm and widget messages, replies) may not pass NOTEBOOK_MESSAGE_BYTES.  Past either, the
+# kernel is stopped at once and the notebook is listed with the reason (SandboxedExecute says it).
 MAX_MESSAGE_BYTES = 32 * 2**20  # above any lesson's answers (the largest, lesson 040's, are about 12 MB)
-QUEUED_MESSAGES = 32  # output messages waiting to be read: past that a flood is dropped by ZeroMQ, unread
+NOTEBOOK_MESSAGE_BYTES = int(os.environ.get(NOTEBOOK_MESSAGE_BYTES_ENV, 256 * 2**20))
+QUEUED_MESSAGES = 32  # messages waiting to be read on a socket: past that ZeroMQ drops a flood, unread
 KERNEL_NOT_STARTED = ("the grading sandbox did not start (bubblewrap failed: its message is in this log): the "
                       "notebook was not graded; this is the grading machine's set-up, not the student's work")
+# A last wall for what ZeroMQ holds before any of it can be counted (it hands over a message only once all its
+# frames have arrived, and no option of its limits their number): while a kernel runs, the grader's own resident
+# memory may not grow by more than GRADER_GROWTH_BYTES over what it was when the kernel started.
+GRADER_GROWTH_BYTES = int(os.environ.get(GRADER_GROWTH_BYTES_ENV, 192 * 2**20))
+WATCH_SECONDS = 0.02
+SOCKETS_NOT_FOUND = "the grading kernel did not make its sockets in time (or made something else in their place)"
+SOCKET_WAIT_SECONDS = 60.0
+
+
+class MessageBudget:
+    """What one kernel has sent so far, and why it was stopped (None while it keeps within its budget)."""
+
+    def __init__(self, stop) -> None:
+        self.received = 0
+        self.stopped: str | None = None
+        self._stop = stop
+
+    def admit(self, message_bytes: int, frame_bytes: int) -> bool:
+        """Count a frame just received (``message_bytes``: its message's so far); False once past a limit."""
+        self.received += frame_bytes
+        if self.stopped is None and message_bytes > MAX_MESSAGE_BYTES:
+            self._refuse(f"the grading kernel sent a message of more than {MAX_MESSAGE_BYTES:,} bytes "
+                         f"(the limit of one message)")
+        elif self.stopped is None and self.received > NOTEBOOK_MESSAGE_BYTES:
+            self._refuse(f"the grading kernel sent more than {NOTEBOOK_MESSAGE_BYTES:,} bytes in all "
+                         f"(the limit of one notebook's messages)")
+        return self.stopped is None
+
+    def refuse(self, why: str) -> None:
+        if self.stopped is None:
+            self._refuse(why)
+
+    def _refuse(self, why: str) -> None:
+        self.stopped = (f"{why}: the kernel was stopped, the cells below did not run and their lessons get no "
+                        f"points; this notebook needs a human look")
+        self._stop()
+
+
+GRADER_PEAK_LOG = "the grader's peak resident memory so far"  # logged after each notebook (tests read it)
+
+
+def peak_resident_bytes() -> int:
+    """This process's peak resident memory (VmHWM of its own /proc/self/status)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def resident_bytes() -> int:
+    """This process's resident memory, from its own /proc/self/statm."""
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class GrowthWatch:
+    """A thread that stops the kernel (through its budget) once this process has grown by GRADER_GROWTH_BYTES
+    since the kernel started: what ZeroMQ buffers of a message not yet complete is counted there."""
+
+    def __init__(self, budget: MessageBudget) -> None:
+        self.budget, self.start = budget, resident_bytes()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="mct-growth-watch", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(WATCH_SECONDS):
+            grown = resident_bytes() - self.start
+            if grown > GRADER_GROWTH_BYTES:
+                self.budget.refuse(f"the grader's memory grew by {grown:,} bytes while this kernel ran, more than "
+                                   f"{GRADER_GROWTH_BYTES:,} (messages held before they could be counted)")
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+
+
+#: What a channel hands on in place of a message it refused (nbclient waits for its own messages' replies and
+#: passes over one that answers nothing).
+REFUSED = {"header": {"msg_type": "mct_refused", "msg_id": ""}, "parent_header": {}, "metadata": {},
+           "content": {}, "msg_type": "mct_refused", "msg_id": "", "buffers": []}
+
+
+class CountedChannel(AsyncZMQSocketChannel):
+    """A channel that reads a message frame by frame and counts each against the kernel's budget before
+    anything of it is decoded; a message past a limit is read to its end and dropped, never kept."""
+
+    budget: MessageBudget | None = None
+
+    async def _recv(self, **kwargs):
+        frames, size, kept = [], 0, True
+        while True:
+            frame = await self.socket.recv(copy=False)
+            size += len(frame)
+            if kept and self.budget is not None and not self.budget.admit(size, len(frame)):
+                kept, frames = False, []
+            elif self.budget is not None and not kept:
+                self.budget.received += len(frame)
+            if kept:
+                frames.append(frame.bytes)
+            if not frame.more:
+                break
+        if not kept or (self.budget is not None and self.budget.stopped):
+            return dict(REFUSED)
+        _, message = self.session.feed_identities(frames)
+        return self.session.deserialize(message)
+
+
+def _bounded(socket):
+    """A socket of the grader's side: ZeroMQ refuses, unread, any frame larger than MAX_MESSAGE_BYTES (it drops
+    the connection that sends it) and queues at most QUEUED_MESSAGES messages."""
+    socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+    socket.setsockopt(zmq.RCVHWM, QUEUED_MESSAGES)
+    return socket
+
+
+def open_without_links(root: str, inside: str) -> int:
+    """An O_PATH descriptor of the Unix socket at ``inside`` under ``root`` (the sandbox's own root), reached
+    one folder at a time without following any symbolic link (a link the kernel made is refused, not followed).
+
+    ``root`` itself (``/proc/<pid>/root``) is the kernel's mount namespace: followed on purpose."""
+    folder = os.open(root, os.O_PATH | os.O_DIRECTORY)
+    try:
+        *parents, name = [part for part in inside.split("/") if part]
+        for part in parents:
+            child = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+            os.close(folder)
+            folder = child
+        found = os.open(name, os.O_PATH | os.O_NOFOLLOW, dir_fd=folder)
+    finally:
+        os.close(folder)
+    if not stat.S_ISSOCK(os.fstat(found).st_mode):
+        os.close(found)
+        raise OSError(f"{inside} is not a socket (a link or a file in its place): not followed")
+    return found
 
 
 class SandboxKernelClient(AsyncKernelClient):
-    """The grader's side of a kernel's sockets: no message larger than MAX_MESSAGE_BYTES is ever read.
+    """The grader's side of a kernel's sockets: every message counted before it is decoded, none too large.
 
-    ZeroMQ checks a message's announced size before it reads it (``MAXMSGSIZE``) and drops a
-    connection that sends a larger one (the socket connects again at once): a notebook that
-    displays a gigabyte in one message never makes the grader hold it.  And no more than
-    QUEUED_MESSAGES output messages wait to be read (the kernel's side drops the rest): a flood
-    of many messages is not queued in the grader's memory either."""
+    ZeroMQ checks each frame's announced size before it reads it (``MAXMSGSIZE``) and drops a
+    connection that sends a larger one; :class:`CountedChannel` counts every frame of every message,
+    on every channel, against the kernel's :class:`MessageBudget`; no more than QUEUED_MESSAGES
+    messages wait to be read.  No heartbeat channel (the manager watches the kernel's process): one
+    socket fewer that a kernel could write to.  A sandboxed kernel's sockets are reached through the
+    descriptors its manager opened without following links (``/proc/self/fd/N``)."""
+
+    shell_channel_class = Type(CountedChannel)
+    iopub_channel_class = Type(CountedChannel)
+    stdin_channel_class = Type(CountedChannel)
+    control_channel_class = Type(CountedChannel)
+
+    def start_channels(self, shell=True, iopub=True, stdin=True, hb=True, control=True):
+        super().start_channels(shell=shell, iopub=iopub, stdin=stdin, hb=False, control=control)
+        budget = getattr(self.parent, "mct_budget", None)
+        for channel in (self._shell_channel, self._iopub_channel, self._stdin_channel, self._control_channel):
+            if channel is not None:
+                channel.budget = budget
+
+    def stop_channels(self) -> None:
+        super().stop_channels()
+        if isinstance(self.parent, SandboxKernelManager):
+            self.parent._mct_client_stopped = True
+            self.parent._mct_release_sockets()
+
+    def _make_url(self, channel: str) -> str:
+        fds = getattr(self.parent, "_mct_socket_fds", None)
+        return f"ipc:///proc/self/fd/{fds[channel]}" if fds else super()._make_url(channel)
 
     def _create_connected_socket(self, channel: str, identity: bytes | None = None):
-        socket = self.context.socket(channel_socket_types[channel])
+        socket = _bounded(self.context.socket(channel_socket_types[channel]))
         socket.linger = 1000
-        socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
-        if channel == "iopub":
-            socket.setsockopt(zmq.RCVHWM, QUEUED_MESSAGES)
         if identity:
             socket.identity = identity
         socket.connect(self._make_url(channel))
@@ -56,6 +219,11 @@ class SandboxKernelManager(AsyncKernelManager):
     Without the sandbox (``MCT_SANDBOX=off``) the sockets are in that private folder."""
 
     client_class = DottedObjectName("grading.preprocessors.kernelmanager.SandboxKernelClient")
+    # What km.client() builds: AsyncKernelManager names its client class here, and a client_class alone was
+    # never read (the limits of SandboxKernelClient were not in effect before this line).
+    client_factory = Type(SandboxKernelClient, klass=AsyncKernelClient)
+    mct_budget: MessageBudget | None = None
+    _mct_socket_fds: dict[str, int] | None = None
 
     async def _async_pre_start_kernel(self, **kwargs):
         base = Path(os.environ[PRIVATE_DIR_ENV]) / "runtime"
@@ -63,6 +231,7 @@ class SandboxKernelManager(AsyncKernelManager):
         self._mct_folder = Path(tempfile.mkdtemp(prefix="kernel-", dir=base))
         self._mct_sandboxed = sandbox.sandbox_wanted()
         self._mct_cgroup = f"{cgroups.PREFIX}{secrets.token_hex(6)}"
+        self.mct_budget = MessageBudget(self._mct_stop)
         self.connection_file = str(self._mct_folder / "kernel.json")
         self.ip = INSIDE_IP if self._mct_sandboxed else str(self._mct_folder / "kernel")
         return await super()._async_pre_start_kernel(**kwargs)
@@ -75,7 +244,59 @@ class SandboxKernelManager(AsyncKernelManager):
                 None, sandbox.sandbox_pid, self.provisioner.process.pid)
             if pid is None:
                 raise RuntimeError(KERNEL_NOT_STARTED)
-            self.ip = f"/proc/{pid}/root{INSIDE_IP}"  # the kernel's sockets, from this side
+            self.ip = f"/proc/{pid}/root{INSIDE_IP}"  # the kernel's sockets, from this side (never by this path)
+            self._mct_socket_fds = await self._mct_open_sockets(pid)
+        self._mct_watch = GrowthWatch(self.mct_budget)
+
+    async def _mct_open_sockets(self, pid: int) -> dict[str, int]:
+        """Wait for the kernel's five sockets, then open each without following links (see open_without_links).
+
+        The kernel binds them as it starts, before it runs any cell; from then on this side connects through
+        ``/proc/self/fd/N``, the very socket found here: a kernel that later puts a link (or another socket) in
+        its place is never reached through it, reconnections included."""
+        deadline = time.monotonic() + SOCKET_WAIT_SECONDS
+        channels = ("shell", "iopub", "stdin", "control", "hb")
+        fds: dict[str, int] = {}
+        try:
+            for channel in channels:
+                inside = f"{INSIDE_IP}-{getattr(self, f'{channel}_port')}"
+                while channel not in fds:
+                    try:
+                        fds[channel] = open_without_links(f"/proc/{pid}/root", inside)
+                    except FileNotFoundError:
+                        if time.monotonic() > deadline or self.provisioner.process.poll() is not None:
+                            raise RuntimeError(SOCKETS_NOT_FOUND) from None
+                        await asyncio.sleep(0.02)
+        except BaseException:
+            for fd in fds.values():
+                os.close(fd)
+            raise
+        return fds
+
+    def _make_url(self, channel: str) -> str:
+        fds = self._mct_socket_fds
+        return f"ipc:///proc/self/fd/{fds[channel]}" if fds else super()._make_url(channel)
+
+    def _create_connected_socket(self, channel: str, identity: bytes | None = None):
+        return _bounded(super()._create_connected_socket(channel, identity))
+
+    _mct_client_stopped = False
+
+    def _mct_release_sockets(self) -> None:
+        """Close the socket descriptors once nothing connects through them: this manager's control socket closed
+        and the client's channels stopped (a number closed earlier could be the next kernel's by the time a
+        socket still open reconnects through it)."""
+        fds = self._mct_socket_fds
+        if fds and self._control_socket is None and self._mct_client_stopped:
+            self._mct_socket_fds = None
+            for fd in fds.values():
+                os.close(fd)
+
+    def _mct_stop(self) -> None:
+        """Stop the kernel at once (its launcher killed: bubblewrap dies with it, and the kernel with bubblewrap)."""
+        process = getattr(self.provisioner, "process", None)
+        if process is not None and process.poll() is None:
+            process.kill()
 
     def cleanup_ipc_files(self) -> None:
         """A sandboxed kernel's sockets vanish with its /tmp: nothing to remove (and a path through /proc
@@ -87,7 +308,11 @@ class SandboxKernelManager(AsyncKernelManager):
         await super()._async_cleanup_resources(restart=restart)
         if restart:
             return
+        watch = getattr(self, "_mct_watch", None)
+        if watch is not None:
+            watch.stop()
         cgroups.remove(getattr(self, "_mct_cgroup", ""))
+        self._mct_release_sockets()
         folder = getattr(self, "_mct_folder", None)
         if folder is not None:  # the grader's own folder: the connection file (and unsandboxed, the sockets)
             shutil.rmtree(folder, ignore_errors=True)

@@ -84,6 +84,8 @@ class SandboxedExecute(Execute):
 
     def process_message(self, msg, cell, cell_index):
         """Every message of the running cell: answers are taken out here and never reach the notebook."""
+        if str(msg.get("msg_type", "")).startswith("comm_"):
+            return None  # widget (comm) messages: nothing graded, and no widget state kept (counted all the same)
         content = msg.get("content") or {}
         data = content.get("data")
         if isinstance(data, dict) and ANSWERS_MIME in data:
@@ -176,7 +178,9 @@ class SandboxedExecute(Execute):
             return super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             self._died_at = index
-            self.log.warning("the kernel died at cell %d", index)
+            budget = getattr(self.km, "mct_budget", None)  # stopped for what it sent (kernelmanager.MessageBudget)
+            why = (budget.stopped if budget is not None else None) or KERNEL_DIED
+            self.log.warning("the kernel died at cell %d: %s", index, why)
             cell.outputs = list(cell.get("outputs", [])) + [NotebookNode(
-                output_type="error", ename="KernelDied", evalue=KERNEL_DIED, traceback=[KERNEL_DIED])]
+                output_type="error", ename="KernelDied", evalue=why, traceback=[why])]
             return cell, resources

@@ -1,0 +1,217 @@
+"""The grader's side of a sandboxed kernel holds: no link followed, every message counted, memory bounded.
+
+Each test starts one grading kernel in the sandbox through the course's own kernel manager
+(grading.preprocessors.SandboxKernelManager, as nbgrader does), lets a cell attack the grader, and checks
+what the grader did.  This process is the grader here, so its own peak resident memory (VmHWM of
+/proc/self/status, reset first through /proc/self/clear_refs) is what is measured: never the host's.
+A few seconds a test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from jupyter_client.session import Session
+
+from grading import protocol, sandbox
+from grading.preprocessors import kernelmanager
+from grading.preprocessors.kernelmanager import SandboxKernelManager
+
+pytestmark = pytest.mark.skipif(sandbox.bwrap_path() is None or not sandbox.sandbox_wanted(),
+                                reason="the grading sandbox (bubblewrap) is not available or is off")
+#: The grader's peak resident memory while a kernel floods it (this process: pytest, numpy, the grading modules).
+GRADER_PEAK_BYTES = 400 * 2**20
+
+
+@pytest.fixture
+def kernel_env(tmp_path, monkeypatch):
+    """The kernelspec the course's nbgrader configuration writes, in a private folder of this test."""
+    spec = tmp_path / "share" / "jupyter" / "kernels" / "mct-grading"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "grading.sandbox", "-f", "{connection_file}"],
+        "display_name": "sandboxed", "language": "python", "interrupt_mode": "message"}))
+    (tmp_path / "runtime").mkdir()
+    monkeypatch.setenv(protocol.PRIVATE_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "share" / "jupyter"))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    return tmp_path
+
+
+async def started() -> tuple[SandboxKernelManager, object]:
+    km = SandboxKernelManager(kernel_name="mct-grading", transport="ipc")
+    await km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
+    await kc.wait_for_ready(timeout=60)
+    return km, kc
+
+
+async def stopped(km, kc) -> None:
+    await km.shutdown_kernel(now=True)
+    kc.stop_channels()
+
+
+async def run_cell(kc, code: str, seconds: float = 30) -> list[dict]:
+    """Execute ``code``; the iopub messages of it until the kernel is idle, stopped or ``seconds`` pass."""
+    msg_id = kc.execute(code)
+    messages, deadline = [], time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            msg = await kc.get_iopub_msg(timeout=1)
+        except Exception:  # queue.Empty: nothing this second
+            if not await kc.is_alive():
+                break
+            continue
+        if msg["parent_header"].get("msg_id") == msg_id:
+            messages.append(msg)
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+    return messages
+
+
+def peak_reset() -> None:
+    Path("/proc/self/clear_refs").write_text("5")  # this process's peak resident memory starts again from now
+
+
+def peak_bytes() -> int:
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return int(status["VmHWM"].split()[0]) * 1024
+
+
+# -------------------------------------------------------------------------------------------- no link followed
+
+def test_a_socket_found_through_a_link_is_refused(tmp_path):
+    target = socket.socket(socket.AF_UNIX)
+    target.bind(str(tmp_path / "real"))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "kernel-1").symlink_to(tmp_path / "real")
+    (tmp_path / "linked").symlink_to(tmp_path / "run")
+    fd = kernelmanager.open_without_links(str(tmp_path), "real")
+    os.close(fd)
+    with pytest.raises(OSError, match="not a socket"):
+        kernelmanager.open_without_links(str(tmp_path), "run/kernel-1")
+    with pytest.raises(OSError):
+        kernelmanager.open_without_links(str(tmp_path), "linked/kernel-1")  # a link among the folders too
+    target.close()
+
+
+LINK_CELL = """
+import os
+run = {run!r}
+shell = sorted(name for name in os.listdir(run))[{index}]
+os.unlink(os.path.join(run, shell))
+os.symlink({host!r}, os.path.join(run, shell))  # resolved from the grader's side: a socket on the host
+print("linked", shell)
+"""
+
+
+def test_a_kernel_that_puts_a_link_in_place_of_its_socket_is_never_followed(kernel_env, tmp_path):
+    """A cell replaces its shell socket by a link to another Unix socket (one on the host, outside its sandbox);
+    a new connection of the grader's (as a reconnection would be) still reaches the kernel's own socket."""
+    host = tmp_path / "host.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(host))
+    listener.listen(4)
+    listener.settimeout(0.1)
+
+    async def attack():
+        km, kc = await started()
+        try:
+            names = sorted(f"kernel-{getattr(km, f'{c}_port')}" for c in ("shell", "iopub", "stdin", "control", "hb"))
+            index = names.index(f"kernel-{km.shell_port}")
+            said = await run_cell(kc, LINK_CELL.format(run=protocol.INSIDE_RUN, index=index, host=str(host)))
+            assert any("linked" in m["content"].get("text", "") for m in said), said
+            # connects anew, as ZeroMQ does after a lost connection (a session of its own: another identity)
+            again = km.client(session=Session(key=km.session.key, signature_scheme=km.session.signature_scheme))
+            again.start_channels()
+            reply = await again.kernel_info(reply=True, timeout=20)
+            again.stop_channels()
+            return reply
+        finally:
+            await stopped(km, kc)
+
+    reply = asyncio.run(attack())
+    assert reply["content"]["status"] == "ok"  # the kernel's own socket, found through the descriptor
+    with pytest.raises(TimeoutError):
+        listener.accept()  # and nothing ever connected to the socket the link pointed at
+    listener.close()
+
+
+# ------------------------------------------------------------------------------------- every message counted
+
+FLOOD_CELLS = {
+    # widget (comm) messages: not output, counted all the same
+    "comm flood": ("from ipykernel.comm import Comm\n"
+                   "c = Comm(target_name='mct')\n"
+                   "big = 'x' * (4 * 2**20)\n"
+                   "for i in range(200):\n    c.send({'d': big})\n", "in all"),
+    # one message split into many frames, each below ZeroMQ's limit of one frame
+    "split message": ("k = get_ipython().kernel\n"
+                      "k.session.send(k.iopub_socket, 'stream', {'name': 'stdout', 'text': 'x'},\n"
+                      "               buffers=[b'x' * (8 * 2**20)] * 8, parent=k.get_parent())\n", "one message"),
+    # one message of more frames than the grader could hold (ZeroMQ keeps a message whole until its last frame)
+    "frames without end": ("k = get_ipython().kernel\n"
+                           "k.session.send(k.iopub_socket, 'stream', {'name': 'stdout', 'text': 'x'},\n"
+                           "               buffers=[b'x' * (16 * 2**20)] * 64, parent=k.get_parent())\n",
+                           "grader's memory grew"),
+    # many output messages
+    "output flood": ("import sys\nbig = 'y' * (2 * 2**20)\n"
+                     "for i in range(400):\n    sys.stdout.write(big); sys.stdout.flush()\n", "in all"),
+}
+
+
+@pytest.mark.parametrize("kind", FLOOD_CELLS)
+def test_a_flood_stops_the_kernel_and_the_grader_s_memory_stays_bounded(kind, kernel_env, monkeypatch):
+    monkeypatch.setattr(kernelmanager, "NOTEBOOK_MESSAGE_BYTES", 64 * 2**20)
+    code, reason = FLOOD_CELLS[kind]
+
+    async def flood():
+        km, kc = await started()
+        try:
+            peak_reset()
+            await run_cell(kc, code, seconds=60)
+            deadline = time.monotonic() + 10
+            while await km.is_alive() and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            return km.mct_budget, await km.is_alive(), peak_bytes()
+        finally:
+            await stopped(km, kc)
+
+    budget, alive, peak = asyncio.run(flood())
+    assert budget.stopped and reason in budget.stopped and "needs a human look" in budget.stopped, budget.stopped
+    assert not alive, "the kernel was stopped"
+    assert peak < GRADER_PEAK_BYTES, f"the grader's peak resident memory: {peak / 2**20:.0f} MiB"
+    print(f"{kind}: {budget.received / 2**20:.0f} MiB received before the stop; grader's peak "
+          f"{peak / 2**20:.0f} MiB")
+
+
+# ---------------------------------------------------------------------------------- refused before it is read
+
+def test_a_notebook_too_large_or_nested_too_deeply_is_refused_unread(tmp_path, monkeypatch):
+    from grading import nbgrader_cli, submission_limits
+    from grading.submission_limits import BoundedNotebookExporter, NotebookRefusedError
+    honest = Path(__file__).resolve().parent.parent / "solutions" / "01_mlp_core.ipynb"
+    body, _ = BoundedNotebookExporter().from_filename(str(honest))
+    assert json.loads(body)["cells"]
+    large = tmp_path / "large.ipynb"
+    large.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": "x" * (2 * 2**20)}]}))
+    monkeypatch.setattr(submission_limits, "MAX_NOTEBOOK_BYTES", 2**20)
+    with pytest.raises(NotebookRefusedError, match="refused unread") as refused:
+        BoundedNotebookExporter().from_filename(str(large))
+    log = (f"[AutogradeApp | ERROR] There was an error processing assignment: /c/submitted/s/p\n"
+           f"Traceback (most recent call last):\n  ...\n"
+           f"grading.submission_limits.NotebookRefusedError: {refused.value}\n")
+    assert "1,048,576 a submission may have: refused unread" in nbgrader_cli.failure_reason(log, "s", "p")
+    deep = tmp_path / "deep.ipynb"
+    deep.write_text('{"cells": [], "metadata": {"a": "[[[[\\"", "b": ' + "[" * 65 + "]" * 65 + "}}")
+    assert submission_limits.depth_of(str(deep), limit=1000) == 65 + 2  # the brackets in a string do not count
+    with pytest.raises(NotebookRefusedError, match="nested more than 64"):
+        BoundedNotebookExporter().from_filename(str(deep))
