@@ -20,6 +20,13 @@ from grading.protocol import CELL_TIMEOUT_ENV, COURSE_DIR_ENV, PRIVATE_DIR_ENV
 
 c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
 
+# `nbgrader validate` typed in this folder or in another course directory (whose nbgrader_config.py loads this
+# file) gives the grader's verdicts, as in the course's root folder (grading/validate.py), not nbgrader's own
+# validator's, which runs only the visible tests.
+from grading.validate import use_course_validator  # noqa: E402
+
+use_course_validator()
+
 HERE = Path(__file__).resolve().parent
 COURSE_DIR = os.environ.get(COURSE_DIR_ENV, str(HERE))  # MCT_COURSE_DIR
 c.CourseDirectory.root = COURSE_DIR
