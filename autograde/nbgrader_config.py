@@ -28,7 +28,9 @@ from grading.validate import use_course_validator  # noqa: E402
 use_course_validator()
 
 HERE = Path(__file__).resolve().parent
-COURSE_DIR = os.environ.get(COURSE_DIR_ENV, str(HERE))  # MCT_COURSE_DIR
+# The course directory: the one the instructor's tools name, or whose own nbgrader_config.py names itself before
+# it loads this file (grading/course.py), in MCT_COURSE_DIR; else this folder.
+COURSE_DIR = os.environ.get(COURSE_DIR_ENV) or str(HERE)
 c.CourseDirectory.root = COURSE_DIR
 c.CourseDirectory.course_id = "memory-constrained-trainer"
 
@@ -117,3 +119,10 @@ c.Execute.kernel_name = "mct-grading"
 # can write to.
 c.Execute.kernel_manager_class = "grading.preprocessors.SandboxKernelManager"
 c.KernelManager.transport = "ipc"
+
+# The instructor's own settings for this course directory (autograde/) and no other: a late penalty, say, in
+# autograde/instructor_config.py, which git does not track.  Another course directory keeps its own below the
+# block of its nbgrader_config.py; neither reaches the other, nor `make grade` and the Validate button.
+OWN_SETTINGS = HERE / "instructor_config.py"
+if Path(COURSE_DIR).resolve() == HERE and OWN_SETTINGS.is_file():
+    load_subconfig(str(OWN_SETTINGS))  # noqa: F821  (provided by traitlets when nbgrader loads this file)
