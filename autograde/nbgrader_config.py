@@ -53,10 +53,15 @@ c.Execute.raise_on_iopub_timeout = False
 
 # A deleted test cell is put back from the gradebook and graded, not scored None.
 c.OverwriteCells.add_missing_cells = True
+# Without nbgrader's checksum warning for every test cell of every notebook (hidden tests make the release's
+# checksums differ from the gradebook's): `make autograde` names what a submission changed, against the release.
+from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, DeduplicateIds, OverwriteKernelspec  # noqa: E402
+
+c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec,
+                                      "grading.preprocessors.overwritecells.CourseOverwriteCells", CheckCellMetadata]
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata,  # noqa: E402
-                                    IgnorePattern, LimitOutput, SaveAutoGrades)
+from nbgrader.preprocessors import AssignLatePenalties, IgnorePattern, LimitOutput, SaveAutoGrades  # noqa: E402
 
 from grading.preprocessors import CheckRules, JudgeLessons, PrepareCases, SandboxedExecute  # noqa: E402
 
