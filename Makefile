@@ -13,7 +13,8 @@
 #   make release       nbgrader generate_assignment of every landed part
 #   make autograde     grade every submission in parallel; lists what needs manual grading
 #   make feedback      HTML feedback per student (no hidden tests, no reference)
-#   make grades        COURSE_DIR/grades.csv: points per lesson, per part, total out of 200
+#   make review        the notebooks still waiting for a human (COURSE_DIR/needs-manual-grading.csv); empties as you grade
+#   make grades        COURSE_DIR/grades.csv: points per lesson, per part, each part's status and lateness, total
 #   make report        COURSE_DIR/report/index.html: scores, pass rates, common mistakes, flagged notebooks
 #   make formgrader    JupyterLab on the course directory with nbgrader's formgrader (Nbgrader menu)
 #   make mutation      how many small bugs in the reference solutions the hidden tests catch
@@ -44,7 +45,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # nbgrader's instructor panels and its menu, hidden from the learner's JupyterLab.
 NBGRADER_PANELS := create-assignment formgrader course-list assignment-list menu
 
-.PHONY: help bubblewrap chromium lab formgrader report test test-mutation test-browser build progress grade venv clean release autograde feedback grades mutation catalogue bench-grading torch train-distributed
+.PHONY: help bubblewrap chromium lab formgrader report test test-mutation test-browser build progress grade venv clean release autograde feedback grades mutation catalogue bench-grading torch train-distributed review
 
 help:
 	@sed -n '2,/^$$/p' Makefile
@@ -195,6 +196,9 @@ feedback: $(STAMP) $(VALIDATE_ANYWHERE)
 
 grades: $(STAMP) $(VALIDATE_ANYWHERE)
 	$(INSTRUCTOR) grades
+
+review: $(STAMP) $(VALIDATE_ANYWHERE)
+	$(INSTRUCTOR) $(if $(PART),--parts $(PART)) review
 
 report: $(STAMP) $(VALIDATE_ANYWHERE)
 	$(PY) tools/report.py --course-dir '$(abspath $(COURSE_DIR))' $(if $(PART),--parts $(PART))
