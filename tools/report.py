@@ -2,7 +2,8 @@
 
     python tools/report.py [--course-dir DIR] [--parts 01,05] [--output FOLDER]
 
-Read from the course directory after ``make autograde`` (nothing is graded here, nothing is changed):
+Read from the course directory after ``make autograde`` (nothing is graded here, and nothing is changed but
+``needs-manual-grading.csv``, the review queue's file, written anew from the same state as ``make review``):
 
 - the points from nbgrader's gradebook, as ``grades.csv`` has them (manual scores set in the formgrader and
   late penalties included);
