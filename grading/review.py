@@ -18,13 +18,24 @@ def waiting_grades(notebook) -> list[str]:
     return [grade.name for grade in notebook.grades if grade.needs_manual_grade and grade.manual_score is None]
 
 
+def looked_at(notebook) -> bool:
+    """Whether a human has looked at a gradebook ``SubmittedNotebook`` and nothing of it waits any more: a score
+    given by hand, or its flag cleared while grades were still marked for a manual grade.  A notebook no one
+    flagged (`make grade`'s, a learner's own) has not been looked at."""
+    if notebook is None or waiting_grades(notebook):
+        return False
+    by_hand = any(grade.manual_score is not None for grade in notebook.grades)
+    cleared = not notebook.flagged and any(grade.needs_manual_grade for grade in notebook.grades)
+    return by_hand or cleared
+
+
 def review_is_over(db_url: str, assignment: str, notebook: str, student: str) -> bool:
-    """Whether the gradebook at ``db_url`` has nothing of the notebook waiting for a human (False when it
-    does not know the notebook)."""
+    """Whether the gradebook at ``db_url`` says a human has looked at the notebook (:func:`looked_at`; False
+    when it does not know the notebook)."""
     from nbgrader.api import Gradebook, MissingEntry
 
     with Gradebook(db_url) as gb:
         try:
-            return not waiting_grades(gb.find_submission_notebook(notebook, assignment, student))
+            return looked_at(gb.find_submission_notebook(notebook, assignment, student))
         except MissingEntry:
             return False

@@ -196,6 +196,11 @@ def test_the_feedback_page_says_the_instructor_has_looked_once_nothing_waits(cou
         return cell.outputs[0]["text"]
 
     assert "(your instructor will look at this notebook)" in page_text()
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:  # as `make grade` leaves it: nobody flagged it
+        gb.find_submission_notebook(SLUG, SLUG, "linus").flagged = False
+        gb.find_grade(LESSONS[3].grade_id, SLUG, SLUG, "linus").needs_manual_grade = False
+        gb.db.commit()
+    assert "(your instructor will look at this notebook)" in page_text()
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         grade_put(gb.find_grade(LESSONS[3].grade_id, SLUG, SLUG, "linus"), 3)
         gb.db.commit()
