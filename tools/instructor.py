@@ -775,8 +775,8 @@ def part_state(gb, course: Path, student: str, slug: str, reasons: list[dict[str
     if waiting:
         open_ids = {lesson.grade_id for lesson in lessons if lesson.code in waiting}
         why = [row["reason"] for row in reasons if not row["lesson"] or row["lesson"] in open_ids]
-        return PartState(NEEDS_REVIEW, points, hours_late=late, open_lessons=waiting,
-                         reasons=why or [NO_RECORDED_REASON])
+        return PartState(NEEDS_REVIEW, points, hours_late=late, open_lessons=waiting,  # each reason once
+                         reasons=list(dict.fromkeys(why)) or [NO_RECORDED_REASON])
     penalty = float(submission.late_submission_penalty or 0.0)  # the course directory's LateSubmissionPlugin
     return PartState(GRADED, points, points=max(0.0, sum(points.values()) - penalty), hours_late=late)
 
