@@ -14,7 +14,8 @@
 #   make release       nbgrader generate_assignment of every landed part
 #   make autograde     grade every submission in parallel; lists what needs manual grading
 #   make feedback      HTML feedback per student (no hidden tests, no reference)
-#   make grades        COURSE_DIR/grades.csv: points per lesson, per part, total out of 200
+#   make review        the notebooks still waiting for a human (COURSE_DIR/needs-manual-grading.csv); empties as you grade
+#   make grades        COURSE_DIR/grades.csv: points per lesson, per part, each part's status and lateness, total
 #   make report        COURSE_DIR/report/index.html: scores, pass rates, common mistakes, flagged notebooks
 #   make formgrader    JupyterLab on the course directory with nbgrader's formgrader (Nbgrader menu)
 #   make mutation      how many small bugs in the reference solutions the hidden tests catch
@@ -25,6 +26,7 @@ VENV   := .venv
 BIN    := $(CURDIR)/$(VENV)/bin
 PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed
+VALIDATE_ANYWHERE := $(VENV)/etc/jupyter/nbgrader_config.py
 LAB_ARGS ?=
 PYTEST_ARGS ?=
 # make test runs on this many processes (pytest-xdist), one test file per process at a time
@@ -44,12 +46,12 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # nbgrader's instructor panels and its menu, hidden from the learner's JupyterLab.
 NBGRADER_PANELS := create-assignment formgrader course-list assignment-list menu
 
-.PHONY: help bubblewrap chromium lab formgrader report test test-mutation test-browser build progress grade venv clean release autograde feedback grades mutation catalogue bench-grading torch train-distributed
+.PHONY: help bubblewrap chromium lab formgrader report test test-mutation test-browser build progress grade venv clean release autograde feedback grades mutation catalogue bench-grading torch train-distributed review
 
 help:
 	@sed -n '2,/^$$/p' Makefile
 
-venv: $(STAMP)
+venv: $(STAMP) $(VALIDATE_ANYWHERE)
 
 $(STAMP): pyproject.toml
 	@echo "== first run: setting up .venv (about 3 minutes; later runs start at once) =="
@@ -78,6 +80,12 @@ $(STAMP): pyproject.toml
 	@echo "== [4/4] done"
 	touch $(STAMP)
 
+# `nbgrader validate` gives the grader's verdicts (grading/validate.py) from any folder: .venv's nbgrader reads
+# its own configuration folder wherever it runs (grading/venv_nbgrader_config.py says why).
+$(VALIDATE_ANYWHERE): grading/venv_nbgrader_config.py | $(STAMP)
+	mkdir -p $(@D)
+	cp grading/venv_nbgrader_config.py $@
+
 # The server listens on this machine only (127.0.0.1), with a new random login token each
 # time, made by JupyterLab itself: the browser it opens carries the token (and the address it
 # prints with --no-browser), so the learner types nothing, and no other user of the machine can
@@ -94,7 +102,7 @@ COURSE_VALIDATE := --ServerApp.jpserver_extensions nbgrader.server_extensions.va
   --ServerApp.jpserver_extensions grading.validate=True
 
 lab: export JUPYTER_TOKEN = $(LAB_TOKEN)
-lab: $(STAMP)
+lab: $(STAMP) $(VALIDATE_ANYWHERE)
 	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --ServerApp.ip=127.0.0.1 \
 	  $(LAB_ROOT_FLAG) $(NO_JUPYTEXT) $(COURSE_VALIDATE) \
 	  --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
@@ -122,7 +130,7 @@ chromium:
 # Every test but the slow strength checks (test-mutation) and the notebooks run in JupyterLab
 # (test-browser): tests/ (the class report and the formgrader opened in the browser among them), the
 # solved notebooks (nbval), and the feedback page in the browser (pyproject.toml: testpaths).
-test: $(STAMP) bubblewrap chromium
+test: $(STAMP) $(VALIDATE_ANYWHERE) bubblewrap chromium
 	$(ONE_BLAS_THREAD) $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile -m "not mutation" $(PYTEST_ARGS)
 
 # The hidden tests' strength: the mutation score, part by part (about 2,000 mutants graded), and every
@@ -133,7 +141,7 @@ test-mutation: $(STAMP)
 
 # Every notebook opened and run in JupyterLab in Debian's chromium (/usr/bin/chromium,
 # driven by Playwright); without that chromium the test is skipped, saying why.
-test-browser: $(STAMP) chromium
+test-browser: $(STAMP) $(VALIDATE_ANYWHERE) chromium
 	$(PY) -m pytest tests_browser --ignore=tests_browser/test_feedback_page.py $(PYTEST_ARGS)
 
 build: $(STAMP)
@@ -143,7 +151,7 @@ progress: $(STAMP)
 	@$(BIN)/mct-progress
 
 PART ?=
-grade: $(STAMP)
+grade: $(STAMP) $(VALIDATE_ANYWHERE)
 	@$(PY) tools/grade.py $(if $(PART),--part $(PART))
 
 # PyTorch is an optional extra (pyproject.toml, [project.optional-dependencies] torch): the
@@ -182,19 +190,22 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 STUDENTS ?=
 INSTRUCTOR = $(PY) tools/instructor.py --course-dir '$(abspath $(COURSE_DIR))'
 
-release: $(STAMP)
+release: $(STAMP) $(VALIDATE_ANYWHERE)
 	$(INSTRUCTOR) release
 
-autograde: $(STAMP)
+autograde: $(STAMP) $(VALIDATE_ANYWHERE)
 	$(INSTRUCTOR) $(if $(PART),--parts $(PART)) autograde --jobs $(JOBS) $(if $(STUDENTS),--students $(STUDENTS)) $(if $(SEED),--seed $(SEED))
 
-feedback: $(STAMP)
+feedback: $(STAMP) $(VALIDATE_ANYWHERE)
 	$(INSTRUCTOR) $(if $(PART),--parts $(PART)) feedback --jobs $(JOBS) $(if $(STUDENTS),--students $(STUDENTS))
 
-grades: $(STAMP)
+grades: $(STAMP) $(VALIDATE_ANYWHERE)
 	$(INSTRUCTOR) grades
 
-report: $(STAMP)
+review: $(STAMP) $(VALIDATE_ANYWHERE)
+	$(INSTRUCTOR) $(if $(PART),--parts $(PART)) review
+
+report: $(STAMP) $(VALIDATE_ANYWHERE)
 	$(PY) tools/report.py --course-dir '$(abspath $(COURSE_DIR))' $(if $(PART),--parts $(PART))
 
 # nbgrader's formgrader in the instructor's JupyterLab (the learner's `make lab` has none of nbgrader's
@@ -202,7 +213,7 @@ report: $(STAMP)
 # line (LAB_TOKEN=... sets one, as for make lab); FORMGRADER_ARGS="--no-browser --port 8890" for a server.
 FORMGRADER_ARGS ?=
 formgrader: export JUPYTER_TOKEN = $(LAB_TOKEN)
-formgrader: $(STAMP)
+formgrader: $(STAMP) $(VALIDATE_ANYWHERE)
 	$(INSTRUCTOR) formgrader $(FORMGRADER_ARGS)
 
 mutation: $(STAMP)

@@ -20,8 +20,17 @@ from grading.protocol import CELL_TIMEOUT_ENV, COURSE_DIR_ENV, PRIVATE_DIR_ENV
 
 c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
 
+# `nbgrader validate` typed in this folder or in another course directory (whose nbgrader_config.py loads this
+# file) gives the grader's verdicts, as in the course's root folder (grading/validate.py), not nbgrader's own
+# validator's, which runs only the visible tests.
+from grading.validate import use_course_validator  # noqa: E402
+
+use_course_validator()
+
 HERE = Path(__file__).resolve().parent
-COURSE_DIR = os.environ.get(COURSE_DIR_ENV, str(HERE))  # MCT_COURSE_DIR
+# The course directory: the one the instructor's tools name, or whose own nbgrader_config.py names itself before
+# it loads this file (grading/course.py), in MCT_COURSE_DIR; else this folder.
+COURSE_DIR = os.environ.get(COURSE_DIR_ENV) or str(HERE)
 c.CourseDirectory.root = COURSE_DIR
 c.CourseDirectory.course_id = "memory-constrained-trainer"
 
@@ -47,10 +56,15 @@ c.Autograde.exporter_class = "grading.submission_limits.BoundedNotebookExporter"
 
 # A deleted test cell is put back from the gradebook and graded, not scored None.
 c.OverwriteCells.add_missing_cells = True
+# Without nbgrader's checksum warning for every test cell of every notebook (hidden tests make the release's
+# checksums differ from the gradebook's): `make autograde` names what a submission changed, against the release.
+from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, DeduplicateIds, OverwriteKernelspec  # noqa: E402
+
+c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec,
+                                      "grading.preprocessors.overwritecells.CourseOverwriteCells", CheckCellMetadata]
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata,  # noqa: E402
-                                    IgnorePattern, LimitOutput, SaveAutoGrades)
+from nbgrader.preprocessors import AssignLatePenalties, IgnorePattern, LimitOutput, SaveAutoGrades  # noqa: E402
 
 from grading.preprocessors import (CheckRules, JudgeLessons, PrepareCases, SandboxedExecute,  # noqa: E402
                                    SanitizeSubmission)
@@ -117,3 +131,10 @@ c.Execute.kernel_name = "mct-grading"
 # can write to.
 c.Execute.kernel_manager_class = "grading.preprocessors.SandboxKernelManager"
 c.KernelManager.transport = "ipc"
+
+# The instructor's own settings for this course directory (autograde/) and no other: a late penalty, say, in
+# autograde/instructor_config.py, which git does not track.  Another course directory keeps its own below the
+# block of its nbgrader_config.py; neither reaches the other, nor `make grade` and the Validate button.
+OWN_SETTINGS = HERE / "instructor_config.py"
+if Path(COURSE_DIR).resolve() == HERE and OWN_SETTINGS.is_file():
+    load_subconfig(str(OWN_SETTINGS))  # noqa: F821  (provided by traitlets when nbgrader loads this file)

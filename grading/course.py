@@ -24,6 +24,7 @@ from typing import Any
 
 from shared.lessons import Lesson, lesson as find_lesson, lessons_of
 
+from .protocol import COURSE_DIR_ENV
 from .spec import LessonSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,8 +64,13 @@ def with_course_settings(text: str, course: Path) -> str:
     """``text`` (a course directory's nbgrader_config.py, or "") with the block that loads the course's
     configuration at its top, written anew; everything else in it is the instructor's and is kept.
     Settings below the block (a late penalty, an exchange folder) override the course's."""
+    # The directory is named (MCT_COURSE_DIR, unless the instructor's tools named it already) before the course's
+    # configuration loads, so that it knows which course directory it serves: the default course's own settings,
+    # autograde/instructor_config.py, are for autograde/ only.  (A configuration loaded by load_subconfig starts
+    # from an empty one: the environment is what it shares with this file.)
     block = (f"{BEGIN_SETTINGS}\n"
              f"c = get_config()  # noqa: F821\n"
+             f"__import__('os').environ.setdefault({COURSE_DIR_ENV!r}, {str(course.resolve())!r})\n"
              f"load_subconfig({str(NBGRADER_CONFIG)!r})  # noqa: F821\n"
              f"c.CourseDirectory.root = {str(course.resolve())!r}\n"
              f"{END_SETTINGS}\n")

@@ -50,6 +50,28 @@ _PLAIN_WORDS: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(pattern), w
     # The automatic comment tools/instructor.py gives a flagged lesson's answer cell.
     (r"(?m)^Needs a human look: ", "Your instructor will look at this: "),
 ))
+# Once the instructor has looked (grading/review.py: nothing of the notebook waits for a human any more), the page
+# says so instead of promising it.
+INSTRUCTOR_HAS_LOOKED = "your instructor has looked at this notebook"
+_AFTER_REVIEW = ((INSTRUCTOR_WILL_LOOK, INSTRUCTOR_HAS_LOOKED),
+                 (INSTRUCTOR_WILL_LOOK.capitalize(), INSTRUCTOR_HAS_LOOKED.capitalize()),
+                 ("Your instructor will look at this: ", "Your instructor looked at this: "))
+
+
+def after_review(value: Any) -> Any:
+    """``value`` (a cell's output, or any of its parts) with every promise of a human look turned into its
+    having happened."""
+    if isinstance(value, str):
+        for promise, done in _AFTER_REVIEW:
+            value = value.replace(promise, done)
+        return value
+    if isinstance(value, list):
+        return [after_review(item) for item in value]
+    if isinstance(value, dict):
+        return type(value)({key: after_review(item) for key, item in value.items()})
+    return value
+
+
 # The cells after the one where the kernel died (SandboxedExecute): the number there is nbclient's index, from 0.
 _KERNEL_DIED_AT = re.compile(r"\[not run: the kernel died at cell (\d+)\]")
 

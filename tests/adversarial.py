@@ -1041,7 +1041,8 @@ def tampered_test_cells(slug: str) -> Adversary:
     expected = {lesson.code: (Expect(lesson.points, note=how[lesson.code]) if i % 2 == 0 else
                               Expect(0, ("not started",), how[lesson.code])) for i, lesson in enumerate(lessons)}
     return Adversary("tampered_test_cells", slug, notebook, expected,
-                     "test cells edited (forged answers), deleted, turned into markdown; odd lessons stubs")
+                     "test cells edited (forged answers), deleted, turned into markdown; odd lessons stubs",
+                     flagged=("was deleted against the release", "edited (line 1: ", "turned into a markdown cell"))
 
 
 def endless_loop(slug: str) -> Adversary:

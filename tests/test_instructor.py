@@ -170,6 +170,8 @@ def test_the_instructor_s_own_settings_are_kept_and_a_late_submission_is_penalis
     assert config.count(BEGIN_SETTINGS) == 1  # the make runs rewrote the block, not the file
     late = workflow["rows"]["late"]
     assert float(late[f"part_{SLUG}"]) == 0 and float(late["total"]) == 0  # nbgrader's "zero" penalty
+    assert (late[f"status_{SLUG}"], late[f"late_{SLUG}"]) == ("graded", "24")  # a day after the due date
+    assert float(late[f"lesson_{LESSONS[0].code}"]) == LESSONS[0].points  # lessons: before the penalty
     assert float(workflow["rows"][SOLVED][f"part_{SLUG}"]) == 5 * len(LESSONS)
 
 
@@ -187,13 +189,21 @@ def test_grades_csv_has_every_student_s_points_lesson_by_lesson(workflow):
         ["student", "first_name", "last_name", "email"] + [f"lesson_{l.code}" for l in LESSONS]
     assert (rows[SOLVED]["first_name"], rows[SOLVED]["email"]) == ("Ada", "ada@example.org")
     assert rows[UNTOUCHED]["first_name"] == rows[UNTOUCHED]["email"] == ""
-    for student in MIXED_CLASS:
+    for student in set(MIXED_CLASS) - {FLAGGED, NO_NOTEBOOK}:
         points = {lesson.code: expected_points(student, lesson) for lesson in LESSONS}
         assert {code: float(rows[student][f"lesson_{code}"]) for code in points} == points, student
         assert float(rows[student][f"part_{SLUG}"]) == float(rows[student]["total"]) == sum(points.values())
+        assert (rows[student][f"status_{SLUG}"], rows[student][f"late_{SLUG}"]) == ("graded", ""), student
+    # Not final: blank, never 0 (an LMS would post a 0), and the status says why.
+    flagged, ungradable = rows[FLAGGED], rows[NO_NOTEBOOK]
+    assert (flagged[f"status_{SLUG}"], flagged[f"part_{SLUG}"], flagged["total"]) == ("needs review", "", "")
+    assert flagged[f"lesson_{LESSONS[3].code}"] == "" and float(flagged[f"lesson_{LESSONS[0].code}"]) == 5
+    assert (ungradable[f"status_{SLUG}"], ungradable[f"part_{SLUG}"], ungradable["total"]) == ("ungradable", "", "")
+    assert all(ungradable[f"lesson_{lesson.code}"] == "" for lesson in LESSONS)
     assert {row["out_of"] for row in rows.values()} == {str(TOTAL_POINTS)}
     for slug in PARTS[1:]:  # not handed in: blank, not 0 (an LMS tells the two apart)
         assert rows[UNTOUCHED][f"part_{slug}"] == rows[SOLVED][f"part_{slug}"] == "", slug
+        assert rows[SOLVED][f"status_{slug}"] == "not handed in", slug
         assert all(rows[SOLVED][f"lesson_{lesson.code}"] == "" for lesson in lessons_of(slug)), slug
 
 
@@ -205,10 +215,21 @@ def test_autograde_lists_what_needs_manual_grading_and_keeps_it(workflow):
     listing = workflow["runs"]["autograde"].split("needs manual grading:", 1)[1]
     listed = {line.split()[0] for line in listing.splitlines() if line.startswith("  ")}
     assert listed == {FLAGGED, NO_NOTEBOOK}, listing
-    with (workflow["course"] / instructor.FLAGS_FILE).open() as handle:
+    with (workflow["course"] / "grading-flags.csv").open() as handle:  # every reason, as recorded
         rows = list(csv.DictReader(handle))
     assert {(r["student"], r["lesson"]) for r in rows} == {(FLAGGED, LESSONS[3].grade_id), (NO_NOTEBOOK, "")}
     assert any("eval" in r["reason"] for r in rows) and any("autograding failed" in r["reason"] for r in rows)
+    with (workflow["course"] / "needs-manual-grading.csv").open() as handle:  # the open queue: one row a notebook
+        queue = {row["student"]: row for row in csv.DictReader(handle)}
+    assert sorted(queue) == sorted([FLAGGED, NO_NOTEBOOK])
+    assert (queue[FLAGGED]["lessons"], queue[NO_NOTEBOOK]["status"]) == (LESSONS[3].code, "ungradable")
+
+
+def test_the_logs_hold_no_checksum_warning_for_untouched_cells(workflow):
+    """nbgrader warns of a changed checksum for every test cell of every notebook (hidden tests); the course
+    names what a submission really changed instead (grading/tampering.py), so those warnings are gone."""
+    logs = "".join(log.read_text() for log in (workflow["course"] / "logs").glob("autograde-*.log"))
+    assert "Sanitizing" in logs and "Attribute 'checksum'" not in logs
 
 
 def test_autograde_can_grade_selected_students(workflow):
@@ -273,8 +294,8 @@ def test_the_class_report_draws_its_figures_and_counts_what_the_class_did(workfl
 
     flags = [row for row in page.evaluate(_ROWS, "#flag-table tr") if row]
     assert {row[0] for row in flags} == {FLAGGED, NO_NOTEBOOK}, flags
-    assert any(row[0] == FLAGGED and "eval" in row[3] for row in flags)
-    assert any(row[0] == NO_NOTEBOOK and "autograding failed" in row[3] for row in flags)
+    assert any(row[0] == FLAGGED and row[3] == LESSONS[3].code and "eval" in row[4] for row in flags)
+    assert any(row[0] == NO_NOTEBOOK and row[2] == "ungradable" and "autograding failed" in row[4] for row in flags)
     assert not page.evaluate("() => document.documentElement.scrollWidth > window.innerWidth"), "wider than the window"
     page.set_viewport_size({"width": 1280, "height": 2000})
     print(f"screenshot: {screenshot(page, 'instructor-report')}")
@@ -358,6 +379,25 @@ def test_the_nbgrader_menu_opens_the_formgrader_in_jupyterlab(formgrader, page):
     print(f"screenshot: {screenshot(page, 'instructor-formgrader-lab')}")
 
 
+def test_the_instructor_s_jupyterlab_offers_no_grading_kernel_and_warns_of_no_exchange(formgrader, page):
+    """The Launcher offers the course's kernel alone (the sandboxed grading kernel is nbgrader's, loaded into the
+    server with the course's configuration); the formgrader has an exchange folder, so no page warns that it
+    is missing and the server logs nothing CRITICAL."""
+    status, body = formgrader.request("api/kernelspecs")
+    assert status == 200 and sorted(json.loads(body)["kernelspecs"]) == ["python3"], body
+    log_in(page, formgrader)
+    page.locator('[data-command="launcher:create"]').first.click()  # the file browser's "New Launcher"
+    cards = page.locator(".jp-LauncherCard")
+    cards.first.wait_for()
+    labels = cards.all_inner_texts()
+    assert any("Python 3 (course)" in label for label in labels), labels
+    assert not any("grading" in label for label in labels), labels
+    page.goto(f"{formgrader.base}/formgrader/manage_assignments")
+    page.get_by_text(SLUG).first.wait_for()
+    assert page.locator("#warning-exchange").count() == 0
+    assert "CRITICAL" not in formgrader.log.read_text(errors="replace")
+
+
 def test_the_gradebook_lists_the_class_and_shows_the_flagged_notebook_with_its_reason(workflow, formgrader, page):
     shown = {row["student"]: row for row in submissions(page, formgrader)}
     graded = [student for student in STUDENTS if student != NO_NOTEBOOK]  # no notebook, nothing to show
@@ -379,11 +419,8 @@ def test_the_gradebook_lists_the_class_and_shows_the_flagged_notebook_with_its_r
     print(f"screenshot: {screenshot(page, 'instructor-formgrader-flag')}")
 
 
-def test_a_score_set_in_the_formgrader_lands_in_grades_csv(workflow, formgrader, page):
-    student, lesson, points = "edsger", LESSONS[3], 3  # edsger made lesson 004's catalogued mistake: 0 of 5
-    course = workflow["course"]
-    before = read_grades(course)[student]
-    assert before[f"lesson_{lesson.code}"] == "0"
+def type_score(page, formgrader, student: str, lesson, points: int) -> None:
+    """Type ``points`` for ``lesson`` in ``student``'s notebook in the formgrader's Manual Grading, as an instructor does."""
     link = {row["student"]: row["link"] for row in submissions(page, formgrader)}[shown_name(student)]
     page.goto(f"{formgrader.base}{link}")
     score = page.locator(f"#{lesson.grade_id}")
@@ -393,6 +430,35 @@ def test_a_score_set_in_the_formgrader_lands_in_grades_csv(workflow, formgrader,
     with page.expect_response(lambda response: "/api/grade/" in response.url and response.request.method == "PUT"):
         score.fill(str(points))
         score.press("Tab")  # formgrader saves on "change"
+
+
+def review_listing(workflow) -> str:
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "instructor.py"), "--course-dir",
+                          str(workflow["course"]), "review"], capture_output=True, text=True, env=workflow["env"])
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def test_a_score_for_the_flagged_lesson_in_the_formgrader_empties_its_row_of_make_review(workflow, formgrader, page):
+    listed = review_listing(workflow)
+    assert f"  {FLAGGED} {SLUG}: needs review, lesson(s) {LESSONS[3].code}" in listed, listed
+    type_score(page, formgrader, FLAGGED, LESSONS[3], 4)
+    listed = review_listing(workflow)
+    assert f"  {FLAGGED} " not in listed and f"  {NO_NOTEBOOK} {SLUG}: ungradable" in listed, listed
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "instructor.py"), "--course-dir",
+                          str(workflow["course"]), "grades"], capture_output=True, text=True, env=workflow["env"])
+    assert run.returncode == 0, run.stderr
+    row = read_grades(workflow["course"])[FLAGGED]
+    assert (row[f"status_{SLUG}"], row[f"lesson_{LESSONS[3].code}"]) == ("graded", "4")
+    assert float(row[f"part_{SLUG}"]) == sum(expected_points(FLAGGED, lesson) for lesson in LESSONS) + 4
+
+
+def test_a_score_set_in_the_formgrader_lands_in_grades_csv(workflow, formgrader, page):
+    student, lesson, points = "edsger", LESSONS[3], 3  # edsger made lesson 004's catalogued mistake: 0 of 5
+    course = workflow["course"]
+    before = read_grades(course)[student]
+    assert before[f"lesson_{lesson.code}"] == "0"
+    type_score(page, formgrader, student, lesson, points)
     run = subprocess.run([sys.executable, str(ROOT / "tools" / "instructor.py"), "--course-dir", str(course),
                           "grades"], capture_output=True, text=True, env=workflow["env"])
     assert run.returncode == 0, run.stderr
@@ -482,6 +548,12 @@ def test_a_flag_s_reason_is_its_first_line_cut_after_a_whole_sentence():
     assert instructor.short_reason("the kernel died at cell 3\ntraceback ...") == "the kernel died at cell 3"
     long_word = "x" * 500
     assert instructor.short_reason(long_word) == "x" * instructor.REASON_CHARS + "…"
+    # The grader's note on a cell it did not run: no bracket left open when the note is cut, no bookkeeping.
+    not_run = "[not run: cell 20 breaks the rules: eval " + "and more " * 40 + "] (this notebook needs a human look)"
+    assert instructor.short_reason(not_run).startswith("not run: cell 20 breaks the rules: eval and more")
+    assert "[" not in instructor.short_reason(not_run) and "]" not in instructor.short_reason(not_run)
+    assert instructor.short_reason("[not run: the kernel died at cell 31] (this notebook needs a human look)") == \
+        "not run: the kernel died at cell 31"
 
 
 def test_a_lesson_flagged_in_its_solution_and_its_test_cell_is_one_row_with_the_verdict_s_reason():

@@ -416,7 +416,7 @@ def test_every_flag_is_kept_in_the_gradebook_and_beside_the_grades(suite):
     with (suite.course / instructor.FLAGS_FILE).open() as handle:
         reasons: dict[tuple[str, str], list[str]] = {}
         for row in csv.DictReader(handle):
-            reasons.setdefault((row["student"], row["part"]), []).append(row["reason"])
+            reasons.setdefault((row["student"], row["part"]), []).append(row["reasons"])  # one row a notebook
     problems = []
     with Gradebook(f"sqlite:///{suite.course / 'gradebook.db'}") as gradebook:
         for adversary in suite.adversaries:

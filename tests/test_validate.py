@@ -131,6 +131,46 @@ def test_nbgrader_validate_changes_nothing_and_records_nothing_for_a_copy(valida
     assert "graded" not in (json.loads(validated["progress"].read_text()) if validated["progress"].exists() else {})
 
 
+def verdict_lines(out: str) -> list[str]:
+    """The lessons' verdict headings of `nbgrader validate`'s report (what was right, wrong, not answered)."""
+    return [line.strip() for line in out.splitlines() if line.startswith(("  ✓", "  ✗", "  ·"))]
+
+
+def test_nbgrader_validate_gives_the_same_verdicts_in_the_course_directory(validated, notebooks):
+    """Typed in autograde/ (the course directory the README names), not only in the repository's root."""
+    run = subprocess.run([str(BIN / "nbgrader"), "validate", str(notebooks["mixed"])], cwd=ROOT / "autograde",
+                         env=dict(os.environ, MCT_PROGRESS_FILE=str(validated["progress"])),
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "NameError" not in run.stdout + run.stderr
+    assert verdict_lines(run.stdout) == verdict_lines(validated["out"]) and len(verdict_lines(run.stdout)) == 10
+
+
+def course_directory(tmp_path: Path) -> Path:
+    """A COURSE_DIR as the instructor's tools set one up: its nbgrader_config.py loads the course's."""
+    from grading.course import write_course_config
+
+    course = tmp_path / "course"
+    course.mkdir()
+    write_course_config(course)
+    return course
+
+
+@pytest.mark.parametrize("where", ["autograde", "course directory", "any folder"])
+def test_nbgrader_validate_asks_the_grader_wherever_it_is_typed(tmp_path, where):
+    """A notebook of no lesson: nbgrader's own validator would run its one cell and say "Success!"; the course's
+    says at once that it is not a notebook of the course (seconds: nothing is graded)."""
+    notebook = tmp_path / "plain.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]), notebook)
+    folder = {"autograde": ROOT / "autograde", "course directory": course_directory(tmp_path),
+              "any folder": tmp_path}[where]
+    run = subprocess.run([str(BIN / "nbgrader"), "validate", str(notebook)], cwd=folder,
+                         capture_output=True, text=True, timeout=120)
+    assert "this is not one of the course's notebooks" in run.stdout, \
+        f"(is .venv/etc/jupyter/nbgrader_config.py there? `make venv` writes it)\n{run.stdout}\n{run.stderr[-2000:]}"
+    assert "Success" not in run.stdout
+
+
 @pytest.mark.parametrize("content, says", [
     ("{not json", "not valid JSON"),
     ('{"cells": "none"}', "no list of cells"),

@@ -1,8 +1,9 @@
-"""The instructor's workflow: release, autograde, feedback, grades (``make release`` … ``make grades``).
+"""The instructor's workflow: release, autograde, feedback, review, grades (``make release`` … ``make grades``).
 
     python tools/instructor.py release   [--course-dir DIR]
     python tools/instructor.py autograde [--course-dir DIR] [--students S ...] [--jobs N]
     python tools/instructor.py feedback  [--course-dir DIR] [--students S ...] [--jobs N]
+    python tools/instructor.py review    [--course-dir DIR]
     python tools/instructor.py grades    [--course-dir DIR] [--output FILE]
     python tools/instructor.py formgrader [--course-dir DIR] [--port N] [--no-browser]
 
@@ -61,6 +62,8 @@ from grading.cgroups import describe as describe_limits, probe as probe_limits
 from grading.feedback_math import MATHML_TAGS, mathml_attribute_allowed
 from grading.protocol import ANSWERS_MIME, COURSE_DIR_ENV, RUN_SEED_ENV, SANDBOX_ENV
 from grading.sandbox import bwrap_path, missing_sandbox_message, preflight, sandbox_wanted
+from grading.review import waiting_grades
+from grading.tampering import Change, notebook_changes
 from shared.lessons import TOTAL_POINTS, lesson_of_grade_id, lessons_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -233,6 +236,7 @@ class Task:
     log: Path | None = None
     problems: dict[tuple[str, str], str] = field(default_factory=dict)  # (student, part) -> why grading failed
     flags: dict[tuple[str, str], list[Flag]] = field(default_factory=dict)  # (student, part) -> why a human should look
+    tampering: dict[tuple[str, str], list[Change]] = field(default_factory=dict)  # the course's cells it changed
 
 
 def split(items: list[str], weights: list[int], count: int) -> list[list[str]]:
@@ -318,11 +322,15 @@ def _flags(graded: Path) -> list[Flag]:
 
 
 REASON_CHARS = 240  # a flag's reason, as the listing, the CSV file and the formgrader's comment show it
+NOT_RUN = "[not run: "  # how the grader's note on a cell it did not run begins (grading/preprocessors/)
 
 
 def short_reason(text: str) -> str:
     """The first line of ``text``, cut after its last whole sentence within REASON_CHARS (or with "…")."""
     line = (text.strip().splitlines() or [""])[0].strip()
+    if line.startswith(NOT_RUN):  # "[not run: why] (...)": the bracket closes, or goes, with what it holds
+        line = "not run: " + line[len(NOT_RUN):].replace("]", "", 1)
+    line = re.sub(r"\s*\((?:this notebook needs a human look|listed for a human look)\)", "", line)
     if len(line) <= REASON_CHARS:
         return line
     cut = line[:REASON_CHARS]
@@ -355,7 +363,13 @@ def record_seeds(course: Path, graded: list[tuple[str, str]], seed: int) -> Path
     return update_rows(course / SEEDS_FILE, ["student", "part", "seed", "graded_at"], rows, set(graded))
 
 
-FLAGS_FILE = "needs-manual-grading.csv"  # beside grades.csv: why each listed notebook needs a human look
+# Beside grades.csv: every reason the last grading of each notebook gave for a human look (the record, one row
+# per lesson or notebook-wide reason, kept across runs), and the open review queue derived from it and the
+# gradebook (one row per notebook still waiting for a human: :func:`review_queue`).
+REASONS_FILE = "grading-flags.csv"
+FLAGS_FILE = "needs-manual-grading.csv"
+REASON_FIELDS = ["student", "part", "lesson", "reason"]
+QUEUE_FIELDS = ["student", "part", "status", "lessons", "reasons"]
 
 
 def flag_rows(tasks: list[Task]) -> list[dict[str, str]]:
@@ -376,6 +390,11 @@ def flag_rows(tasks: list[Task]) -> list[dict[str, str]]:
                     by_lesson[lesson.grade_id] = flag.reason
             rows += [{"student": student, "part": slug, "lesson": grade_id, "reason": reason}
                      for grade_id, reason in by_lesson.items()]
+        for (student, slug), changes in task.tampering.items():  # a row each: the cell, and what changed
+            for change in changes:
+                lesson = lesson_of_grade_id(change.grade_id)
+                rows.append({"student": student, "part": slug, "lesson": lesson.grade_id if lesson else "",
+                             "reason": f"{change} (graded with the release's cell)"})
     return rows
 
 
@@ -384,8 +403,9 @@ def record_flags(course: Path, tasks: list[Task]) -> Path:
 
     In nbgrader's gradebook (formgrader's "Needs manual grade?" and "Flagged?"): the notebook is flagged, the
     flagged lesson's grade, or every grade of a notebook flagged as a whole, needs manual grading, and the
-    lesson's solution cell gets the reason as its automatic comment (formgrader shows it in the comment box).  In COURSE/needs-manual-grading.csv: every reason, the rows of the notebooks
-    graded earlier kept."""
+    lesson's solution cell gets the reason as its automatic comment (formgrader shows it in the comment box).  In
+    COURSE/grading-flags.csv: every reason, the rows of the notebooks graded earlier kept (the review queue,
+    :func:`review_queue`, reads it).  Returns that file."""
     from nbgrader.api import MissingEntry
     rows = flag_rows(tasks)
     regraded = {pair for task in tasks for pair in task.notebooks}
@@ -407,7 +427,7 @@ def record_flags(course: Path, tasks: list[Task]) -> Path:
                     continue
                 comment.auto_comment = "\n".join(filter(None, [comment.auto_comment, f"Needs a human look: {row['reason']}"]))
         gb.db.commit()
-    return update_rows(course / FLAGS_FILE, ["student", "part", "lesson", "reason"], rows, regraded)
+    return update_rows(course / REASONS_FILE, REASON_FIELDS, rows, regraded)
 
 
 def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: int, seed: int | None = None) -> int:
@@ -472,6 +492,8 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
                 task.problems[(student, slug)] = nbgrader_cli.failure_reason(run.stdout + "\n" + run.stderr, student, slug)
             else:
                 task.flags[(student, slug)] = _flags(graded)
+                task.tampering[(student, slug)] = notebook_changes(
+                    course / "release" / slug / f"{slug}.ipynb", course / "submitted" / student / slug / f"{slug}.ipynb")
             problem = task.problems.get((student, slug))
             print(f"  {'FAILED' if problem else 'graded':6s} {student} {slug}" + (f": {problem}" if problem else ""),
                   flush=True)
@@ -490,9 +512,9 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
               if pair not in task.problems]
     if graded:
         print(f"run seed {seed} recorded for {len(graded)} notebook(s) in {record_seeds(course, graded, seed)}")
+    print(f"reasons kept in nbgrader's gradebook (formgrader: needs manual grade) and {record_flags(course, done)}")
     print_scores(course, parts, students)
     print_manual_grading(course, parts, students, done)
-    print(f"reasons kept in nbgrader's gradebook (formgrader: needs manual grade) and {record_flags(course, done)}")
     if not sandbox_wanted():
         print(f"\nNOTE: {NO_SANDBOX_NOTE}")
     elif limits.startswith("NOTE"):
@@ -500,43 +522,42 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
     return 0
 
 
+def part_shown(row: dict, slug: str) -> str:
+    """A part's score as the listing shows it: "30/50" (after the late penalty; "12.5 h late"), or its status."""
+    status, late = row[f"status_{slug}"], row[f"late_{slug}"]
+    if status == NOT_HANDED_IN:
+        return "-"
+    out_of = sum(lesson.points for lesson in lessons_of(slug))
+    said = f"{shown(row[f'part_{slug}'])}/{out_of}" if status == GRADED else status
+    return said + (f" ({late:g} h late)" if late else "")
+
+
 def print_scores(course: Path, parts: list[str], students: list[str]) -> None:
+    """Each student's parts (after nbgrader's late penalty); the total out of the course's points only when
+    every part was graded in this run, and only when it is final."""
     table = score_table(course, parts, students)
-    print("\nscores:")
+    whole = parts == landed_parts(built=source_notebook)
+    print("\nscores (a part's points are after the late penalty):")
     for student, row in table.items():
-        print(f"  {student:24s} " + "  ".join(f"{slug}: {shown(row[f'part_{slug}']) or '-'}" for slug in parts)
-              + f"  total {row['total']:g}/{TOTAL_POINTS}")
+        total = f"  total {shown(row['total']) or 'not final'}/{TOTAL_POINTS}" if whole else ""
+        print(f"  {student:24s} " + "  ".join(f"{slug}: {part_shown(row, slug)}" for slug in parts) + total)
 
 
 def print_manual_grading(course: Path, parts: list[str], students: list[str], tasks: list[Task]) -> None:
-    lines = []
-    failed = set()
-    for task in tasks:
-        for (student, slug), problem in task.problems.items():
-            failed.add((student, slug))
-            lines.append(f"  {student} {slug}: autograding failed ({problem})"
-                         + (f"; log: {task.log}" if task.log else ""))
-    needs = set()
-    with gradebook(course) as gb:
-        for student in students:
-            for slug in parts:
-                try:
-                    submission = gb.find_submission(slug, student)
-                except Exception:
-                    continue
-                if any(g.needs_manual_grade for nb in submission.notebooks for g in nb.grades):
-                    needs.add((student, slug))
-    for student, slug in sorted(needs - failed):
-        lines.append(f"  {student} {slug}: nbgrader marked grades for manual review")
-    for task in tasks:
-        for (student, slug), flags in task.flags.items():
-            for flag in flags[:3]:
-                lines.append(f"  {student} {slug}: {flag}")
-            if len(flags) > 3:
-                lines.append(f"  {student} {slug}: … and {len(flags) - 3} more")
-    print("\nneeds manual grading:" if lines else "\nneeds manual grading: nothing")
-    if lines:
-        print("\n".join(lines))
+    """The review queue of the students and parts just graded (:func:`review_queue`), with the logs of the
+    notebooks that could not be graded."""
+    logs = {pair: task.log for task in tasks for pair in task.problems if task.log}
+    rows = [row for row in review_queue(course, parts) if row["student"] in students]
+    if not rows:
+        print("\nneeds manual grading: nothing")
+        return
+    print("\nneeds manual grading:")
+    for row in rows:
+        where = f"lesson(s) {', '.join(row['lessons'].split())}" if row["lessons"] else "the whole notebook"
+        log = logs.get((row["student"], row["part"]))
+        print(f"  {row['student']} {row['part']}: {row['status']}, {where}: {row['reasons']}"
+              + (f"; log: {log}" if log else ""))
+    print("(`make review` lists what is still open, as you grade them in the formgrader)")
 
 
 # --------------------------------------------------------------------------
@@ -684,42 +705,160 @@ def active_html(page: str) -> list[str]:
 # grades
 # --------------------------------------------------------------------------
 
-def score_table(course: Path, parts: list[str], students: list[str]) -> dict[str, dict[str, float | None]]:
-    """{student: {"lesson_001": points, ..., "part_01_mlp_core": points, ..., "total": points}}.
+# Where a student's part stands, as grades.csv's status_NN_slug column says it.
+GRADED, NEEDS_REVIEW, UNGRADABLE, NOT_HANDED_IN = "graded", "needs review", "ungradable", "not handed in"
+NO_RECORDED_REASON = "nbgrader marked grades for manual review"
 
-    A part's points are its lessons' less the late penalty nbgrader assigned to the submission.  A part the student did not hand in is None (left blank in grades.csv, so that an LMS tells it from a
-    0); a lesson of a handed-in part without a grade (a notebook that could not be graded) is 0."""
+
+@dataclass
+class PartState:
+    """One student's part as the gradebook has it now: manual scores given and flags cleared in the formgrader
+    included.  Points that are not final (a lesson waiting for a human, a notebook that could not be graded)
+    are None, so that grades.csv leaves them blank and an LMS never posts them as 0."""
+    status: str
+    lessons: dict[str, float | None]  # {lesson code: points, before the late penalty}
+    points: float | None = None       # the part's points, after the late penalty (graded parts only)
+    hours_late: float | None = None   # None when on time
+    open_lessons: list[str] = field(default_factory=list)  # codes of the lessons still waiting for a manual score
+    reasons: list[str] = field(default_factory=list)       # why a human should look at what is still open
+
+
+def read_reasons(course: Path) -> dict[tuple[str, str], list[dict[str, str]]]:
+    """{(student, part): the rows of COURSE/grading-flags.csv}: every reason the notebook's last grading gave.
+
+    A course graded by an earlier version of this tool kept them in needs-manual-grading.csv, in the same
+    columns: that file is read then."""
+    path = course / REASONS_FILE
+    if not path.is_file():
+        path = course / FLAGS_FILE
+    found: dict[tuple[str, str], list[dict[str, str]]] = {}
+    if path.is_file():
+        with path.open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            if set(REASON_FIELDS) <= set(reader.fieldnames or []):
+                for row in reader:
+                    found.setdefault((row["student"], row["part"]), []).append(row)
+    return found
+
+
+def hours_late(submission) -> float | None:
+    """How late nbgrader says the submission came, in hours (None: on time, or no due date)."""
+    seconds = float(submission.total_seconds_late or 0) if submission is not None else 0.0
+    return round(seconds / 3600, 2) if seconds > 0 else None
+
+
+def part_state(gb, course: Path, student: str, slug: str, reasons: list[dict[str, str]]) -> PartState:
+    """Where ``student``'s part ``slug`` stands (``reasons``: the rows its last grading recorded)."""
     from nbgrader.api import MissingEntry
-    table: dict[str, dict[str, float | None]] = {}
+    lessons = lessons_of(slug)
+    try:
+        submission = gb.find_submission(slug, student)
+    except MissingEntry:
+        submission = None
+    if submission is None and not (course / "submitted" / student / slug).is_dir():
+        return PartState(NOT_HANDED_IN, {lesson.code: None for lesson in lessons})
+    late = hours_late(submission)
+    grades = {}
+    for lesson in lessons:
+        try:
+            grades[lesson.code] = gb.find_grade(lesson.grade_id, slug, slug, student)
+        except MissingEntry:
+            pass
+    graded_file = course / "autograded" / student / slug / f"{slug}.ipynb"
+    if len(grades) < len(lessons) or not graded_file.is_file():  # no grade, or none from its last grading
+        why = [row["reason"] for row in reasons] or ["it could not be graded: see `make autograde`'s listing"]
+        return PartState(UNGRADABLE, {lesson.code: None for lesson in lessons}, hours_late=late, reasons=why)
+    # Waiting for a human until each flagged grade has a manual score or the notebook's flag is cleared.
+    waiting_ids = {name for notebook in submission.notebooks for name in waiting_grades(notebook)}
+    waiting = [code for code, grade in grades.items() if grade.name in waiting_ids]
+    points = {code: None if code in waiting else float(grade.score or 0) for code, grade in grades.items()}
+    if waiting:
+        open_ids = {lesson.grade_id for lesson in lessons if lesson.code in waiting}
+        why = [row["reason"] for row in reasons if not row["lesson"] or row["lesson"] in open_ids]
+        return PartState(NEEDS_REVIEW, points, hours_late=late, open_lessons=waiting,  # each reason once
+                         reasons=list(dict.fromkeys(why)) or [NO_RECORDED_REASON])
+    penalty = float(submission.late_submission_penalty or 0.0)  # the course directory's LateSubmissionPlugin
+    return PartState(GRADED, points, points=max(0.0, sum(points.values()) - penalty), hours_late=late)
+
+
+def class_state(course: Path, parts: list[str], students: list[str]) -> dict[str, dict[str, PartState]]:
+    """{student: {part: its PartState}}, read from the gradebook and the recorded reasons."""
+    reasons = read_reasons(course)
     with gradebook(course) as gb:
-        for student in students:
-            row: dict[str, float | None] = {}
-            for slug in parts:
-                try:
-                    gb.find_submission(slug, student)
-                    handed_in = True
-                except MissingEntry:
-                    handed_in = False
-                part_points = 0.0
-                for lesson in lessons_of(slug):
-                    try:
-                        score = gb.find_grade(lesson.grade_id, slug, slug, student).score
-                    except MissingEntry:
-                        score = None
-                    row[f"lesson_{lesson.code}"] = float(score or 0) if handed_in else None
-                    part_points += float(score or 0)
-                if handed_in:  # less nbgrader's late penalty (the course directory's LateSubmissionPlugin)
-                    penalty = gb.find_submission(slug, student).late_submission_penalty or 0.0
-                    part_points = max(0.0, part_points - float(penalty))
-                row[f"part_{slug}"] = part_points if handed_in else None
-            row["total"] = sum(row[f"part_{slug}"] or 0.0 for slug in parts)
-            table[student] = row
+        return {student: {slug: part_state(gb, course, student, slug, reasons.get((student, slug), []))
+                          for slug in parts} for student in students}
+
+
+def score_table(course: Path, parts: list[str], students: list[str]) -> dict[str, dict[str, float | str | None]]:
+    """{student: {"lesson_001": points, ..., "part_01_mlp_core": points, "status_01_mlp_core": status,
+    "late_01_mlp_core": hours, ..., "total": points}}, as grades.csv has them.
+
+    A lesson's points are before nbgrader's late penalty; a part's after it (its lessons' less the penalty).
+    Whatever is not final is None (blank in grades.csv, so that an LMS tells it from a 0): a part not handed
+    in, a part that could not be graded (its lessons too), a lesson waiting for a manual score and its part,
+    and the total while any part handed in is not graded."""
+    table: dict[str, dict[str, float | str | None]] = {}
+    for student, states in class_state(course, parts, students).items():
+        row: dict[str, float | str | None] = {}
+        for slug, state in states.items():
+            row.update({f"lesson_{code}": points for code, points in state.lessons.items()})
+            row[f"part_{slug}"], row[f"status_{slug}"] = state.points, state.status
+            row[f"late_{slug}"] = state.hours_late
+        final = all(state.status in (GRADED, NOT_HANDED_IN) for state in states.values())
+        row["total"] = sum(state.points or 0.0 for state in states.values()) if final else None
+        table[student] = row
     return table
 
 
-def shown(points: float | None) -> str:
-    """Points as grades.csv and the listing show them: blank for a part not handed in."""
-    return "" if points is None else f"{points:g}"
+# --------------------------------------------------------------------------
+# review: the notebooks still waiting for a human
+# --------------------------------------------------------------------------
+
+def review_queue(course: Path, parts: list[str] | None = None) -> list[dict[str, str]]:
+    """The open review queue: one row per notebook (student, part, status, lessons, reasons) that needs a human
+    and has not had one.  A flagged notebook leaves it once every lesson it flagged has a manual score in the
+    gradebook, or once the instructor clears its flag in the formgrader; a notebook that could not be graded,
+    once it is graded.  Also written to COURSE/needs-manual-grading.csv (the whole course's queue)."""
+    every = landed_parts(built=source_notebook)
+    rows = []
+    for student, states in class_state(course, every, class_list(course)).items():
+        for slug, state in states.items():
+            if state.status in (NEEDS_REVIEW, UNGRADABLE):
+                rows.append({"student": student, "part": slug, "status": state.status,
+                             "lessons": " ".join(state.open_lessons), "reasons": " | ".join(state.reasons)})
+    with (course / FLAGS_FILE).open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=QUEUE_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    return [row for row in rows if parts is None or row["part"] in parts]
+
+
+def review(course: Path, parts: list[str]) -> int:
+    """``make review``: print the open review queue (and write it to COURSE/needs-manual-grading.csv)."""
+    if not (course / "gradebook.db").is_file():
+        print("no gradebook: run `make release` and `make autograde` first", file=sys.stderr)
+        return 1
+    rows = review_queue(course, parts)
+    if not rows:
+        print(f"review queue: empty: every flagged lesson has a manual score or its flag was cleared "
+              f"({course / FLAGS_FILE})")
+        return 0
+    print(f"review queue: {len(rows)} notebook(s) wait for a human ({course / FLAGS_FILE})")
+    for row in rows:
+        lessons = f"lesson(s) {', '.join(row['lessons'].split())}" if row["lessons"] else "the whole notebook"
+        print(f"  {row['student']} {row['part']}: {row['status']}, {lessons}: {row['reasons']}")
+    print("A flagged notebook leaves the queue when each of its listed lessons has a score in the formgrader "
+          "(make formgrader: Manual Grading) or when its flag is cleared there; a notebook that could not be "
+          "graded, when `make autograde STUDENTS=... PART=...` grades it.")
+    return 0
+
+
+def shown(value: float | str | None) -> str:
+    """A value as grades.csv and the listing show it: blank when there is none (not handed in, not final, on
+    time), a number without trailing zeros, a status as it is."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else f"{value:g}"
 
 
 def contact_details(course: Path, students: list[str]) -> dict[str, dict[str, str]]:
@@ -755,7 +894,8 @@ def grades(course: Path, parts: list[str], output: Path | None) -> int:
     details = contact_details(course, students)
     # Names and e-mails only when the gradebook holds some (`nbgrader db student import`): an LMS matches on them.
     contact = ["first_name", "last_name", "email"] if any(v for d in details.values() for v in d.values()) else []
-    columns = ["student", *contact, *lesson_columns, *(f"part_{slug}" for slug in parts), "total", "out_of"]
+    columns = ["student", *contact, *lesson_columns, *(f"{kind}_{slug}" for kind in ("part", "status", "late")
+                                                         for slug in parts), "total", "out_of"]
     output = output or course / "grades.csv"
     output.parent.mkdir(parents=True, exist_ok=True)
     with output.open("w", newline="") as handle:
@@ -764,8 +904,11 @@ def grades(course: Path, parts: list[str], output: Path | None) -> int:
         for student, row in table.items():
             writer.writerow([student, *(details.get(student, {}).get(c, "") for c in contact),
                              *(shown(row[c]) for c in columns[1 + len(contact):-1]), TOTAL_POINTS])
+    pending = sum(row[f"status_{slug}"] in (NEEDS_REVIEW, UNGRADABLE) for row in table.values() for slug in parts)
     print(f"wrote {output}: {len(table)} student(s), {len(lesson_columns)} lesson(s), "
-          f"total out of {TOTAL_POINTS}")
+          f"total out of {TOTAL_POINTS}" + (f"; {pending} part(s) not final (blank): `make review` lists them"
+                                            if pending else ""))
+    review_queue(course)  # needs-manual-grading.csv from the same state
     return 0
 
 
@@ -790,8 +933,23 @@ def formgrader_env(course: Path) -> dict[str, str]:
         json.dumps({"disabledExtensions": {name: False for name in FORMGRADER_LAB_EXTENSIONS}}))
     # A second wall around the submissions it shows: no event-handler attribute of theirs runs (grading/formgrader_csp.py).
     (Path(env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json").write_text(json.dumps(formgrader_csp.server_config()))
+    # nbgrader's exchange (release to and collect from students under JupyterHub) in a folder of the course's own,
+    # which exists: without one, every formgrader page warns that /srv/nbgrader/exchange does not, and the server
+    # logs it as CRITICAL.  The course directory's nbgrader_config.py is read after this file: a
+    # `c.Exchange.root = ...` there (JupyterHub's shared exchange) wins.
+    exchange = exchange_dir(course)
+    exchange.mkdir(parents=True, exist_ok=True)
+    (Path(env["JUPYTER_CONFIG_DIR"]) / "nbgrader_config.py").write_text(
+        f"c = get_config()  # noqa: F821\nc.Exchange.root = {str(exchange)!r}\n")
     env["JUPYTER_PREFER_ENV_PATH"] = "0"
     return env
+
+
+def exchange_dir(course: Path) -> Path:
+    """The formgrader's exchange folder: ``COURSE/exchange`` (``build/exchange`` for autograde/, which is in git)."""
+    if course.resolve() == DEFAULT_COURSE.resolve():
+        return ROOT / "build" / "exchange"
+    return course / "exchange"
 
 
 def formgrader_command(course: Path, port: int | None, open_browser: bool) -> list[str]:
@@ -803,6 +961,8 @@ def formgrader_command(course: Path, port: int | None, open_browser: bool) -> li
                "--ServerApp.jpserver_extensions", f"{FORMGRADER_SERVER_EXTENSION}=True",
                "--ServerApp.jpserver_extensions", "jupytext=False",
                "--ServerApp.jpserver_extensions", "jupyterlab_jupytext=False",
+               # The Launcher offers the course's kernel, never the grading kernel (grading/instructor_lab.py).
+               "--ServerApp.kernel_spec_manager_class=grading.instructor_lab.LauncherKernelSpecManager",
                "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     if os.getuid() == 0:
         command.append("--allow-root")
@@ -861,6 +1021,7 @@ def main(argv: list[str] | None = None) -> int:
     command = commands.add_parser("formgrader", help="JupyterLab with nbgrader's formgrader on the course")
     command.add_argument("--port", type=int, default=None, help="the server's port (default: 8888 or the next free)")
     command.add_argument("--no-browser", action="store_true", help="print the address instead of opening a browser")
+    commands.add_parser("review", help="the notebooks still waiting for a human (the open review queue)")
     command = commands.add_parser("grades", help="a CSV of points per lesson, part and total")
     command.add_argument("--output", type=Path, default=None, help="CSV file (default: COURSE/grades.csv)")
     args = parser.parse_args(argv)
@@ -879,6 +1040,8 @@ def main(argv: list[str] | None = None) -> int:
         return autograde(course, parts, students, args.jobs, args.seed)
     if args.command == "feedback":
         return feedback(course, parts, students, args.jobs)
+    if args.command == "review":
+        return review(course, parts)
     if args.command == "formgrader":
         return formgrader(course, parts, args.port, not args.no_browser)
     return grades(course, parts, args.output)

@@ -2,13 +2,15 @@
 
     python tools/report.py [--course-dir DIR] [--parts 01,05] [--output FOLDER]
 
-Read from the course directory after ``make autograde`` (nothing is graded here, nothing is changed):
+Read from the course directory after ``make autograde`` (nothing is graded here, and nothing is changed but
+``needs-manual-grading.csv``, the review queue's file, written anew from the same state as ``make review``):
 
 - the points from nbgrader's gradebook, as ``grades.csv`` has them (manual scores set in the formgrader and
   late penalties included);
 - the judge's verdicts from the autograded notebooks, for the common mistakes it named in each lesson
   ("This is a common mistake: ...") and the lessons not started;
-- the reasons notebooks need a human look, from ``needs-manual-grading.csv`` (written by ``make autograde``).
+- the notebooks still waiting for a human, from the open review queue (``make review``: the reasons
+  ``make autograde`` recorded, less what the instructor has graded or cleared in the formgrader since).
 
 It writes ``COURSE/report/index.html`` with its figures beside it (PNG files drawn by matplotlib): the
 score distribution of each part, each lesson's pass rate, the most common named mistakes of each lesson
@@ -19,7 +21,6 @@ and runs no script.
 from __future__ import annotations
 
 import argparse
-import csv
 import html
 import json
 import os
@@ -74,9 +75,10 @@ class ClassReport:
     course: Path
     parts: list[str]
     students: list[str]
-    part_points: dict[str, list[float]]  # {slug: the points of each student who handed the part in}
+    part_points: dict[str, list[float]]  # {slug: the points of each student whose part is graded}
+    not_final: dict[str, int]  # {slug: how many handed it in and wait for a human (or could not be graded)}
     lessons: dict[str, LessonTally]  # {lesson code: its tally}
-    flags: list[dict[str, str]]  # rows of needs-manual-grading.csv
+    flags: list[dict[str, str]]  # the open review queue, one row per notebook (instructor.review_queue)
 
 
 def verdict_texts(notebook: Path) -> dict[str, str]:
@@ -105,25 +107,21 @@ def named_mistakes(lesson: Lesson, text: str) -> list[str]:
     return [m.name for m in mistakes_of(lesson.function) if f"{MISTAKE_SAYS}{m.name}." in text]
 
 
-def read_flags(course: Path, parts: list[str]) -> list[dict[str, str]]:
-    path = course / instructor.FLAGS_FILE
-    if not path.is_file():
-        return []
-    with path.open(newline="") as handle:
-        return [row for row in csv.DictReader(handle) if row.get("part") in parts]
-
-
 def class_report(course: Path, parts: list[str]) -> ClassReport:
     students = instructor.class_list(course)
     table = instructor.score_table(course, parts, students)
     part_points = {slug: [] for slug in parts}
+    not_final = {slug: 0 for slug in parts}
     lessons = {lesson.code: LessonTally(lesson) for slug in parts for lesson in lessons_of(slug)}
     for student in students:
         for slug in parts:
-            points = table[student][f"part_{slug}"]
-            if points is None:  # not handed in
+            status = table[student][f"status_{slug}"]
+            if status == instructor.NOT_HANDED_IN:
                 continue
-            part_points[slug].append(points)
+            if status == instructor.GRADED:
+                part_points[slug].append(table[student][f"part_{slug}"])
+            else:  # waiting for a human, or ungradable: its points are not final
+                not_final[slug] += 1
             texts = verdict_texts(course / "autograded" / student / slug / f"{slug}.ipynb")
             for lesson in lessons_of(slug):
                 tally = lessons[lesson.code]
@@ -132,7 +130,7 @@ def class_report(course: Path, parts: list[str]) -> ClassReport:
                 text = texts.get(lesson.code, "")
                 tally.not_started += NOT_STARTED_SAYS in text
                 tally.mistakes.update(named_mistakes(lesson, text))
-    return ClassReport(course, parts, students, part_points, lessons, read_flags(course, parts))
+    return ClassReport(course, parts, students, part_points, not_final, lessons, instructor.review_queue(course, parts))
 
 
 # --------------------------------------------------------------------------
@@ -213,14 +211,18 @@ def parts_table(report: ClassReport) -> str:
     for slug in report.parts:
         points = report.part_points[slug]
         possible = sum(lesson.points for lesson in lessons_of(slug))
+        handed_in = str(len(points) + report.not_final[slug])
         if points:
             full = sum(p == possible for p in points)
-            cells = (str(len(points)), f"{statistics.mean(points):.1f}", f"{statistics.median(points):g}", str(full))
+            cells = (f"{statistics.mean(points):.1f}", f"{statistics.median(points):g}", str(full))
         else:
-            cells = ("0", "–", "–", "–")
-        rows.append(row(html.escape(slug), str(possible), *cells, numbers=(1, 2, 3, 4, 5)))
-    return ('<table id="part-table"><tr><th>part</th><th>out of</th><th>handed in</th><th>mean</th><th>median</th>'
-            "<th>full marks</th></tr>" + "".join(rows) + "</table>")
+            cells = ("–", "–", "–")
+        rows.append(row(html.escape(slug), str(possible), handed_in, str(report.not_final[slug]), *cells,
+                        numbers=(1, 2, 3, 4, 5, 6)))
+    return ('<table id="part-table"><tr><th>part</th><th>out of</th><th>handed in</th><th>not final</th><th>mean</th>'
+            "<th>median</th><th>full marks</th></tr>" + "".join(rows) + "</table>"
+            "<p>Mean, median and full marks are of the graded parts, after the late penalty; a part waiting for a "
+            "human or that could not be graded is not final (blank in <code>grades.csv</code>).</p>")
 
 
 def lessons_table(report: ClassReport) -> str:
@@ -240,11 +242,14 @@ def lessons_table(report: ClassReport) -> str:
 def flags_table(report: ClassReport) -> str:
     if not report.flags:
         return "<p>No notebook needs a human look.</p>"
-    rows = [row(html.escape(f["student"]), html.escape(f["part"]), html.escape(f.get("lesson") or "whole notebook"),
-                f'<span class="reason">{html.escape(f["reason"])}</span>') for f in report.flags]
-    return ("<p>Each is marked “needs manual grading” in the formgrader (<code>make formgrader</code>), with the "
-            "reason as the lesson's comment.</p><table id=\"flag-table\"><tr><th>student</th><th>part</th><th>lesson</th>"
-            "<th>reason</th></tr>" + "".join(rows) + "</table>")
+    rows = [row(html.escape(f["student"]), html.escape(f["part"]), html.escape(f["status"]),
+                html.escape(", ".join(f["lessons"].split()) or "whole notebook"),
+                f'<span class="reason">{html.escape(f["reasons"])}</span>') for f in report.flags]
+    return ("<p>One row per notebook, as <code>make review</code> lists them. Each flagged one is marked “needs "
+            "manual grading” in the formgrader (<code>make formgrader</code>), with the reason as the lesson's "
+            "comment; a score given there to each listed lesson, or its flag cleared, takes it off this list.</p>"
+            "<table id=\"flag-table\"><tr><th>student</th><th>part</th><th>status</th><th>lessons</th>"
+            "<th>reasons</th></tr>" + "".join(rows) + "</table>")
 
 
 def page(report: ClassReport, figures: dict[str, str]) -> str:

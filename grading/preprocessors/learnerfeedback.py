@@ -10,6 +10,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from shared.lessons import lessons_of
 
 from .. import feedback_text
+from ..review import review_is_over
 from .base import part_slug
 
 
@@ -41,7 +42,23 @@ class LearnerFeedback(NbGraderPreprocessor):
                       and feedback_text.is_progress_panel(cell.source, slug)), None)
         if panel is not None and scores:
             panel.outputs = [feedback_text.progress_panel(slug, scores)]
+        if self._review_is_over(resources):
+            for cell in nb.cells:
+                if cell.cell_type == "code":
+                    cell.outputs = [feedback_text.after_review(output) for output in cell.get("outputs", [])]
+                comment = cell.get("metadata", {}).get("nbgrader", {}).get("comment")
+                if isinstance(comment, str):
+                    cell.metadata.nbgrader["comment"] = feedback_text.after_review(comment)
         return nb, resources
+
+    @staticmethod
+    def _review_is_over(resources: dict[str, Any]) -> bool:
+        """Whether the gradebook has nothing of this notebook waiting for a human (grading/review.py): then the
+        page says the instructor has looked, where the grader's notes promised it."""
+        about = resources.get("nbgrader", {})
+        if not all(about.get(key) for key in ("db_url", "assignment", "notebook", "student")):
+            return False
+        return review_is_over(about["db_url"], about["assignment"], about["notebook"], about["student"])
 
     @staticmethod
     def _cell_namer(nb: NotebookNode, slug: str):
