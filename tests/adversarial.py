@@ -1236,10 +1236,10 @@ def comm_flood(slug: str) -> Adversary:
                           "               buffers=[b'x' * (8 * 2**20)] * 6, parent=k.get_parent())\n"
                           "big = 'x' * (8 * 2**20)\n"
                           "for i in range(100):\n    c.send({'d': big})\n", "adversarial-comm-flood")
-    # (the listing shows a notebook's first reasons, the withheld lessons; test_nbgrader_loop finds the stop's)
-    return Adversary("comm_flood", slug, notebook, all_lessons(slug, 0, WITHHELD), flagged=(WITHHELD,),
+    # (the cell breaks the rules: a scratch cell, skipped while grading; it runs in this suite)
+    return Adversary("comm_flood", slug, notebook, all_lessons(slug, 0), flagged=("the kernel was stopped",),
                      description="one message of six 8 MiB frames and widget (comm) messages, after every lesson "
-                                 "(stubs): the kernel stopped, listed (the cell breaks the rules: grade withheld)")
+                                 "(stubs): the kernel stopped, listed")
 
 
 def runtime_chmod(slug: str) -> Adversary:

@@ -493,7 +493,7 @@ def test_a_flood_of_messages_stops_the_kernel_and_is_listed_with_its_reason(suit
     said = [output.get("evalue", "") for cell in read(suite.graded(adversary)).cells for output in cell.get("outputs", [])
             if output.get("ename") == "KernelDied"]
     assert len(said) == 1 and "sent a message of more than 33,554,432 bytes" in said[0], said
-    with (suite.course / instructor.FLAGS_FILE).open() as handle:
+    with (suite.course / instructor.REASONS_FILE).open() as handle:
         reasons = [row["reason"] for row in csv.DictReader(handle) if row["student"] == adversary.student]
     assert any("the kernel was stopped" in reason for reason in reasons), reasons
 
