@@ -1047,6 +1047,26 @@ def mixed_step_weights_checked(master_params, X, Y, scaler_state, learning_rate,
                               lambda grads: [key for key in grads if key.startswith("W")])
 
 
+@wrong("024", "the loss gradient scaled in float16 (S = 2**16 is inf there)")
+def mixed_step_scaled_in_half(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """024 wrong: d_out cast to float16 first, then multiplied by S in float16: right while S < 65504, but at
+    2**16, GradScaler's default start, S itself is inf and every step is skipped."""
+    scale = _checked_scale(master_params, scaler_state, growth_interval)
+    with np.errstate(over="ignore", invalid="ignore"):
+        half = {key: value.astype(np.float16) for key, value in master_params.items()}
+        out, cache = mlp.forward(X.astype(np.float16), half)
+        _, d_out = mlp.mse_loss_and_grad(out.astype(np.float32), Y.astype(np.float32))
+        scaled = d_out.astype(np.float16) * np.float16(scale)
+        grads = {key: g.astype(np.float32) / np.float32(scale) for key, g in mlp.backward(scaled, half, cache).items()}
+    if not all(np.isfinite(g).all() for g in grads.values()):
+        return master_params, {"scale": scale * 0.5, "growth_tracker": 0}, True
+    tracker = scaler_state["growth_tracker"] + 1
+    if tracker == growth_interval:
+        scale, tracker = scale * 2.0, 0
+    return ({key: master_params[key] - learning_rate * grads[key] for key in master_params},
+            {"scale": scale, "growth_tracker": tracker}, False)
+
+
 @right("024", "without the earlier lessons' functions")
 def mixed_step_without_helpers(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
     return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,

@@ -281,6 +281,22 @@ def _confined_overflow(rng, layer: str):
     raise AssertionError(f"no draw confines the overflow to the {layer} layer")
 
 
+def _clean_at(rng, scale, network):
+    """(master, X, Y): a step whose scaled float16 gradients stay finite at ``scale`` (2**16, GradScaler's
+    default start, or 2**24): targets close to the float16 forward pass's output, moved closer until no
+    gradient overflows.  In float16, 2**16 is itself inf: a step that multiplies by S in float16 skips it."""
+    for _ in range(100):
+        master, X, Y = network()
+        half = {key: value.astype(np.float16) for key, value in master.items()}
+        out = mlp.forward(X.astype(np.float16), half)[0].astype(np.float32)
+        noise = _normal(rng, Y.shape, np.float32)
+        for distance in 2.0 ** -np.arange(0, 30, 2):
+            Y = (out + np.float32(distance) * noise).astype(np.float32)
+            if not np.array_equal(Y, out) and not _overflowing_keys(master, X, Y, scale):
+                return master, X, Y
+    raise AssertionError(f"no draw gives a clean step at the scale {scale}")
+
+
 def step_cases(rng):
     def network(widths=None):
         widths = widths or [int(rng.integers(2, 6))] + [int(rng.integers(2, 6))] * int(rng.integers(1, 3)) \
@@ -311,6 +327,11 @@ def step_cases(rng):
         interval = int(rng.integers(3, 10))
         return Case(_step(master, X, Y, scale, int(rng.integers(0, interval - 1)), interval), about, **STEP)
 
+    def clean_at(about, scale):
+        master, X, Y = _clean_at(rng, scale, network)
+        interval = int(rng.integers(3, 10))
+        return Case(_step(master, X, Y, scale, int(rng.integers(0, interval - 1)), interval), about, **STEP)
+
     widths = [MEMORY_WIDTH] * MEMORY_LAYERS + [1]
     memory = Case(_step(_master(rng, widths), _normal(rng, (MEMORY_BATCH, MEMORY_WIDTH), np.float32),
                         _normal(rng, (MEMORY_BATCH, 1), np.float32), _power_of_two(rng, 6, 10),
@@ -329,7 +350,9 @@ def step_cases(rng):
              confined("only the last layer's gradients overflow: skipped", "last"),
              confined("only the last bias's gradient overflows (a sum over the batch): skipped", "bias"),
              clean("X and Y in float64 (cast them)", data=np.float64),
-             clean("a deeper MLP with unequal widths", widths=[int(n) for n in rng.integers(2, 7, size=6)])]
+             clean("a deeper MLP with unequal widths", widths=[int(n) for n in rng.integers(2, 7, size=6)]),
+             clean_at("a clean step at S = 2**16, GradScaler's default start (inf in float16)", 2.0**16),
+             clean_at("a clean step at S = 2**24, after many growths (S itself is inf in float16)", 2.0**24)]
     for case in cases:  # tracker=-1 stands for "one step from the growth interval"
         state = case.args["scaler_state"]
         if state["growth_tracker"] < 0:
