@@ -872,6 +872,25 @@ def scale_loss_rounded_to_half(loss, d_out, loss_scale):
     return float(np.float16(loss)) * loss_scale, scaled
 
 
+@wrong("021", "products clipped to float16's range (no inf for the scaler to find)")
+def scale_loss_clipped(loss, d_out, loss_scale):
+    """021 wrong: the float32 products clipped to +-65504 before the cast: an overflow no longer shows as inf,
+    so the step that should be skipped is taken."""
+    _positive_finite_scale(loss_scale)
+    scaled = np.clip(d_out.astype(np.float32) * np.float32(loss_scale), -65504, 65504).astype(np.float16)
+    return float(loss) * loss_scale, scaled
+
+
+@right("021", "the loss multiplied in float32 too, as the text says")
+def scale_loss_all_in_float32(loss, d_out, loss_scale):
+    """The loss and d_out both multiplied in float32 (the Concepts: "multiply in float32")."""
+    _positive_finite_scale(loss_scale)
+    scale32 = np.float32(loss_scale)
+    with np.errstate(over="ignore"):
+        scaled = (d_out.astype(np.float32) * scale32).astype(np.float16)
+    return float(np.float32(loss) * scale32), scaled
+
+
 @right("021", "np.multiply with dtype=np.float32")
 def scale_loss_with_multiply_dtype(loss, d_out, loss_scale):
     _positive_finite_scale(loss_scale)
