@@ -142,7 +142,7 @@ def relu_backward(dA, Z):
     Returns:
         dZ: ``dA`` where ``Z > 0`` and 0 elsewhere (also where Z == 0); same shape and dtype as dA.
     """
-    return dA * (Z > 0)
+    return np.where(Z > 0, dA, 0.0)  # a Python 0.0 keeps dA's dtype; a shut gate gives 0 even for inf or NaN
 
 
 @answers("009")

@@ -95,6 +95,17 @@ def batch_as_list(batch_size, in_features, out_features, seed):
     return [X, np.sin(X @ (rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)))]
 
 
+@wrong("001", "out_features = 0 accepted (a Y with no column)")
+def batch_without_outputs_refused(batch_size, in_features, out_features, seed):
+    """001 wrong: the batch's sizes refused below 1, but out_features only when negative: 0 gives a (b, 0) Y."""
+    _positive_sizes(batch_size, in_features)
+    if int(out_features) != out_features or out_features < 0:
+        raise ValueError(f"bad out_features {out_features!r}")
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((batch_size, in_features))
+    return X, np.sin(X @ (rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)))
+
+
 @right("001", "rng.normal and np.dot")
 def batch_with_normal(batch_size, in_features, out_features, seed):
     _positive_sizes(batch_size, in_features, out_features)
@@ -353,6 +364,12 @@ def relu_backward_heaviside(dA, Z):
     return dA * np.heaviside(Z, 0)
 
 
+@wrong("008", "dA times the mask: NaN where a shut gate meets inf or NaN")
+def relu_backward_times_mask(dA, Z):
+    """008 wrong: dA * (Z > 0) is inf * 0 = NaN where a shut gate meets a non-finite gradient (0 is promised)."""
+    return dA * (Z > 0)
+
+
 @right("008", "np.where")
 def relu_backward_where(dA, Z):
     return np.where(Z > 0, dA, 0.0).astype(dA.dtype)
@@ -494,6 +511,19 @@ def scale_by_np_sum(accumulated, micro_batch_sizes):
     return {key: value / total for key, value in accumulated.items()}
 
 
+@wrong("013", "the division skipped when the total is 1 (the accumulator's own arrays)")
+def scale_skipping_one(accumulated, micro_batch_sizes):
+    """013 wrong: nothing to divide when the batch has one example, so the accumulator's arrays are handed back
+    (a new dict, the same arrays: the caller's next accumulation changes the "result")."""
+    sizes = list(micro_batch_sizes)
+    if not sizes or min(sizes) < 1:
+        raise ValueError("bad sizes")
+    total = sum(sizes)
+    if total == 1:
+        return dict(accumulated)
+    return {key: value / total for key, value in accumulated.items()}
+
+
 @right("013", "a loop and a multiplication by 1/total")
 def scale_loop(accumulated, micro_batch_sizes):
     sizes = list(micro_batch_sizes)
@@ -618,6 +648,21 @@ def recompute_no_z(checkpoint, params, start_layer, end_layer):
     for i in range(start_layer + 1, last + 1):
         a = np.maximum(a @ params[f"W{i}"] + params[f"b{i}"], 0)
         cache[f"A{i}"] = a
+    return cache
+
+
+@wrong("016", "nothing returned for a segment that is the output layer alone")
+def recompute_nothing_for_output_segment(checkpoint, params, start_layer, end_layer):
+    """016 wrong: a segment with no hidden layer to recompute returns an empty cache, without its checkpoint
+    A_start (the output layer's backward needs it)."""
+    last = min(end_layer, mlp.num_layers(params) - 1)
+    if last <= start_layer:
+        return {}
+    cache, a = {f"A{start_layer}": checkpoint}, checkpoint
+    for i in range(start_layer + 1, last + 1):
+        z = a @ params[f"W{i}"] + params[f"b{i}"]
+        a = np.maximum(z, 0)
+        cache[f"Z{i}"], cache[f"A{i}"] = z, a
     return cache
 
 
@@ -766,6 +811,15 @@ def half_refusing_signed_ints_only(params):
     _refuse_signed_ints(params)
     with np.errstate(over="ignore"):
         return {key: value.astype(np.float16) for key, value in params.items()}
+
+
+@wrong("019", "cast through float32 first (rounds twice)")
+def half_through_float32(params):
+    """019 wrong: float64 values cast to float32, then to float16: a value just above a float16 midpoint first
+    rounds onto the midpoint, then ties to even, the wrong neighbour."""
+    _float_arrays_only(params, "only float arrays can be cast to float16")
+    with np.errstate(over="ignore"):
+        return {key: value.astype(np.float32).astype(np.float16) for key, value in params.items()}
 
 
 @right("019", "np.array with the dtype")

@@ -8,7 +8,7 @@ admits, the degenerate sizes (1, square matrices), and every class of bad input.
 
 import numpy as np
 
-from grading.spec import FLOAT32, Case, LessonSpec, Raises, Refusal
+from grading.spec import FLOAT32, Case, LessonSpec, MemoryBound, Raises, Refusal
 
 
 def _sizes(rng, count, low=1, high=10):
@@ -162,6 +162,11 @@ def relu_backward_cases(rng):
                           f"dA {np.dtype(dtype).name}, Z float64: the result keeps dA's dtype"))
     cases.append(Case({"dA": _normal(rng, shape), "Z": np.abs(_normal(rng, shape)) + 0.5},
                       "every gate open: the result equals dA, and is still a new array"))
+    shape = tuple(_sizes(rng, 2, 2, 6))
+    Z, dA = _normal(rng, shape), _normal(rng, shape)
+    Z.flat[0], Z.flat[-1] = -abs(Z.flat[0]), 0.0   # a shut gate and one exactly at 0 ...
+    dA.flat[0], dA.flat[-1] = rng.choice([np.inf, -np.inf]), np.nan  # ... meeting a non-finite gradient
+    cases.append(Case({"dA": dA, "Z": Z}, "inf and NaN in dA where the gate is shut: the result there is 0"))
     return cases
 
 
@@ -180,7 +185,28 @@ def first_linear_backward_cases(rng):
                        "W1": _normal(rng, (d, h), np.float32)}, "float32: the result keeps it", **FLOAT32))
     cases.append(Case({"dZ1": _normal(rng, (n, 1)), "X": _normal(rng, (n, d)), "W1": _normal(rng, (d, 1))},
                       "one hidden unit: db1 has shape (1,)"))
+    # the lesson's point, measured: a long batch, so that dX = dZ1 @ W1.T (batch, in_features) is megabytes
+    n, d, h = MEMORY_BATCH, MEMORY_IN, int(rng.integers(2, 6))
+    cases.append(Case({"dZ1": _normal(rng, (n, h)), "X": _normal(rng, (n, d)), "W1": _normal(rng, (d, h))},
+                      f"memory measured: batch {n}, in_features {d}, hidden {h}", measure=True))
     return cases
+
+
+#: 009's measured case: dX would be 4096 x 64 float64 numbers, 2 MiB; dW1 and db1 are a few KiB.
+MEMORY_BATCH, MEMORY_IN = 4096, 64
+
+
+def first_backward_memory_allowed(args):
+    """Four times the two gradients' bytes, plus 64 KiB of room (NumPy's small temporaries)."""
+    (batch, d), h = args["X"].shape, args["dZ1"].shape[1]
+    return 4 * (d * h + h) * args["X"].itemsize + 64 * 1024
+
+
+FIRST_BACKWARD_MEMORY = MemoryBound(
+    first_backward_memory_allowed,
+    rule="four times the bytes of dW1 and db1, plus 64 KiB: no (batch, in_features) array",
+    shortcut="compute only dW1 and db1: dX = dZ1 @ W1.T is a (batch, in_features) array that nothing upstream "
+             "uses, the waste this lesson removes")
 
 
 # 010 mlp_backward -------------------------------------------------------------
@@ -206,7 +232,7 @@ LESSONS = (
     LessonSpec("006", mse_cases),
     LessonSpec("007", linear_backward_cases),
     LessonSpec("008", relu_backward_cases, exact=True),  # a mask rounds nothing
-    LessonSpec("009", first_linear_backward_cases),
+    LessonSpec("009", first_linear_backward_cases, memory=FIRST_BACKWARD_MEMORY),
     LessonSpec("010", mlp_backward_cases, isolate=("linear_forward", "relu_forward", "mse_loss_and_grad",
                                                    "mlp_forward", "linear_backward", "relu_backward",
                                                    "first_linear_backward"),

@@ -116,6 +116,10 @@ def scale_cases(rng):
     sizes = [int(n) for n in rng.integers(1, 9, size=int(rng.integers(2, 5)))]
     cases.append(Case({"accumulated": {key: value.astype(np.float32) for key, value in accumulated().items()},
                        "micro_batch_sizes": sizes}, "float32 gradients (keep their dtype)"))
+    # one micro-batch of one example: the total is 1, and an answer that skips the division hands back the
+    # accumulator's own arrays (the result must be new arrays)
+    cases.append(Case({"accumulated": accumulated(), "micro_batch_sizes": [1]},
+                      "one micro-batch of one example: dividing by 1 still gives new arrays"))
     for sizes, why in (([], "micro_batch_sizes is empty"), ([2, 0], "a micro-batch size is 0"),
                        ([3, -1, 2], "a micro-batch size is negative")):
         cases.append(Raises({"accumulated": {"W": _normal(rng, 2)}, "micro_batch_sizes": sizes}, ValueError, why))

@@ -300,6 +300,9 @@ acc32 = {key: value.astype(np.float32) for key, value in acc.items()}
 check_call(scale_accumulated_gradients, {"accumulated": acc32, "micro_batch_sizes": [3, 1]},
            {"W": np.array([[1.5, -0.75]], dtype=np.float32), "b": np.array([3.0], dtype=np.float32)},
            mistakes=mistakes_of("scale_accumulated_gradients"))
+# One micro-batch of one example: dividing by 1 changes no number, but the result is still new arrays
+# (the accumulator's own arrays would change with the next accumulation):
+check_call(scale_accumulated_gradients, {"accumulated": acc, "micro_batch_sizes": [1]}, acc, fresh=True)
 expect_error(scale_accumulated_gradients, [acc, []], ["accumulated", "micro_batch_sizes"], ValueError,
              "micro_batch_sizes is empty")
 for sizes in ([2, 0], [3, -1, 2]):

@@ -78,6 +78,16 @@ def _out_of_range(rng, shape, dtype):
     return values.astype(dtype)
 
 
+def _just_above_midpoints(rng, shape):
+    """float64 values just above the midpoint of two neighbouring float16 numbers, the lower one even: rounded
+    once (round-to-nearest) they go up; through float32 they first land on the midpoint, a tie, and then go
+    down to the even neighbour (double rounding)."""
+    bits = (rng.integers(0x0400, 0x7800, size=shape) & ~1).astype(np.uint16)   # normal float16, even last bit
+    low = bits.view(np.float16).astype(np.float64) * rng.choice([-1.0, 1.0], size=shape)
+    midpoint = low + np.sign(low) * np.spacing(np.abs(low).astype(np.float16)).astype(np.float64) / 2
+    return midpoint * (1 + 2.0**-30)
+
+
 def cast_cases(rng):
     cases = [Case({"params": _params(rng)}, "float64 parameters, values in float16's range")]
     shapes = {"W1": (3, 4), "b1": (4,), "W2": (4, 2), "b2": (2,)}
@@ -92,6 +102,9 @@ def cast_cases(rng):
     for key, value in zip(special, (np.nan, np.inf, -np.inf, np.nan)):
         special[key].flat[int(rng.integers(0, special[key].size))] = value
     cases.append(Case({"params": special}, "NaN, inf and -inf entries: a cast keeps them NaN, inf and -inf"))
+    cases.append(Case({"params": {"W1": _just_above_midpoints(rng, (4, 3)), "b1": _normal(rng, (3,))}},
+                      "float64 values just above a float16 midpoint: round once, to nearest (through float32 "
+                      "they round twice, to the wrong neighbour)"))
     return cases + _bad_params(rng)
 
 
@@ -403,7 +416,7 @@ STEP_REFUSALS = (
 
 
 LESSONS = (
-    LessonSpec("019", cast_cases, **HALF, refuses=(NOT_FLOAT,)),  # casting via float32 may round twice
+    LessonSpec("019", cast_cases, exact=True, refuses=(NOT_FLOAT,)),  # one rounding to nearest: bit for bit
     LessonSpec("020", master_cases, exact=True, refuses=(NOT_FLOAT,)),
     LessonSpec("021", scale_cases, **HALF, refuses=_scale_refusals("loss_scale", lambda a: a["loss_scale"]),
                # loss * S: the text multiplies in float32 (S not a power of two rounds once more), float64 is as right

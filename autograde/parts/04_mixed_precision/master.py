@@ -146,6 +146,11 @@ params32 = {"W": np.array([[0.5, -3.0]], dtype=np.float32), "b": np.array([2.0**
 check_call(cast_to_half_precision, {"params": params32},
            {"W": np.array([[0.5, -3.0]], dtype=np.float16), "b": np.array([2.0**-20], dtype=np.float16)},
            mistakes=mistakes_of("cast_to_half_precision"), exact=True)
+# One rounding, to the nearest float16: 1 + 2**-11 + 2**-40 lies just above the midpoint of 1 and 1 + 2**-10,
+# so it rounds up (through float32 it would first land on the midpoint, then tie to even: down to 1.0).
+check_call(cast_to_half_precision, {"params": {"w": np.array([1 + 2.0**-11 + 2.0**-40])}},
+           {"w": np.array([1 + 2.0**-10], dtype=np.float16)}, mistakes=mistakes_of("cast_to_half_precision"),
+           exact=True)
 already_half = {"w": np.array([1.5, -0.25], dtype=np.float16)}
 # An input that already is float16 must still be copied (np.asarray(x, np.float16) would hand back x itself):
 check_call(cast_to_half_precision, {"params": already_half}, {"w": np.array([1.5, -0.25], dtype=np.float16)},
