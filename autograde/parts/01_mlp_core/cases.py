@@ -8,7 +8,7 @@ admits, the degenerate sizes (1, square matrices), and every class of bad input.
 
 import numpy as np
 
-from grading.spec import FLOAT32, Case, LessonSpec, MemoryBound, Raises, Refusal
+from grading.spec import FLOAT32, Case, Corner, LessonSpec, MemoryBound, Raises, Refusal, any_entry, valid
 
 
 def _sizes(rng, count, low=1, high=10):
@@ -221,19 +221,73 @@ def mlp_backward_cases(rng):
     return cases
 
 
+# The corners every run draws (tests/test_corners.py) ---------------------------
+
+def _arg_dtype(name, dtype):
+    return Corner(f"{name} {np.dtype(dtype).name}",
+                  lambda case: valid(case) and np.asarray(case.args[name]).dtype == dtype)
+
+
+def _all_sizes_one(names):
+    return Corner("every size 1", lambda case: valid(case) and all(case.args[name] == 1 for name in names))
+
+
+def _square(*names):
+    return Corner("square matrices (a missing transpose keeps the shape)", lambda case: valid(case) and all(
+        len(set(np.shape(case.args[name]))) == 1 for name in names))
+
+
+INIT_CORNERS = (_all_sizes_one(("in_features", "hidden", "out_features")),
+                Corner("unequal widths", lambda case: valid(case) and len(
+                    {case.args["in_features"], case.args["hidden"], case.args["out_features"]}) == 3))
+LINEAR_CORNERS = (_arg_dtype("x", np.float32), _arg_dtype("x", np.float16),
+                  Corner("1x1", lambda case: valid(case) and case.args["W"].shape == (1, 1)))
+RELU_CORNERS = (
+    Corner("exact zeros", lambda case: valid(case) and bool(np.any(case.args["z"] == 0))),
+    Corner("inf and -inf", lambda case: valid(case) and any_entry(case.args["z"], np.isposinf)
+           and any_entry(case.args["z"], np.isneginf)),
+    Corner("float16 near its largest value", lambda case: valid(case) and case.args["z"].dtype == np.float16
+           and any_entry(case.args["z"], lambda z: np.abs(z) > 30000)),
+    Corner("an empty array", lambda case: valid(case) and case.args["z"].size == 0),
+    Corner("no negative entry (still a new array)", lambda case: valid(case) and case.args["z"].size > 0
+           and bool(np.all(case.args["z"] > 0))),
+)
+MLP_FORWARD_CORNERS = (Corner("square layers", lambda case: valid(case) and len(
+    {case.args["params"]["W1"].shape[0], case.args["params"]["W1"].shape[1], case.args["params"]["W2"].shape[1]}) == 1),)
+MSE_CORNERS = (Corner("a single entry", lambda case: valid(case) and case.args["Y"].size == 1),
+               Corner("a NaN prediction", lambda case: valid(case) and any_entry(case.args["Y_hat"], np.isnan)),
+               _arg_dtype("Y_hat", np.float32))
+LINEAR_BACKWARD_CORNERS = (_arg_dtype("dZ", np.float32), _arg_dtype("dZ", np.float16), _square("dZ", "x", "W"),
+                           Corner("one output feature", lambda case: valid(case) and case.args["dZ"].shape[1] == 1))
+RELU_BACKWARD_CORNERS = (
+    Corner("exact zeros in Z", lambda case: valid(case) and bool(np.any(case.args["Z"] == 0))),
+    Corner("inf or NaN in dA at a shut gate", lambda case: valid(case) and bool(np.any(
+        ~np.isfinite(case.args["dA"]) & ~(case.args["Z"] > 0)))),
+    Corner("every gate open", lambda case: valid(case) and bool(np.all(case.args["Z"] > 0))),
+    Corner("dA float16, Z float64", lambda case: valid(case) and case.args["dA"].dtype == np.float16
+           and case.args["Z"].dtype == np.float64),
+)
+FIRST_BACKWARD_CORNERS = (_arg_dtype("X", np.float32), _square("dZ1", "X", "W1"),
+                          Corner("one hidden unit", lambda case: valid(case) and case.args["dZ1"].shape[1] == 1))
+MLP_BACKWARD_CORNERS = (Corner("square layers", lambda case: valid(case) and len(
+    {case.args["params"]["W1"].shape[0], case.args["params"]["W1"].shape[1],
+     case.args["params"]["W2"].shape[1]}) == 1),)
+
+
 LESSONS = (
-    LessonSpec("001", batch_cases, atol=1e-12, refuses=BATCH_REFUSALS),
-    LessonSpec("002", init_cases),
-    LessonSpec("003", linear_forward_cases),
-    LessonSpec("004", relu_forward_cases, exact=True, equivalent_mutants=(  # max(z, 0) rounds nothing
+    LessonSpec("001", batch_cases, atol=1e-12, refuses=BATCH_REFUSALS,
+               corners=(_all_sizes_one(SIZES),)),
+    LessonSpec("002", init_cases, corners=INIT_CORNERS),
+    LessonSpec("003", linear_forward_cases, corners=LINEAR_CORNERS),
+    LessonSpec("004", relu_forward_cases, exact=True, corners=RELU_CORNERS, equivalent_mutants=(  # max(z, 0) rounds nothing
         ("swap the first two arguments of `maximum` | return np.maximum(z, 0)",
          "np.maximum is symmetric in its two arguments (and keeps the array's dtype either way)"),)),
-    LessonSpec("005", mlp_forward_cases, isolate=("linear_forward", "relu_forward"), fresh_result=False),
-    LessonSpec("006", mse_cases),
-    LessonSpec("007", linear_backward_cases),
-    LessonSpec("008", relu_backward_cases, exact=True),  # a mask rounds nothing
-    LessonSpec("009", first_linear_backward_cases, memory=FIRST_BACKWARD_MEMORY),
-    LessonSpec("010", mlp_backward_cases, isolate=("linear_forward", "relu_forward", "mse_loss_and_grad",
+    LessonSpec("005", mlp_forward_cases, corners=MLP_FORWARD_CORNERS, isolate=("linear_forward", "relu_forward"), fresh_result=False),
+    LessonSpec("006", mse_cases, corners=MSE_CORNERS),
+    LessonSpec("007", linear_backward_cases, corners=LINEAR_BACKWARD_CORNERS),
+    LessonSpec("008", relu_backward_cases, exact=True, corners=RELU_BACKWARD_CORNERS),  # a mask rounds nothing
+    LessonSpec("009", first_linear_backward_cases, memory=FIRST_BACKWARD_MEMORY, corners=FIRST_BACKWARD_CORNERS),
+    LessonSpec("010", mlp_backward_cases, corners=MLP_BACKWARD_CORNERS, isolate=("linear_forward", "relu_forward", "mse_loss_and_grad",
                                                    "mlp_forward", "linear_backward", "relu_backward",
                                                    "first_linear_backward"),
                equivalent_mutants=(
