@@ -2433,7 +2433,7 @@ def _loop_written_out(params, X, Y, config, cluster=None, *, scale_after=False, 
             loss += weight * loss_r / N
         with np.errstate(over="ignore", invalid="ignore"):
             if zero:
-                means = reduce_scatter_mean(flat_grads, cluster)
+                means, _ = reduce_scatter_mean(flat_grads, cluster)
                 if full_state:
                     means, _ = all_gather_param_shards(means, cluster)
             else:
