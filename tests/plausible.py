@@ -1070,17 +1070,22 @@ def _checked_scale(master_params, scaler_state, growth_interval):
     return scale
 
 
+def _unscaled_in_float32(g, scale):
+    return g.astype(np.float32) / np.float32(scale)
+
+
 def _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval, grows_when,
-                       checked=lambda grads: list(grads)):
-    """024 without the earlier lessons' functions; ``grows_when(tracker, interval)`` decides growth, and
-    ``checked(grads)`` names the gradients looked at for inf and NaN (all of them, rightly)."""
+                       checked=lambda grads: list(grads), unscale=_unscaled_in_float32):
+    """024 without the earlier lessons' functions; ``grows_when(tracker, interval)`` decides growth,
+    ``checked(grads)`` names the gradients looked at for inf and NaN (all of them, rightly), and
+    ``unscale(g, scale)`` gives a float16 gradient unscaled as float32 (in float32, rightly)."""
     scale = _checked_scale(master_params, scaler_state, growth_interval)
     with np.errstate(over="ignore", invalid="ignore"):
         half = {key: value.astype(np.float16) for key, value in master_params.items()}
         out, cache = mlp.forward(X.astype(np.float16), half)
         _, d_out = mlp.mse_loss_and_grad(out.astype(np.float32), Y.astype(np.float32))
         scaled = (d_out.astype(np.float32) * np.float32(scale)).astype(np.float16)
-        grads = {key: g.astype(np.float32) / np.float32(scale) for key, g in mlp.backward(scaled, half, cache).items()}
+        grads = {key: unscale(g, scale) for key, g in mlp.backward(scaled, half, cache).items()}
     if not all(np.isfinite(grads[key]).all() for key in checked(grads)):
         return master_params, {"scale": scale * 0.5, "growth_tracker": 0}, True
     tracker = scaler_state["growth_tracker"] + 1
@@ -1118,6 +1123,15 @@ def mixed_step_weights_checked(master_params, X, Y, scaler_state, learning_rate,
     return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
                               lambda tracker, interval: tracker == interval,
                               lambda grads: [key for key in grads if key.startswith("W")])
+
+
+@wrong("024", "the gradients unscaled in float16, then cast to float32")
+def mixed_step_unscaled_in_half(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """024 wrong: g / S in float16 (S as np.float16): a few units of float16's last place off while S < 65504,
+    and every gradient 0 at 2**16, GradScaler's default start, where S itself is inf in float16."""
+    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
+                              lambda tracker, interval: tracker == interval,
+                              unscale=lambda g, scale: (g / np.float16(scale)).astype(np.float32))
 
 
 @wrong("024", "the loss gradient scaled in float16 (S = 2**16 is inf there)")
