@@ -712,13 +712,13 @@ plt.show()
 # calls (Part 7's loop calls it too).
 
 # %% tags=["solution"]
-def reduce_scatter_mean(worker_vectors, cluster=None):
+def reduce_scatter_mean(worker_vectors, cluster):
     """The ring reduce-scatter, the first half of ZeRO's step: worker r ends with the mean of chunk r.
 
     Args:
         worker_vectors: list of N 1-D float arrays of one length and dtype (worker r's at index r), cut
             into chunks by ``np.array_split(vector, N)``; not modified.
-        cluster: the ``Cluster(N)`` to run on (a new one when None).
+        cluster: the ``Cluster(N)`` to run on (the step's own).
 
     Returns:
         (means, traffic), the shape of every collective (Part 5): means a list of N new arrays, worker
@@ -729,8 +729,6 @@ def reduce_scatter_mean(worker_vectors, cluster=None):
     # Given · each worker's vector cut into N chunks: chunks[r][c] is chunk c of worker r's vector (views of its
     #         input: replace a chunk by a new array, never add to it in place).
     n = len(worker_vectors)
-    if cluster is None:
-        cluster = Cluster(n)
     chunks = [np.array_split(vector, n) for vector in worker_vectors]
     # Step 1 · Reduce-scatter, rounds s = 0..N-2. In one `with cluster.round():` every worker r sends
     #          chunks[r][(r - 1 - s) % N] to worker (r + 1) % N. After the round every worker r receives from
