@@ -1075,10 +1075,11 @@ def _unscaled_in_float32(g, scale):
 
 
 def _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval, grows_when,
-                       checked=lambda grads: list(grads), unscale=_unscaled_in_float32):
+                       checked=lambda grads: list(grads), unscale=None):
     """024 without the earlier lessons' functions; ``grows_when(tracker, interval)`` decides growth,
     ``checked(grads)`` names the gradients looked at for inf and NaN (all of them, rightly), and
-    ``unscale(g, scale)`` gives a float16 gradient unscaled as float32 (in float32, rightly)."""
+    ``unscale(g, scale)`` gives a float16 gradient unscaled as float32 (None: in float32, rightly)."""
+    unscale = unscale or _unscaled_in_float32  # named in the body, so that a written-out answer carries it
     scale = _checked_scale(master_params, scaler_state, growth_interval)
     with np.errstate(over="ignore", invalid="ignore"):
         half = {key: value.astype(np.float16) for key, value in master_params.items()}
