@@ -250,7 +250,7 @@ lesson_passed("012")
 #
 # - `accumulated`: the dict from lesson 012 after the last micro-batch.
 # - `micro_batch_sizes`: the list $(n_1, \dots, n_k)$; their sum is $B$.
-# - Return a new dict; leave the accumulator unchanged.
+# - Return a new dict of new arrays (also when the total is 1); leave the accumulator unchanged.
 #
 # ### Math
 #
@@ -271,7 +271,8 @@ def scale_accumulated_gradients(accumulated, micro_batch_sizes):
         micro_batch_sizes: sequence of the positive ints n_j.
 
     Returns:
-        A new dict ``{key: accumulated[key] / sum(micro_batch_sizes)}``; ``accumulated`` is not modified.
+        A new dict ``{key: accumulated[key] / sum(micro_batch_sizes)}`` of new arrays (also when the
+        sum is 1); ``accumulated`` is not modified.
 
     Raises:
         ValueError: if micro_batch_sizes is empty or holds a size < 1.
