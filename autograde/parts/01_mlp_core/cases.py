@@ -164,8 +164,9 @@ def relu_backward_cases(rng):
                       "every gate open: the result equals dA, and is still a new array"))
     shape = tuple(_sizes(rng, 2, 2, 6))
     Z, dA = _normal(rng, shape), _normal(rng, shape)
-    Z.flat[0], Z.flat[-1] = -abs(Z.flat[0]), 0.0   # a shut gate and one exactly at 0 ...
-    dA.flat[0], dA.flat[-1] = rng.choice([np.inf, -np.inf]), np.nan  # ... meeting a non-finite gradient
+    Z.flat[0], Z.flat[-1] = -abs(Z.flat[0]), -abs(Z.flat[-1])   # two shut gates ...
+    dA.flat[0], dA.flat[-1] = rng.choice([np.inf, -np.inf]), np.nan  # ... meeting non-finite gradients
+    Z.flat[1] = 0.0  # and a finite gradient at Z == 0 (shut too), which tells `Z >= 0` apart from this slip
     cases.append(Case({"dA": dA, "Z": Z}, "inf and NaN in dA where the gate is shut: the result there is 0"))
     return cases
 
