@@ -128,6 +128,45 @@ class Refusal:
             return False
 
 
+@dataclass(frozen=True)
+class Corner:
+    """A corner of the contract that every grading run must draw (a special value, an extreme loss scale, a
+    size-one input where aliasing could hide): ``holds(case)`` says whether a drawn case is in it.
+
+    A wrong answer that fails only in a corner would pass the runs that happen not to draw it, and a regrade
+    could change a grade; so a lesson names its corners, and ``tests/test_corners.py`` requires every one of
+    them among the drawn cases of every run seed it tries.
+    """
+
+    name: str
+    holds: Callable[["Case | Raises"], bool]
+
+    def drawn_in(self, cases: Sequence["Case | Raises"]) -> bool:
+        """Whether some case of ``cases`` is in this corner (a predicate that cannot decide says no; its
+        overflows, in casts to float16, are what it looks for)."""
+        with np.errstate(all="ignore"):
+            for case in cases:
+                try:
+                    if self.holds(case):
+                        return True
+                except Exception:
+                    continue
+        return False
+
+
+def valid(case: "Case | Raises") -> bool:
+    """Whether ``case`` is a valid call (a :class:`Case`), not a bad input."""
+    return isinstance(case, Case)
+
+
+def any_entry(value: Any, predicate: Callable[[np.ndarray], np.ndarray]) -> bool:
+    """Whether ``predicate`` holds for some entry of some float array in ``value`` (an array, or a dict, list or
+    tuple of them, at any depth)."""
+    from shared.cluster import arrays_held
+    return any(bool(np.any(predicate(array))) for _, array in arrays_held(value)
+               if np.issubdtype(array.dtype, np.floating) and array.size)
+
+
 # --------------------------------------------------------------------------
 # Tolerances, named once: a part's cases use them as ``**FLOAT32`` (in a Case or a LessonSpec)
 # --------------------------------------------------------------------------
@@ -191,6 +230,8 @@ class LessonSpec:
                 percent, counted bytes and traffic exactly, beside the lesson's own tolerances.
     equivalent_mutants: mutants of the reference that compute the same function
                 (``tools/mutation.py``), each ``("MUTATION | LINE FRAGMENT", why)``.
+    corners:    the contract's corners (:class:`Corner`) that every run must draw, beside those the
+                declaration implies (:meth:`all_corners`: every refusal, the measured case).
     """
 
     code: str
@@ -208,6 +249,17 @@ class LessonSpec:
     time_limit: float = 20.0
     key_tolerances: dict[str, dict[str, Any]] = field(default_factory=dict)
     equivalent_mutants: tuple[tuple[str, str], ...] = field(default=())
+    corners: tuple[Corner, ...] = ()
+
+    def all_corners(self) -> tuple[Corner, ...]:
+        """The declared corners, and those the declaration implies: a bad input under every refusal, and the
+        measured case of a lesson graded on memory."""
+        implied = tuple(Corner(f"bad input: {refusal.rule}",
+                               lambda case, refusal=refusal: isinstance(case, Raises) and refusal.covers(case.args))
+                        for refusal in self.refuses)
+        if self.memory is not None:
+            implied += (Corner("the measured case", lambda case: valid(case) and case.measure),)
+        return self.corners + implied
 
     def tolerances(self, case: Case) -> dict[str, Any]:
         rtol, atol = precision_tolerances(case.args)

@@ -44,6 +44,8 @@ _deepcopy = copy.deepcopy
 _where = np.where
 _inf = np.inf
 _float64 = np.float64
+_max = np.max
+_float16, _float32 = np.dtype(np.float16), np.dtype(np.float32)
 # What counts as a dict.  Concrete types, not the Mapping ABC: an isinstance check against an ABC
 # can run code of any class that subclasses it (its __subclasshook__ or metaclass).
 _MAPPINGS = (dict, _MappingProxyType)
@@ -213,7 +215,37 @@ def _numeric_difference(actual: np.ndarray, expected: np.ndarray, name: str, *,
     mine, theirs = _fmt_pair(actual[index], expected[index])
     return (f"{name} is wrong in {int(wrong.sum())} of {actual.size} entries ({bound}): "
             f"the largest error is {_fmt(diff[index])}{where}, "
-            f"where you have {mine} and the expected value is {theirs}")
+            f"where you have {mine} and the expected value is {theirs}"
+            + _precision_note(a, e, wrong, expected.dtype))
+
+
+#: Relative errors that rounding to a narrower float leaves (a few units in its last place): float16 keeps 11
+#: significant bits, float32 24.
+_FLOAT16_ROUNDING, _FLOAT32_ROUNDING = 2.0 ** -9, 2.0 ** -21
+
+
+def _precision_note(actual: np.ndarray, expected: np.ndarray, wrong: np.ndarray, dtype: np.dtype) -> str:
+    """A sentence naming the precision slip when every wrong entry is off by no more than a narrower float's
+    rounding (the course's subject: a float16 intermediate, a float16 unscale, a float64 promotion), else ''."""
+    with _errstate(invalid="ignore", divide="ignore", over="ignore"):
+        e = expected[wrong]
+        if e.size == 0 or not _isfinite(e).all() or (e == 0).any():
+            return ""
+        relative = float(_max(_abs(actual[wrong] - e) / _abs(e)))
+    if relative <= _FLOAT32_ROUNDING:  # finer than float16's rounding: float32's, or a summation order
+        return (f". Every wrong entry is within float32's rounding of the expected one (relative error at most "
+                f"{relative:.1e}): a float32 intermediate where the contract computes in float64"
+                if dtype == _float64 else "")
+    if dtype == _float16 and relative <= _FLOAT16_ROUNDING:
+        return (". Every wrong entry is off by a unit or two in float16's last place: the right value, rounded "
+                "another way: through another precision first (a float32 or float64 intermediate, a value "
+                "promoted to float64 by a float64 operand) or in another order")
+    if dtype != _float16 and relative <= _FLOAT16_ROUNDING:
+        return (f". Every wrong entry is within float16's rounding of the expected one (relative error at most "
+                f"{relative:.1e}): a float16 intermediate where the contract computes in {dtype} (a cast, a "
+                f"product or an unscale in float16), or a float16 value the contract rounds kept wider (promoted "
+                f"to float64 by a float64 operand)")
+    return ""
 
 
 def scalar_difference(actual: Any, expected: float, name: str, *,

@@ -2,7 +2,9 @@
 
 One model, in one place.  A lesson's minutes are
 
-- **reading**: the words of its markdown cells at ``words_per_minute``;
+- **reading**: the words of its markdown cells, and of the code it gives the learner to read in its
+  graded cells (everything outside the solution regions: the signature, the docstring, the given
+  bookkeeping and its comments), at ``words_per_minute``;
 - **writing**: the non-blank lines of its reference solution (between ``### BEGIN SOLUTION``
   and ``### END SOLUTION``) at ``minutes_per_line`` for a solution of ten lines, a minute a
   line that grows with the solution's length as ``(lines / 10) ** (exponent - 1)`` (a long
@@ -26,7 +28,8 @@ searches the grid of :func:`calibrate` for the constants whose *rounded* estimat
 walked text come closest to the recording (least squares of the relative errors), and prints
 them; ``python -m shared.clock`` prints every lesson's features and minutes today, beside the
 walked text's, and the comparison with the recording.  ``tests/test_clock.py`` holds the
-model to the recording within its stated tolerances.
+model to the recording within its stated tolerances, and to nothing else: the course's total is
+what the model says of today's text, never fitted to a budget.
 
 The estimates are stored once, in ``shared/lesson_minutes.py``, which ``make build``
 writes from the masters with this model (``Lesson.minutes`` reads it; a rewritten lesson
@@ -48,7 +51,6 @@ ROOT = Path(__file__).resolve().parent.parent
 MASTERS = ROOT / "autograde" / "parts"
 WALKTHROUGH = ROOT / "docs" / "walkthrough.toml"
 STEP = 5  # the clock shows whole multiples of 5 minutes
-BUDGET = 240  # minutes: the whole course is meant to fit in 4 hours of a learner's time
 
 _HEADING = re.compile(r"^## (\d{3}) · ", re.MULTILINE)
 _SECTION = re.compile(r"^## .*$", re.MULTILINE)
@@ -61,10 +63,12 @@ CLOCK_LINE = re.compile(r"^\*(About \d.*|\d+ lessons?, about .*|Optional, about 
 @dataclass(frozen=True)
 class Features:
     """What the model reads of a lesson: the words of its text and the lines of its solution
-    (``optional_words``: the words of its optional sections, which the minutes leave out)."""
+    (``optional_words``: the words of its optional sections, which the minutes leave out;
+    ``given_words``: the words of the code its graded cells give, outside the solution regions)."""
     words: int
     solution_lines: int
     optional_words: int = 0
+    given_words: int = 0
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,8 @@ class Model:
     overhead: float          # minutes per lesson for running its tests
 
     def reading(self, features: Features) -> float:
-        return features.words / self.words_per_minute
+        """The text and the given code, read at one speed (a whitespace-separated token of code counts as a word)."""
+        return (features.words + features.given_words) / self.words_per_minute
 
     def writing(self, features: Features) -> float:
         lines = features.solution_lines
@@ -90,7 +95,7 @@ class Model:
 
 
 #: The calibrated constants (``python -m shared.clock --calibrate`` finds them again).
-MODEL = Model(words_per_minute=270, minutes_per_line=0.28, exponent=1.25, overhead=2.25)
+MODEL = Model(words_per_minute=250, minutes_per_line=0.26, exponent=1.25, overhead=2.0)
 
 
 def rounded(minutes: float) -> int:
@@ -130,10 +135,11 @@ def lesson_features(cells) -> dict[str, Features]:
         words = len(cell.source.split()) if cell.cell_type == "markdown" else 0
         lines = sum(1 for block in _SOLUTION.findall(cell.source) for line in block.splitlines() if line.strip()) \
             if cell.cell_type == "code" else 0
+        given = given_words(cell)
         skipped = optional is not None
         now = opening if owner is None else counts[owner]
         now = Features(now.words + (0 if skipped else words), now.solution_lines + lines,
-                       now.optional_words + (words if skipped else 0))
+                       now.optional_words + (words if skipped else 0), now.given_words + given)
         if owner is None:
             opening = now
         else:
@@ -142,8 +148,17 @@ def lesson_features(cells) -> dict[str, Features]:
         first = next(iter(counts))
         counts[first] = Features(counts[first].words + opening.words,
                                  counts[first].solution_lines + opening.solution_lines,
-                                 counts[first].optional_words + opening.optional_words)
+                                 counts[first].optional_words + opening.optional_words,
+                                 counts[first].given_words + opening.given_words)
     return counts
+
+
+def given_words(cell) -> int:
+    """The words of the code a graded cell (tagged ``solution``) gives the learner to read: everything but its
+    solution regions (which the learner writes), comments and docstrings included; 0 for any other cell."""
+    if cell.cell_type != "code" or "solution" not in (getattr(cell, "metadata", None) or {}).get("tags", ()):
+        return 0
+    return len(_SOLUTION.sub("", cell.source).split())
 
 
 def optional_sections(cells) -> dict[int, int]:
@@ -248,7 +263,8 @@ def walkthrough(path: Path = WALKTHROUGH) -> Walkthrough:
     recorded = [Recorded(item["what"], tuple(f"{n:03d}" for n in range(int(item["first"]), int(item["last"]) + 1)),
                          float(item["minutes"]))
                 for item in data["recorded"]]
-    walked = {code: Features(int(item["words"]), int(item["solution_lines"]), int(item.get("optional_words", 0)))
+    walked = {code: Features(int(item["words"]), int(item["solution_lines"]), int(item.get("optional_words", 0)),
+                             int(item.get("given_words", 0)))
               for code, item in data["walked"].items()}
     return Walkthrough(recorded, data["tolerance"], walked)
 
@@ -256,7 +272,8 @@ def walkthrough(path: Path = WALKTHROUGH) -> Walkthrough:
 def walked_table(features: dict[str, Features]) -> str:
     """The ``[walked]`` table's rows for ``features`` (to record a new walkthrough's text)."""
     return "".join(f'"{code}" = {{ words = {item.words}, solution_lines = {item.solution_lines}'
-                   + (f", optional_words = {item.optional_words}" if item.optional_words else "") + " }\n"
+                   + (f", optional_words = {item.optional_words}" if item.optional_words else "")
+                   + (f", given_words = {item.given_words}" if item.given_words else "") + " }\n"
                    for code, item in features.items())
 
 
@@ -309,9 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     record = walkthrough()
     minutes, walked = estimates(features), estimates(record.walked)
     print(f"model: {MODEL}")
-    print("lesson  words  solution lines  reading  writing  overhead  estimate  (walked text)")
+    print("lesson  words  given words  solution lines  reading  writing  overhead  estimate  (walked text)")
     for code, item in features.items():
-        print(f"  {code}  {item.words:5d}  {item.solution_lines:14d}  {MODEL.reading(item):7.1f}  "
+        print(f"  {code}  {item.words:5d}  {item.given_words:11d}  {item.solution_lines:14d}  {MODEL.reading(item):7.1f}  "
               f"{MODEL.writing(item):7.1f}  {MODEL.overhead:8.2f}  {minutes[code]:4d} min  "
               + (f"({walked[code]} min)" if code in walked else "(written since)"))
     optional = sum(item.optional_words for item in features.values())

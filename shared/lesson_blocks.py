@@ -142,7 +142,7 @@ def relu_backward(dA, Z):
     Returns:
         dZ: ``dA`` where ``Z > 0`` and 0 elsewhere (also where Z == 0); same shape and dtype as dA.
     """
-    return dA * (Z > 0)
+    return np.where(Z > 0, dA, 0.0)  # a Python 0.0 keeps dA's dtype; a shut gate gives 0 even for inf or NaN
 
 
 @answers("009")
@@ -218,7 +218,8 @@ def scale_accumulated_gradients(accumulated, micro_batch_sizes):
         micro_batch_sizes: sequence of the positive ints n_j.
 
     Returns:
-        A new dict ``{key: accumulated[key] / sum(micro_batch_sizes)}``; ``accumulated`` is not modified.
+        A new dict ``{key: accumulated[key] / sum(micro_batch_sizes)}`` of new arrays (also when the
+        sum is 1); ``accumulated`` is not modified.
 
     Raises:
         ValueError: if micro_batch_sizes is empty or holds a size < 1.
@@ -630,12 +631,13 @@ def reduce_scatter_mean(worker_vectors, cluster):
     Args:
         worker_vectors: list of N 1-D float arrays of one length and dtype (worker r's at index r), cut
             into chunks by ``np.array_split(vector, N)``; not modified.
-        cluster: the ``Cluster(N)`` to run on.
+        cluster: the ``Cluster(N)`` to run on (the step's own).
 
     Returns:
-        A list of N new arrays, worker r's the sum of chunk r over all workers divided by N. Rounds
-        s = 0..N-2: worker r sends chunk (r - 1 - s) % N of its running sums to worker (r + 1) % N,
-        which adds it to its own chunk of that index (a new array); every message is received.
+        (means, traffic), the shape of every collective (Part 5): means a list of N new arrays, worker
+        r's the sum of chunk r over all workers divided by N; traffic ``cluster.ledger.summary()``.
+        Rounds s = 0..N-2: worker r sends chunk (r - 1 - s) % N of its running sums to worker
+        (r + 1) % N, which adds it to its own chunk of that index (a new array); every message is received.
     """
     # Given · each worker's vector cut into N chunks: chunks[r][c] is chunk c of worker r's vector (views of its
     #         input: replace a chunk by a new array, never add to it in place).
@@ -652,8 +654,8 @@ def reduce_scatter_mean(worker_vectors, cluster):
         for rank in range(n):
             index = (rank - 2 - step) % n  # the chunk that the left neighbour sent
             chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
-    # Given · each worker's mean: the sum of its own chunk divided by N.
-    return [chunks[rank][rank] / n for rank in range(n)]
+    # Given · each worker's mean: the sum of its own chunk divided by N, and the traffic.
+    return [chunks[rank][rank] / n for rank in range(n)], cluster.ledger.summary()
 
 
 @answers("036")

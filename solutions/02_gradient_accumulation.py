@@ -71,7 +71,8 @@ def scale_accumulated_gradients(accumulated, micro_batch_sizes):
         micro_batch_sizes: sequence of the positive ints n_j.
 
     Returns:
-        A new dict ``{key: accumulated[key] / sum(micro_batch_sizes)}``; ``accumulated`` is not modified.
+        A new dict ``{key: accumulated[key] / sum(micro_batch_sizes)}`` of new arrays (also when the
+        sum is 1); ``accumulated`` is not modified.
 
     Raises:
         ValueError: if micro_batch_sizes is empty or holds a size < 1.

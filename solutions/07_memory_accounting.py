@@ -140,12 +140,12 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
     rows = configurations_to_compare(config)
     num_params = sum(value.size for value in params.values())
     table = []
-    # Step 1 · for name, row in rows: (steps 1 and 2 are its body). The row's dtype ("mixed" in mixed precision,
-    #          else the parameters' dtype name); for num_params parameters, the row's stage and workers, worker 0:
-    #          "parameters" (036), "gradients" (036's, times 1 + c with k > 1: c = 2 in mixed precision, else 1),
-    #          "optimizer" (037); "activations" (038) of worker 0's rows X[0::N], width, layers, the row's segment
-    #          size and k. One dict per row, with "configuration": name.
-    for name, row in rows:
+    for name, row in rows:  # steps 1 and 2 are the loop's body
+        # Step 1 · The row's dtype ("mixed" in mixed precision, else the parameters' dtype name); for num_params
+        #          parameters, the row's stage and workers, worker 0: "parameters" (036), "gradients" (036's,
+        #          times 1 + c with k > 1: c = 2 in mixed precision, else 1), "optimizer" (037); "activations"
+        #          (038) of worker 0's rows X[0::N], width, layers, the row's segment size and k. One dict per
+        #          row, with "configuration": name.
         dtype = "mixed" if row.mixed_precision else params["W1"].dtype.name
         memory = compute_param_memory_bytes(num_params, dtype, row.zero_stage, row.num_workers)
         running_sum = 0 if row.num_micro_batches == 1 else (2 if row.mixed_precision else 1)  # float32: 2 x float16
@@ -154,11 +154,12 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
                  "optimizer": compute_optimizer_memory_bytes(num_params, dtype, row.zero_stage, row.num_workers),
                  "activations": compute_peak_activation_memory_bytes(len(X[0::row.num_workers]), width, layers, dtype,
                                                                      row.segment_size, row.num_micro_batches)}
-    # Step 2 · (in the loop) "predicted", the sum of the four; "measured", measure_worker_memory(params, X, Y,
-    #          row); append the dict to table. After the loop, return table.
+        # Step 2 · "predicted", the sum of the four; "measured", measure_worker_memory(params, X, Y, row); append
+        #          the dict to table.
         entry["predicted"] = entry["parameters"] + entry["gradients"] + entry["optimizer"] + entry["activations"]
         entry["measured"] = measure_worker_memory(params, X, Y, row)
         table.append(entry)
+    # Step 3 · After the loop, return table.
     return table
 
 
@@ -266,7 +267,7 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
             #          reduce_scatter_mean (worker r gets the mean of its shard), else ring_all_reduce_mean
             #          (every worker gets the whole mean).
             if config.zero_stage:
-                reduced = reduce_scatter_mean(flat_grads, cluster)
+                reduced, _ = reduce_scatter_mean(flat_grads, cluster)
             else:
                 reduced, _ = ring_all_reduce_mean(flat_grads, cluster)
             # Given · each worker's update, (new shard, new state), kept beside the old: a skipped step changes nothing.

@@ -275,6 +275,13 @@ def _input_twin(args: dict[str, Any], result: Any) -> np.ndarray | None:
 # Shortcuts: the right numbers at the wrong cost
 # --------------------------------------------------------------------------
 
+def first_backward_with_input_gradient(dZ1, X, W1):
+    """009 the expensive way: linear_backward's three gradients, the input's thrown away (dX is computed, a
+    (batch, in_features) array, and never used)."""
+    dX = dZ1 @ W1.T  # noqa: F841  (the waste this lesson is about)
+    return X.T @ dZ1, dZ1.sum(axis=0)
+
+
 def whole_batch_step(params, X, Y, num_micro_batches, learning_rate):
     """014 the expensive way: one forward and backward pass over the whole batch."""
     if isinstance(num_micro_batches, bool) or int(num_micro_batches) != num_micro_batches \
@@ -403,6 +410,7 @@ def every_worker_keeps_full_moments(params, worker_grads, worker_states, learnin
 
 #: lesson code -> (function name, the shortcut, words the verdict must contain)
 SHORTCUTS: dict[str, tuple[str, Callable[..., Any], str]] = {
+    "009": ("first_linear_backward", first_backward_with_input_gradient, "dX = dZ1 @ W1.T is a (batch, in_features)"),
     "014": ("grad_accumulation_step", whole_batch_step, "only one micro-batch may be alive at a time"),
     "015": ("mlp_forward_checkpointed", store_everything_forward, "keep only each segment's input"),
     "017": ("mlp_backward_checkpointed", recompute_everything_backward, "recompute one segment at a time"),

@@ -95,6 +95,17 @@ def batch_as_list(batch_size, in_features, out_features, seed):
     return [X, np.sin(X @ (rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)))]
 
 
+@wrong("001", "out_features = 0 accepted (a Y with no column)")
+def batch_without_outputs_refused(batch_size, in_features, out_features, seed):
+    """001 wrong: the batch's sizes refused below 1, but out_features only when negative: 0 gives a (b, 0) Y."""
+    _positive_sizes(batch_size, in_features)
+    if int(out_features) != out_features or out_features < 0:
+        raise ValueError(f"bad out_features {out_features!r}")
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((batch_size, in_features))
+    return X, np.sin(X @ (rng.standard_normal((in_features, out_features)) / np.sqrt(in_features)))
+
+
 @right("001", "rng.normal and np.dot")
 def batch_with_normal(batch_size, in_features, out_features, seed):
     _positive_sizes(batch_size, in_features, out_features)
@@ -353,6 +364,12 @@ def relu_backward_heaviside(dA, Z):
     return dA * np.heaviside(Z, 0)
 
 
+@wrong("008", "dA times the mask: NaN where a shut gate meets inf or NaN")
+def relu_backward_times_mask(dA, Z):
+    """008 wrong: dA * (Z > 0) is inf * 0 = NaN where a shut gate meets a non-finite gradient (0 is promised)."""
+    return dA * (Z > 0)
+
+
 @right("008", "np.where")
 def relu_backward_where(dA, Z):
     return np.where(Z > 0, dA, 0.0).astype(dA.dtype)
@@ -494,6 +511,19 @@ def scale_by_np_sum(accumulated, micro_batch_sizes):
     return {key: value / total for key, value in accumulated.items()}
 
 
+@wrong("013", "the division skipped when the total is 1 (the accumulator's own arrays)")
+def scale_skipping_one(accumulated, micro_batch_sizes):
+    """013 wrong: nothing to divide when the batch has one example, so the accumulator's arrays are handed back
+    (a new dict, the same arrays: the caller's next accumulation changes the "result")."""
+    sizes = list(micro_batch_sizes)
+    if not sizes or min(sizes) < 1:
+        raise ValueError("bad sizes")
+    total = sum(sizes)
+    if total == 1:
+        return dict(accumulated)
+    return {key: value / total for key, value in accumulated.items()}
+
+
 @right("013", "a loop and a multiplication by 1/total")
 def scale_loop(accumulated, micro_batch_sizes):
     sizes = list(micro_batch_sizes)
@@ -618,6 +648,21 @@ def recompute_no_z(checkpoint, params, start_layer, end_layer):
     for i in range(start_layer + 1, last + 1):
         a = np.maximum(a @ params[f"W{i}"] + params[f"b{i}"], 0)
         cache[f"A{i}"] = a
+    return cache
+
+
+@wrong("016", "nothing returned for a segment that is the output layer alone")
+def recompute_nothing_for_output_segment(checkpoint, params, start_layer, end_layer):
+    """016 wrong: a segment with no hidden layer to recompute returns an empty cache, without its checkpoint
+    A_start (the output layer's backward needs it)."""
+    last = min(end_layer, mlp.num_layers(params) - 1)
+    if last <= start_layer:
+        return {}
+    cache, a = {f"A{start_layer}": checkpoint}, checkpoint
+    for i in range(start_layer + 1, last + 1):
+        z = a @ params[f"W{i}"] + params[f"b{i}"]
+        a = np.maximum(z, 0)
+        cache[f"Z{i}"], cache[f"A{i}"] = z, a
     return cache
 
 
@@ -768,6 +813,15 @@ def half_refusing_signed_ints_only(params):
         return {key: value.astype(np.float16) for key, value in params.items()}
 
 
+@wrong("019", "cast through float32 first (rounds twice)")
+def half_through_float32(params):
+    """019 wrong: float64 values cast to float32, then to float16: a value just above a float16 midpoint first
+    rounds onto the midpoint, then ties to even, the wrong neighbour."""
+    _float_arrays_only(params, "only float arrays can be cast to float16")
+    with np.errstate(over="ignore"):
+        return {key: value.astype(np.float32).astype(np.float16) for key, value in params.items()}
+
+
 @right("019", "np.array with the dtype")
 def half_with_np_array(params):
     _float_arrays_only(params, "only float arrays can be cast to float16")
@@ -870,6 +924,25 @@ def scale_loss_rounded_to_half(loss, d_out, loss_scale):
     with np.errstate(over="ignore"):
         scaled = (d_out.astype(np.float32) * np.float32(loss_scale)).astype(np.float16)
     return float(np.float16(loss)) * loss_scale, scaled
+
+
+@wrong("021", "products clipped to float16's range (no inf for the scaler to find)")
+def scale_loss_clipped(loss, d_out, loss_scale):
+    """021 wrong: the float32 products clipped to +-65504 before the cast: an overflow no longer shows as inf,
+    so the step that should be skipped is taken."""
+    _positive_finite_scale(loss_scale)
+    scaled = np.clip(d_out.astype(np.float32) * np.float32(loss_scale), -65504, 65504).astype(np.float16)
+    return float(loss) * loss_scale, scaled
+
+
+@right("021", "the loss multiplied in float32 too, as the text says")
+def scale_loss_all_in_float32(loss, d_out, loss_scale):
+    """The loss and d_out both multiplied in float32 (the Concepts: "multiply in float32")."""
+    _positive_finite_scale(loss_scale)
+    scale32 = np.float32(loss_scale)
+    with np.errstate(over="ignore"):
+        scaled = (d_out.astype(np.float32) * scale32).astype(np.float16)
+    return float(np.float32(loss) * scale32), scaled
 
 
 @right("021", "np.multiply with dtype=np.float32")
@@ -997,17 +1070,23 @@ def _checked_scale(master_params, scaler_state, growth_interval):
     return scale
 
 
+def _unscaled_in_float32(g, scale):
+    return g.astype(np.float32) / np.float32(scale)
+
+
 def _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval, grows_when,
-                       checked=lambda grads: list(grads)):
-    """024 without the earlier lessons' functions; ``grows_when(tracker, interval)`` decides growth, and
-    ``checked(grads)`` names the gradients looked at for inf and NaN (all of them, rightly)."""
+                       checked=lambda grads: list(grads), unscale=None):
+    """024 without the earlier lessons' functions; ``grows_when(tracker, interval)`` decides growth,
+    ``checked(grads)`` names the gradients looked at for inf and NaN (all of them, rightly), and
+    ``unscale(g, scale)`` gives a float16 gradient unscaled as float32 (None: in float32, rightly)."""
+    unscale = unscale or _unscaled_in_float32  # named in the body, so that a written-out answer carries it
     scale = _checked_scale(master_params, scaler_state, growth_interval)
     with np.errstate(over="ignore", invalid="ignore"):
         half = {key: value.astype(np.float16) for key, value in master_params.items()}
         out, cache = mlp.forward(X.astype(np.float16), half)
         _, d_out = mlp.mse_loss_and_grad(out.astype(np.float32), Y.astype(np.float32))
         scaled = (d_out.astype(np.float32) * np.float32(scale)).astype(np.float16)
-        grads = {key: g.astype(np.float32) / np.float32(scale) for key, g in mlp.backward(scaled, half, cache).items()}
+        grads = {key: unscale(g, scale) for key, g in mlp.backward(scaled, half, cache).items()}
     if not all(np.isfinite(grads[key]).all() for key in checked(grads)):
         return master_params, {"scale": scale * 0.5, "growth_tracker": 0}, True
     tracker = scaler_state["growth_tracker"] + 1
@@ -1045,6 +1124,35 @@ def mixed_step_weights_checked(master_params, X, Y, scaler_state, learning_rate,
     return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
                               lambda tracker, interval: tracker == interval,
                               lambda grads: [key for key in grads if key.startswith("W")])
+
+
+@wrong("024", "the gradients unscaled in float16, then cast to float32")
+def mixed_step_unscaled_in_half(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """024 wrong: g / S in float16 (S as np.float16): a few units of float16's last place off while S < 65504,
+    and every gradient 0 at 2**16, GradScaler's default start, where S itself is inf in float16."""
+    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
+                              lambda tracker, interval: tracker == interval,
+                              unscale=lambda g, scale: (g / np.float16(scale)).astype(np.float32))
+
+
+@wrong("024", "the loss gradient scaled in float16 (S = 2**16 is inf there)")
+def mixed_step_scaled_in_half(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
+    """024 wrong: d_out cast to float16 first, then multiplied by S in float16: right while S < 65504, but at
+    2**16, GradScaler's default start, S itself is inf and every step is skipped."""
+    scale = _checked_scale(master_params, scaler_state, growth_interval)
+    with np.errstate(over="ignore", invalid="ignore"):
+        half = {key: value.astype(np.float16) for key, value in master_params.items()}
+        out, cache = mlp.forward(X.astype(np.float16), half)
+        _, d_out = mlp.mse_loss_and_grad(out.astype(np.float32), Y.astype(np.float32))
+        scaled = d_out.astype(np.float16) * np.float16(scale)
+        grads = {key: g.astype(np.float32) / np.float32(scale) for key, g in mlp.backward(scaled, half, cache).items()}
+    if not all(np.isfinite(g).all() for g in grads.values()):
+        return master_params, {"scale": scale * 0.5, "growth_tracker": 0}, True
+    tracker = scaler_state["growth_tracker"] + 1
+    if tracker == growth_interval:
+        scale, tracker = scale * 2.0, 0
+    return ({key: master_params[key] - learning_rate * grads[key] for key in master_params},
+            {"scale": scale, "growth_tracker": tracker}, False)
 
 
 @right("024", "without the earlier lessons' functions")
@@ -2340,7 +2448,7 @@ def _loop_written_out(params, X, Y, config, cluster=None, *, scale_after=False, 
             loss += weight * loss_r / N
         with np.errstate(over="ignore", invalid="ignore"):
             if zero:
-                means = reduce_scatter_mean(flat_grads, cluster)
+                means, _ = reduce_scatter_mean(flat_grads, cluster)
                 if full_state:
                     means, _ = all_gather_param_shards(means, cluster)
             else:

@@ -262,3 +262,30 @@ def test_the_helper_modules_are_written_before_any_notebook_runs(tmp_path, monke
     monkeypatch.setattr(build, "build_all", build_all)
     assert build.main([]) == 0
     assert seen == modules
+
+
+def _regions_starting_deeper_than_their_marker(source: str) -> list[str]:
+    """The solution regions of a master whose first line of code is indented deeper than their ``### BEGIN
+    SOLUTION`` marker: the learner's placeholder stands at the marker's indentation, so it would sit outside the
+    block (a loop's body) that the region's code belongs to."""
+    lines, found = source.splitlines(), []
+    for number, line in enumerate(lines):
+        if line.strip() != "### BEGIN SOLUTION":
+            continue
+        marker = len(line) - len(line.lstrip())
+        code = next((later for later in lines[number + 1:] if later.strip() and not later.lstrip().startswith("#")),
+                    "")
+        if len(code) - len(code.lstrip()) > marker:
+            found.append(f"line {number + 1}: marker at {marker} spaces, code at {len(code) - len(code.lstrip())}")
+    return found
+
+
+@pytest.mark.parametrize("slug", landed_parts())
+def test_every_placeholder_stands_where_its_code_goes(slug):
+    master = ROOT / "autograde" / "parts" / slug / "master.py"
+    assert not _regions_starting_deeper_than_their_marker(master.read_text())
+
+
+def test_a_region_indented_deeper_than_its_marker_is_found():
+    source = "def f(rows):\n    for row in rows:\n        pass\n    ### BEGIN SOLUTION\n        x = row\n"
+    assert _regions_starting_deeper_than_their_marker(source) == ["line 4: marker at 4 spaces, code at 8"]

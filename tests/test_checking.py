@@ -246,3 +246,30 @@ def test_a_collective_on_a_cluster_of_its_own_or_with_unread_messages_fails_sayi
     with pytest.raises(CheckFailure, match="2 message\\(s\\) were sent and never received: worker 0 holds what"):
         check_sends_on_given_cluster(unread, arrays, TO_WORKER_0, "send(arrays, cluster)",
                                      "worker 0 holds what it received")
+
+
+# Precision named: a result that is the right one in another precision says so (the course's subject).
+_X = np.random.default_rng(3).standard_normal(64)
+_MIDPOINTS = np.array([1 + 2.0**-11 + 2.0**-40, -(4 + 2.0**-9 + 2.0**-38)])   # just above float16 midpoints
+
+
+@pytest.mark.parametrize("actual, expected, tolerances, words", [
+    (_X.astype(np.float16).astype(np.float64), _X, {"rtol": 1e-12}, ["within float16's rounding",
+                                                                     "a float16 intermediate", "float64"]),
+    (_X.astype(np.float16).astype(np.float32), _X.astype(np.float32), {"rtol": 1e-6}, ["within float16's rounding",
+                                                                                      "unscale in float16"]),
+    (_X.astype(np.float32).astype(np.float64), _X, {"rtol": 1e-12}, ["within float32's rounding",
+                                                                     "a float32 intermediate"]),
+    (_MIDPOINTS.astype(np.float32).astype(np.float16), _MIDPOINTS.astype(np.float16), {"exact": True},
+     ["a unit or two in float16's last place", "through another precision first"]),
+])
+def test_a_result_right_in_another_precision_is_named(actual, expected, tolerances, words):
+    message = difference(actual, expected, "dW", atol=0.0, **tolerances)
+    for word in words:
+        assert word in message, message
+
+
+def test_a_wrong_value_is_not_called_a_precision_slip():
+    for wrong in (_X * 1.01, _X + 0.5, _X[::-1].copy()):
+        message = difference(wrong, _X, "dW", rtol=1e-12, atol=0.0)
+        assert "wrong in" in message and "rounding" not in message and "last place" not in message, message

@@ -457,3 +457,12 @@ def test_a_result_that_an_earlier_call_handed_out_loses_the_points(code, name, f
         verdict = grade_in_process(code, namespace, seed)
         assert not verdict.passed and verdict.reason == "alias", verdict.message
         assert said in verdict.message and "every call must return new arrays and dicts" in verdict.message
+
+
+def test_the_verdict_names_a_precision_slip():
+    """A cast through float32 (019) rounds twice: the verdict says the values are right but rounded another way."""
+    from catalogue import find_lesson, hidden_verdict
+    from plausible import half_through_float32
+    verdict = hidden_verdict(find_lesson("019"), half_through_float32, 0)
+    assert not verdict.passed
+    assert "float16's last place" in verdict.message and "through another precision first" in verdict.message

@@ -293,12 +293,30 @@ def test_reduce_scatter_mean_is_the_first_half_of_zeros_step():
     for N, length in ((1, 5), (2, 7), (4, 13), (5, 5)):
         vectors = [rng.standard_normal(length) for _ in range(N)]
         cluster = Cluster(N)
-        shards = reduce_scatter_mean(copy.deepcopy(vectors), cluster)
+        shards, traffic = reduce_scatter_mean(copy.deepcopy(vectors), cluster)
+        assert traffic == cluster.ledger.summary()
         for r, shard in enumerate(shards):
             np.testing.assert_allclose(shard, np.array_split(np.mean(vectors, axis=0), N)[r], rtol=1e-12)
         sizes = [8 * len(c) for c in np.array_split(np.empty(length), N)]
         assert cluster.ledger.summary()["bytes_sent"] == [sum(sizes) - sizes[r] for r in range(N)]
         assert cluster.unreceived() == 0
+
+
+def test_every_collective_helper_returns_one_shape_results_and_traffic():
+    """Part 5 states it once: every collective returns (results, traffic), a list with worker r's result at index
+    r and the summary of the cluster's ledger; the loop of 040 calls them all alike."""
+    from shared.lesson_blocks import all_gather_param_shards, ring_all_reduce_mean
+    vectors = [np.arange(6.0) + r for r in range(3)]
+    calls = {"ring_all_reduce_mean": (ring_all_reduce_mean, (vectors,)),
+             "all_gather_param_shards": (all_gather_param_shards, ([v[:2] for v in vectors],)),
+             "reduce_scatter_mean": (reduce_scatter_mean, (vectors,))}
+    for name, (collective, args) in calls.items():
+        cluster = Cluster(3)
+        answer = collective(*copy.deepcopy(args), cluster=cluster)
+        assert type(answer) is tuple and len(answer) == 2, f"{name} returns {type(answer).__name__}, not (results, traffic)"
+        results, traffic = answer
+        assert type(results) is list and len(results) == 3, f"{name}'s results are not a list of one per worker"
+        assert traffic == cluster.ledger.summary(), f"{name}'s traffic is not its cluster's ledger summary"
 
 
 def test_the_config_refuses_bad_fields_and_crosses_the_wire():

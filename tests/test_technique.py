@@ -1,6 +1,6 @@
 """The technique is graded: a right answer computed the expensive way earns nothing.
 
-Lessons 014, 015, 017, 024 and 029 are about saving memory, 032 and 035 about what each
+Lessons 009 (no input gradient), 014, 015, 017, 024 and 029 are about saving memory, 032 and 035 about what each
 worker keeps. Each has a large hidden case whose memory the grading kernel measures
 (tracemalloc: the peak, or what the result keeps alive); the judge compares
 it with the lesson's own bound (grading.spec.MemoryBound). The reference stays

@@ -180,7 +180,7 @@ def _flawed_loop(flaw, params, X, Y, config, cluster=None):
             loss += weight * loss_r / N
         with np.errstate(over="ignore", invalid="ignore"):
             if zero:
-                reduced = reduce_scatter_mean(flat_grads, cluster)
+                reduced, _ = reduce_scatter_mean(flat_grads, cluster)
             else:
                 reduced, _ = blocks.ring_all_reduce_mean(flat_grads, cluster)
             updates = []

@@ -8,7 +8,7 @@ admits, the degenerate sizes (1, square matrices), and every class of bad input.
 
 import numpy as np
 
-from grading.spec import FLOAT32, Case, LessonSpec, Raises, Refusal
+from grading.spec import FLOAT32, Case, Corner, LessonSpec, MemoryBound, Raises, Refusal, any_entry, valid
 
 
 def _sizes(rng, count, low=1, high=10):
@@ -162,6 +162,12 @@ def relu_backward_cases(rng):
                           f"dA {np.dtype(dtype).name}, Z float64: the result keeps dA's dtype"))
     cases.append(Case({"dA": _normal(rng, shape), "Z": np.abs(_normal(rng, shape)) + 0.5},
                       "every gate open: the result equals dA, and is still a new array"))
+    shape = tuple(_sizes(rng, 2, 2, 6))
+    Z, dA = _normal(rng, shape), _normal(rng, shape)
+    Z.flat[0], Z.flat[-1] = -abs(Z.flat[0]), -abs(Z.flat[-1])   # two shut gates ...
+    dA.flat[0], dA.flat[-1] = rng.choice([np.inf, -np.inf]), np.nan  # ... meeting non-finite gradients
+    Z.flat[1] = 0.0  # and a finite gradient at Z == 0 (shut too), which tells `Z >= 0` apart from this slip
+    cases.append(Case({"dA": dA, "Z": Z}, "inf and NaN in dA where the gate is shut: the result there is 0"))
     return cases
 
 
@@ -180,7 +186,28 @@ def first_linear_backward_cases(rng):
                        "W1": _normal(rng, (d, h), np.float32)}, "float32: the result keeps it", **FLOAT32))
     cases.append(Case({"dZ1": _normal(rng, (n, 1)), "X": _normal(rng, (n, d)), "W1": _normal(rng, (d, 1))},
                       "one hidden unit: db1 has shape (1,)"))
+    # the lesson's point, measured: a long batch, so that dX = dZ1 @ W1.T (batch, in_features) is megabytes
+    n, d, h = MEMORY_BATCH, MEMORY_IN, int(rng.integers(2, 6))
+    cases.append(Case({"dZ1": _normal(rng, (n, h)), "X": _normal(rng, (n, d)), "W1": _normal(rng, (d, h))},
+                      f"memory measured: batch {n}, in_features {d}, hidden {h}", measure=True))
     return cases
+
+
+#: 009's measured case: dX would be 4096 x 64 float64 numbers, 2 MiB; dW1 and db1 are a few KiB.
+MEMORY_BATCH, MEMORY_IN = 4096, 64
+
+
+def first_backward_memory_allowed(args):
+    """Four times the two gradients' bytes, plus 64 KiB of room (NumPy's small temporaries)."""
+    (batch, d), h = args["X"].shape, args["dZ1"].shape[1]
+    return 4 * (d * h + h) * args["X"].itemsize + 64 * 1024
+
+
+FIRST_BACKWARD_MEMORY = MemoryBound(
+    first_backward_memory_allowed,
+    rule="four times the bytes of dW1 and db1, plus 64 KiB: no (batch, in_features) array",
+    shortcut="compute only dW1 and db1: dX = dZ1 @ W1.T is a (batch, in_features) array that nothing upstream "
+             "uses, the waste this lesson removes")
 
 
 # 010 mlp_backward -------------------------------------------------------------
@@ -195,19 +222,73 @@ def mlp_backward_cases(rng):
     return cases
 
 
+# The corners every run draws (tests/test_corners.py) ---------------------------
+
+def _arg_dtype(name, dtype):
+    return Corner(f"{name} {np.dtype(dtype).name}",
+                  lambda case: valid(case) and np.asarray(case.args[name]).dtype == dtype)
+
+
+def _all_sizes_one(names):
+    return Corner("every size 1", lambda case: valid(case) and all(case.args[name] == 1 for name in names))
+
+
+def _square(*names):
+    return Corner("square matrices (a missing transpose keeps the shape)", lambda case: valid(case) and all(
+        len(set(np.shape(case.args[name]))) == 1 for name in names))
+
+
+INIT_CORNERS = (_all_sizes_one(("in_features", "hidden", "out_features")),
+                Corner("unequal widths", lambda case: valid(case) and len(
+                    {case.args["in_features"], case.args["hidden"], case.args["out_features"]}) == 3))
+LINEAR_CORNERS = (_arg_dtype("x", np.float32), _arg_dtype("x", np.float16),
+                  Corner("1x1", lambda case: valid(case) and case.args["W"].shape == (1, 1)))
+RELU_CORNERS = (
+    Corner("exact zeros", lambda case: valid(case) and bool(np.any(case.args["z"] == 0))),
+    Corner("inf and -inf", lambda case: valid(case) and any_entry(case.args["z"], np.isposinf)
+           and any_entry(case.args["z"], np.isneginf)),
+    Corner("float16 near its largest value", lambda case: valid(case) and case.args["z"].dtype == np.float16
+           and any_entry(case.args["z"], lambda z: np.abs(z) > 30000)),
+    Corner("an empty array", lambda case: valid(case) and case.args["z"].size == 0),
+    Corner("no negative entry (still a new array)", lambda case: valid(case) and case.args["z"].size > 0
+           and bool(np.all(case.args["z"] > 0))),
+)
+MLP_FORWARD_CORNERS = (Corner("square layers", lambda case: valid(case) and len(
+    {case.args["params"]["W1"].shape[0], case.args["params"]["W1"].shape[1], case.args["params"]["W2"].shape[1]}) == 1),)
+MSE_CORNERS = (Corner("a single entry", lambda case: valid(case) and case.args["Y"].size == 1),
+               Corner("a NaN prediction", lambda case: valid(case) and any_entry(case.args["Y_hat"], np.isnan)),
+               _arg_dtype("Y_hat", np.float32))
+LINEAR_BACKWARD_CORNERS = (_arg_dtype("dZ", np.float32), _arg_dtype("dZ", np.float16), _square("dZ", "x", "W"),
+                           Corner("one output feature", lambda case: valid(case) and case.args["dZ"].shape[1] == 1))
+RELU_BACKWARD_CORNERS = (
+    Corner("exact zeros in Z", lambda case: valid(case) and bool(np.any(case.args["Z"] == 0))),
+    Corner("inf or NaN in dA at a shut gate", lambda case: valid(case) and bool(np.any(
+        ~np.isfinite(case.args["dA"]) & ~(case.args["Z"] > 0)))),
+    Corner("every gate open", lambda case: valid(case) and bool(np.all(case.args["Z"] > 0))),
+    Corner("dA float16, Z float64", lambda case: valid(case) and case.args["dA"].dtype == np.float16
+           and case.args["Z"].dtype == np.float64),
+)
+FIRST_BACKWARD_CORNERS = (_arg_dtype("X", np.float32), _square("dZ1", "X", "W1"),
+                          Corner("one hidden unit", lambda case: valid(case) and case.args["dZ1"].shape[1] == 1))
+MLP_BACKWARD_CORNERS = (Corner("square layers", lambda case: valid(case) and len(
+    {case.args["params"]["W1"].shape[0], case.args["params"]["W1"].shape[1],
+     case.args["params"]["W2"].shape[1]}) == 1),)
+
+
 LESSONS = (
-    LessonSpec("001", batch_cases, atol=1e-12, refuses=BATCH_REFUSALS),
-    LessonSpec("002", init_cases),
-    LessonSpec("003", linear_forward_cases),
-    LessonSpec("004", relu_forward_cases, exact=True, equivalent_mutants=(  # max(z, 0) rounds nothing
+    LessonSpec("001", batch_cases, atol=1e-12, refuses=BATCH_REFUSALS,
+               corners=(_all_sizes_one(SIZES),)),
+    LessonSpec("002", init_cases, corners=INIT_CORNERS),
+    LessonSpec("003", linear_forward_cases, corners=LINEAR_CORNERS),
+    LessonSpec("004", relu_forward_cases, exact=True, corners=RELU_CORNERS, equivalent_mutants=(  # max(z, 0) rounds nothing
         ("swap the first two arguments of `maximum` | return np.maximum(z, 0)",
          "np.maximum is symmetric in its two arguments (and keeps the array's dtype either way)"),)),
-    LessonSpec("005", mlp_forward_cases, isolate=("linear_forward", "relu_forward"), fresh_result=False),
-    LessonSpec("006", mse_cases),
-    LessonSpec("007", linear_backward_cases),
-    LessonSpec("008", relu_backward_cases, exact=True),  # a mask rounds nothing
-    LessonSpec("009", first_linear_backward_cases),
-    LessonSpec("010", mlp_backward_cases, isolate=("linear_forward", "relu_forward", "mse_loss_and_grad",
+    LessonSpec("005", mlp_forward_cases, corners=MLP_FORWARD_CORNERS, isolate=("linear_forward", "relu_forward"), fresh_result=False),
+    LessonSpec("006", mse_cases, corners=MSE_CORNERS),
+    LessonSpec("007", linear_backward_cases, corners=LINEAR_BACKWARD_CORNERS),
+    LessonSpec("008", relu_backward_cases, exact=True, corners=RELU_BACKWARD_CORNERS),  # a mask rounds nothing
+    LessonSpec("009", first_linear_backward_cases, memory=FIRST_BACKWARD_MEMORY, corners=FIRST_BACKWARD_CORNERS),
+    LessonSpec("010", mlp_backward_cases, corners=MLP_BACKWARD_CORNERS, isolate=("linear_forward", "relu_forward", "mse_loss_and_grad",
                                                    "mlp_forward", "linear_backward", "relu_backward",
                                                    "first_linear_backward"),
                equivalent_mutants=(

@@ -30,7 +30,7 @@
 import numpy as np
 import matplotlib.pyplot as plt
 
-from shared.checking import CheckFailure, call, check, check_call, check_equal, check_raises, check_shape
+from shared.checking import CheckFailure, call, check, check_call, check_equal, check_memory, check_raises, check_shape
 from shared.checking import check_rules  # the rules for graded code (shared.policy)
 from shared.mistakes import mistakes_of
 from shared.notebook import setup_notebook
@@ -127,7 +127,7 @@ X_other, _ = call(make_synthetic_regression_batch, 2, 3, 2, seed=1, returns=("X"
 check(not np.array_equal(X, X_other), "different seeds should give different batches")
 # Bad sizes are refused with ValueError (0, negative, or not a whole number):
 good = {"batch_size": 4, "in_features": 3, "out_features": 2, "seed": 0}
-for name, bad in (("batch_size", 0), ("in_features", -1), ("out_features", 2.5)):
+for name, bad in (("batch_size", 0), ("in_features", -1), ("out_features", 0), ("out_features", 2.5)):
     check_raises(make_synthetic_regression_batch, {**good, name: bad}, ValueError, f"{name} is {bad}")
 lesson_passed("001")
 
@@ -685,10 +685,14 @@ lesson_passed("007")
 # - The **mask** `Z > 0` is all ReLU needs to remember; as a NumPy bool array
 #   it costs 1 byte per entry instead of 8.
 # - At exactly $z = 0$ ReLU has no derivative; by convention we use 0.
+# - A shut gate passes nothing, not even an `inf` or NaN in `dA` (from a
+#   diverging step): the result there is 0. Multiplying by the mask would not
+#   do it: `inf * 0` is NaN (as `z * (z > 0)` was in 004).
 #
 # ### Math
 #
-# $$\frac{\partial L}{\partial Z_{ij}} = \frac{\partial L}{\partial A_{ij}} \cdot \mathbb{1}[Z_{ij} > 0] .$$
+# $$\frac{\partial L}{\partial Z_{ij}} = \begin{cases} \dfrac{\partial L}{\partial A_{ij}} & Z_{ij} > 0 \\
+#   0 & \text{otherwise.} \end{cases}$$
 #
 # ### Implementation
 
@@ -704,7 +708,7 @@ def relu_backward(dA, Z):
         dZ: ``dA`` where ``Z > 0`` and 0 elsewhere (also where Z == 0); same shape and dtype as dA.
     """
     ### BEGIN SOLUTION
-    return dA * (Z > 0)
+    return np.where(Z > 0, dA, 0.0)  # a Python 0.0 keeps dA's dtype; a shut gate gives 0 even for inf or NaN
     ### END SOLUTION
 
 # %% [markdown]
@@ -720,6 +724,9 @@ check_call(relu_backward, {"dA": dA, "Z": Z},
                      [-4.0, 0.0, 0.0]]), mistakes=mistakes_of("relu_backward"))
 check_call(relu_backward, {"dA": dA, "Z": np.abs(Z) + 1.0}, dA.copy(),
            fresh=True)  # every gate open: still a new array
+# inf and NaN in dA where the gate is shut: 0 there (dA * mask would give NaN); where it is open they pass
+check_call(relu_backward, {"dA": np.array([np.inf, np.nan, -np.inf, np.inf]), "Z": np.array([-1.0, 0.0, -2.0, 3.0])},
+           np.array([0.0, 0.0, 0.0, np.inf]), mistakes=mistakes_of("relu_backward"))
 for dtype in (np.float32, np.float16):  # the result keeps dA's dtype, whatever it is
     d = call(relu_backward, dA.astype(dtype), Z)
     check(isinstance(d, np.ndarray) and d.dtype == dtype,
@@ -738,7 +745,7 @@ lesson_passed("008")
 #
 # ### Checkpoint
 #
-# ReLU's backward is a multiplication by a 0/1 mask fixed in the forward pass.
+# ReLU's backward selects by a 0/1 mask fixed in the forward pass.
 # *Self-check:* could the backward pass use `A = relu(Z)` instead of `Z` to build
 # the mask? What would that change in what the forward pass must store?
 
@@ -754,7 +761,8 @@ lesson_passed("008")
 # ### Concepts
 #
 # - `dZ1`: (batch, hidden), `X`: (batch, in_features), `W1`: (in_features, hidden).
-# - Returns only the parameter gradients `(dW1, db1)`.
+# - Returns only the parameter gradients `(dW1, db1)`; the tests measure the
+#   call's memory, so a `dX` computed and thrown away shows.
 #
 # ### Math
 #
@@ -803,6 +811,11 @@ check_call(first_linear_backward, {"dZ1": dZ1.astype(np.float32), "X": X.astype(
            mistakes=mistakes_of("first_linear_backward"))
 check_call(first_linear_backward, {"dZ1": dZ1[:, :1], "X": X, "W1": W1[:, :1]},
            (np.array([[2.0], [0.5], [2.0]]), np.array([1.5])), mistakes=mistakes_of("first_linear_backward"))
+# The point, measured: on a long batch dX would be 2048 x 64 numbers (1 MiB); dW1 and db1 are 1.5 KiB.
+rng = np.random.default_rng(9)
+X_long, dZ1_long, W1_long = rng.standard_normal((2048, 64)), rng.standard_normal((2048, 3)), np.ones((64, 3))
+check_memory(first_linear_backward, {"dZ1": dZ1_long, "X": X_long, "W1": W1_long}, 4 * (64 * 3 + 3) * 8 + 64 * 1024,
+             "four times the bytes of dW1 and db1, plus 64 KiB: compute no dX = dZ1 @ W1.T")
 lesson_passed("009")
 
 # %% [markdown]

@@ -12,7 +12,7 @@ bad input.
 import numpy as np
 
 from grading.inputs import even_and_extreme_splits
-from grading.spec import FLOAT32, FLOAT64_REORDERED, Case, LessonSpec, MemoryBound, Raises, Refusal
+from grading.spec import FLOAT32, FLOAT64_REORDERED, Case, Corner, LessonSpec, MemoryBound, Raises, Refusal, valid
 from shared.memory import accumulation_activation_bytes
 from shared import mlp
 
@@ -116,6 +116,10 @@ def scale_cases(rng):
     sizes = [int(n) for n in rng.integers(1, 9, size=int(rng.integers(2, 5)))]
     cases.append(Case({"accumulated": {key: value.astype(np.float32) for key, value in accumulated().items()},
                        "micro_batch_sizes": sizes}, "float32 gradients (keep their dtype)"))
+    # one micro-batch of one example: the total is 1, and an answer that skips the division hands back the
+    # accumulator's own arrays (the result must be new arrays)
+    cases.append(Case({"accumulated": accumulated(), "micro_batch_sizes": [1]},
+                      "one micro-batch of one example: dividing by 1 still gives new arrays"))
     for sizes, why in (([], "micro_batch_sizes is empty"), ([2, 0], "a micro-batch size is 0"),
                        ([3, -1, 2], "a micro-batch size is negative")):
         cases.append(Raises({"accumulated": {"W": _normal(rng, 2)}, "micro_batch_sizes": sizes}, ValueError, why))
@@ -190,8 +194,15 @@ LESSONS = (
           for mutation in ("constant 1 - 1", "constant 1 -> 0")),
         ("`int(x)` -> `x` | k = int(num_micro_batches)",
          "once validated, num_micro_batches is a whole number, and np.array_split splits alike for 3 and 3.0"))),
-    LessonSpec("012", accumulate_cases),
-    LessonSpec("013", scale_cases, refuses=SCALE_REFUSALS, equivalent_mutants=(
+    LessonSpec("012", accumulate_cases, corners=(
+        Corner("the first micro-batch, of size 1 (aliasing could hide)", lambda case: valid(case) and case.args[
+            "accumulated"] is None and case.args["micro_batch_size"] == 1),
+        Corner("a later micro-batch of size 1", lambda case: valid(case) and case.args["accumulated"] is not None
+               and case.args["micro_batch_size"] == 1))),
+    LessonSpec("013", scale_cases, refuses=SCALE_REFUSALS, corners=(
+        Corner("one micro-batch of one example", lambda case: valid(case) and list(case.args["micro_batch_sizes"]) == [1]),
+        Corner("a single micro-batch", lambda case: valid(case) and len(case.args["micro_batch_sizes"]) == 1
+               and case.args["micro_batch_sizes"][0] > 1)), equivalent_mutants=(
         ("`list(x)` -> `x` | sizes = list(micro_batch_sizes)",
          "the contract takes a sequence of sizes, which min() and sum() can both read as it is "
          "(only a one-shot iterator, which the docstring does not allow, would differ)"),)),

@@ -250,7 +250,7 @@ lesson_passed("012")
 #
 # - `accumulated`: the dict from lesson 012 after the last micro-batch.
 # - `micro_batch_sizes`: the list $(n_1, \dots, n_k)$; their sum is $B$.
-# - Return a new dict; leave the accumulator unchanged.
+# - Return a new dict of new arrays (also when the total is 1); leave the accumulator unchanged.
 #
 # ### Math
 #
@@ -271,7 +271,8 @@ def scale_accumulated_gradients(accumulated, micro_batch_sizes):
         micro_batch_sizes: sequence of the positive ints n_j.
 
     Returns:
-        A new dict ``{key: accumulated[key] / sum(micro_batch_sizes)}``; ``accumulated`` is not modified.
+        A new dict ``{key: accumulated[key] / sum(micro_batch_sizes)}`` of new arrays (also when the
+        sum is 1); ``accumulated`` is not modified.
 
     Raises:
         ValueError: if micro_batch_sizes is empty or holds a size < 1.
@@ -300,6 +301,9 @@ acc32 = {key: value.astype(np.float32) for key, value in acc.items()}
 check_call(scale_accumulated_gradients, {"accumulated": acc32, "micro_batch_sizes": [3, 1]},
            {"W": np.array([[1.5, -0.75]], dtype=np.float32), "b": np.array([3.0], dtype=np.float32)},
            mistakes=mistakes_of("scale_accumulated_gradients"))
+# One micro-batch of one example: dividing by 1 changes no number, but the result is still new arrays
+# (the accumulator's own arrays would change with the next accumulation):
+check_call(scale_accumulated_gradients, {"accumulated": acc, "micro_batch_sizes": [1]}, acc, fresh=True)
 expect_error(scale_accumulated_gradients, [acc, []], ["accumulated", "micro_batch_sizes"], ValueError,
              "micro_batch_sizes is empty")
 for sizes in ([2, 0], [3, -1, 2]):

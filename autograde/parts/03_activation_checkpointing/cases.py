@@ -8,7 +8,7 @@ middle, that end inside the network and at its output; and every class of bad
 input.  Biases are perturbed so that every layer's ReLU mask has both signs.
 """
 
-from grading.spec import FLOAT64_LONG_SUMS, Case, LessonSpec, MemoryBound, Raises, Refusal
+from grading.spec import FLOAT64_LONG_SUMS, Case, Corner, LessonSpec, MemoryBound, Raises, Refusal, valid
 from shared import mlp
 
 
@@ -202,7 +202,12 @@ LESSONS = (
          "it only adds a ReLU after the last layer, whose result `a` is never used again (z is returned)"),
         ("swap the first two arguments of `maximum` | a = np.maximum(z, 0)",
          "np.maximum is symmetric in its two arguments (and keeps the array's dtype either way)"))),
-    LessonSpec("016", recompute_cases, **FLOAT64_LONG_SUMS, fresh_result=False,  # the result holds the checkpoint itself
+    LessonSpec("016", recompute_cases, **FLOAT64_LONG_SUMS, corners=(
+        Corner("from the input (the checkpoint is X, A0)", lambda case: valid(case) and case.args["start_layer"] == 0),
+        Corner("the output layer alone (the cache is the checkpoint)", lambda case: valid(case) and case.args[
+            "start_layer"] == mlp.num_layers(case.args["params"]) - 1),
+        Corner("an interior start", lambda case: valid(case) and 0 < case.args["start_layer"] < mlp.num_layers(
+            case.args["params"]) - 1)), fresh_result=False,  # the result holds the checkpoint itself
                equivalent_mutants=(
         ("swap the first two arguments of `min` | last_hidden = min(end_layer, mlp.num_layers(params) - 1)",
          "min is symmetric in its two arguments"),

@@ -223,6 +223,10 @@ check_call(recompute_block_activations,
            {"checkpoint": cache5["A3"], "params": params5, "start_layer": 3, "end_layer": 5},
            {key: cache5[key] for key in ("A3", "Z4", "A4")},
            mistakes=mistakes_of("recompute_block_activations"), rtol=1e-9, atol=1e-12)
+# The output layer alone (layer 5 from A4): nothing to recompute, but the cache still holds its checkpoint.
+check_call(recompute_block_activations,
+           {"checkpoint": cache5["A4"], "params": params5, "start_layer": 4, "end_layer": 5},
+           {"A4": cache5["A4"]}, mistakes=mistakes_of("recompute_block_activations"), rtol=1e-9, atol=1e-12)
 lesson_passed("016")
 
 # %% [markdown]

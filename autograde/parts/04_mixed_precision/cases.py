@@ -14,7 +14,7 @@ batch (lesson 024's MemoryBound).
 
 import numpy as np
 
-from grading.spec import Case, LessonSpec, MemoryBound, Raises, Refusal
+from grading.spec import Case, Corner, LessonSpec, MemoryBound, Raises, Refusal, any_entry, valid
 from shared import mlp
 from shared.memory import mixed_precision_memory_bound
 
@@ -78,6 +78,16 @@ def _out_of_range(rng, shape, dtype):
     return values.astype(dtype)
 
 
+def _just_above_midpoints(rng, shape):
+    """float64 values just above the midpoint of two neighbouring float16 numbers, the lower one even: rounded
+    once (round-to-nearest) they go up; through float32 they first land on the midpoint, a tie, and then go
+    down to the even neighbour (double rounding)."""
+    bits = (rng.integers(0x0400, 0x7800, size=shape) & ~1).astype(np.uint16)   # normal float16, even last bit
+    low = bits.view(np.float16).astype(np.float64) * rng.choice([-1.0, 1.0], size=shape)
+    midpoint = low + np.sign(low) * np.spacing(np.abs(low).astype(np.float16)).astype(np.float64) / 2
+    return midpoint * (1 + 2.0**-30)
+
+
 def cast_cases(rng):
     cases = [Case({"params": _params(rng)}, "float64 parameters, values in float16's range")]
     shapes = {"W1": (3, 4), "b1": (4,), "W2": (4, 2), "b2": (2,)}
@@ -92,6 +102,9 @@ def cast_cases(rng):
     for key, value in zip(special, (np.nan, np.inf, -np.inf, np.nan)):
         special[key].flat[int(rng.integers(0, special[key].size))] = value
     cases.append(Case({"params": special}, "NaN, inf and -inf entries: a cast keeps them NaN, inf and -inf"))
+    cases.append(Case({"params": {"W1": _just_above_midpoints(rng, (4, 3)), "b1": _normal(rng, (3,))}},
+                      "float64 values just above a float16 midpoint: round once, to nearest (through float32 "
+                      "they round twice, to the wrong neighbour)"))
     return cases + _bad_params(rng)
 
 
@@ -122,7 +135,16 @@ def _small_gradients(rng, shape, dtype=np.float32):
 
 
 def _loss(rng):
-    return float(rng.uniform(0.01, 3.0))
+    """A loss as the text has it: computed in float32 (given as a Python float)."""
+    return float(np.float32(rng.uniform(0.01, 3.0)))
+
+
+def _overflowing(rng, d_out, scale):
+    """``d_out`` with one entry whose product with ``scale`` is beyond float16's range (2**17 to 2**20): every run
+    has a product that must become inf, so an answer that clips or saturates it loses on every seed."""
+    d_out = d_out.copy()
+    d_out.flat[int(rng.integers(0, d_out.size))] = rng.choice([-1.0, 1.0]) * 2.0 ** rng.uniform(17, 20) / scale
+    return d_out
 
 
 def scale_cases(rng):
@@ -135,8 +157,8 @@ def scale_cases(rng):
 
     cases = [case(_small_gradients(rng, shape()), 65536.0, "S = 2**16 (beyond float16's 65504), small gradients")]
     cases.append(case(_small_gradients(rng, shape()), _power_of_two(rng, 4, 20), "S a random power of two"))
-    big = _small_gradients(rng, shape()) * np.float32(2.0**16)
-    cases.append(case(big, _power_of_two(rng, 12, 18), "large gradients: some products overflow to inf"))
+    big, scale = _small_gradients(rng, shape()) * np.float32(2.0**16), _power_of_two(rng, 12, 18)
+    cases.append(case(_overflowing(rng, big, scale), scale, "large gradients: some products overflow to inf"))
     cases.append(case(_small_gradients(rng, shape()), _power_of_two(rng, 8, 16),
                       "the loss as a NumPy float32 (return a Python float)", loss=np.float32(_loss(rng))))
     cases.append(case(_small_gradients(rng, shape(), np.float16), _power_of_two(rng, 2, 10),
@@ -281,6 +303,22 @@ def _confined_overflow(rng, layer: str):
     raise AssertionError(f"no draw confines the overflow to the {layer} layer")
 
 
+def _clean_at(rng, scale, network):
+    """(master, X, Y): a step whose scaled float16 gradients stay finite at ``scale`` (2**16, GradScaler's
+    default start, or 2**24): targets close to the float16 forward pass's output, moved closer until no
+    gradient overflows.  In float16, 2**16 is itself inf: a step that multiplies by S in float16 skips it."""
+    for _ in range(100):
+        master, X, Y = network()
+        half = {key: value.astype(np.float16) for key, value in master.items()}
+        out = mlp.forward(X.astype(np.float16), half)[0].astype(np.float32)
+        noise = _normal(rng, Y.shape, np.float32)
+        for distance in 2.0 ** -np.arange(0, 30, 2):
+            Y = (out + np.float32(distance) * noise).astype(np.float32)
+            if not np.array_equal(Y, out) and not _overflowing_keys(master, X, Y, scale):
+                return master, X, Y
+    raise AssertionError(f"no draw gives a clean step at the scale {scale}")
+
+
 def step_cases(rng):
     def network(widths=None):
         widths = widths or [int(rng.integers(2, 6))] + [int(rng.integers(2, 6))] * int(rng.integers(1, 3)) \
@@ -297,17 +335,28 @@ def step_cases(rng):
                     about, **(tolerances or STEP))
 
     def overflow(about, *, tracker=None, forward=False):
-        master, X, Y = network()
         interval = int(rng.integers(3, 10))
         tracker = int(rng.integers(1, interval - 1)) if tracker is None else tracker
-        if forward:  # an input beyond 65504: inf from the first layer on, and a non-finite loss
+        scale = _power_of_two(rng, 11, 16)
+        for _ in range(100):
+            master, X, Y = network()
+            if not forward:  # targets a thousand times larger: the scaled loss gradient overflows, the loss is finite
+                Y = (1000 * Y + np.sign(Y) * 1000).astype(np.float32)
+                break
+            # an input beyond 65504: inf from the first layer on, and a non-finite loss (drawn again where the
+            # ReLUs happen to shut every inf out, and only the first layer's gradient would show it)
             X[int(rng.integers(0, len(X))), 0] = 1e5
-        else:  # targets a thousand times larger: the scaled loss gradient overflows float16, the loss is finite
-            Y = (1000 * Y + np.sign(Y) * 1000).astype(np.float32)
-        return Case(_step(master, X, Y, _power_of_two(rng, 11, 16), tracker, interval), about, **STEP)
+            if _overflowing_keys(master, X, Y, scale) == {"loss"}:
+                break
+        return Case(_step(master, X, Y, scale, tracker, interval), about, **STEP)
 
     def confined(about, layer):
         master, X, Y, scale = _confined_overflow(rng, layer)
+        interval = int(rng.integers(3, 10))
+        return Case(_step(master, X, Y, scale, int(rng.integers(0, interval - 1)), interval), about, **STEP)
+
+    def clean_at(about, scale):
+        master, X, Y = _clean_at(rng, scale, network)
         interval = int(rng.integers(3, 10))
         return Case(_step(master, X, Y, scale, int(rng.integers(0, interval - 1)), interval), about, **STEP)
 
@@ -329,7 +378,9 @@ def step_cases(rng):
              confined("only the last layer's gradients overflow: skipped", "last"),
              confined("only the last bias's gradient overflows (a sum over the batch): skipped", "bias"),
              clean("X and Y in float64 (cast them)", data=np.float64),
-             clean("a deeper MLP with unequal widths", widths=[int(n) for n in rng.integers(2, 7, size=6)])]
+             clean("a deeper MLP with unequal widths", widths=[int(n) for n in rng.integers(2, 7, size=6)]),
+             clean_at("a clean step at S = 2**16, GradScaler's default start (inf in float16)", 2.0**16),
+             clean_at("a clean step at S = 2**24, after many growths (S itself is inf in float16)", 2.0**24)]
     for case in cases:  # tracker=-1 stands for "one step from the growth interval"
         state = case.args["scaler_state"]
         if state["growth_tracker"] < 0:
@@ -370,14 +421,122 @@ STEP_REFUSALS = (
 )
 
 
+# The corners every run draws (tests/test_corners.py) ---------------------------
+
+def _params_entry(predicate):
+    return lambda case: valid(case) and any_entry(case.args["params"], predicate)
+
+
+def _of_dtype(name, dtype):
+    return lambda case: valid(case) and any(np.asarray(value).dtype == dtype for value in case.args[name].values())
+
+
+def _rounds_twice(x):
+    """Entries whose float16 rounding differs from the rounding through float32 (float64 values only)."""
+    return (x.dtype == np.float64) & (x.astype(np.float16) != x.astype(np.float32).astype(np.float16)) & np.isfinite(x)
+
+
+CAST_CORNERS = (
+    Corner("a value beyond 65504 (inf)", _params_entry(lambda x: np.isfinite(x) & (np.abs(x) > 65520))),
+    Corner("a value that rounds to 0", _params_entry(lambda x: (x != 0) & (np.abs(x) <= 2.0**-25))),
+    Corner("a subnormal result", _params_entry(lambda x: (np.abs(x) > 2.0**-25) & (np.abs(x) < 2.0**-14))),
+    Corner("NaN, inf and -inf entries", lambda case: valid(case) and all(
+        any_entry(case.args["params"], test) for test in (np.isnan, np.isposinf, np.isneginf))),
+    Corner("a value just above a float16 midpoint (double rounding)", _params_entry(_rounds_twice)),
+    Corner("an input that already is float16", _of_dtype("params", np.float16)),
+    Corner("an empty array", lambda case: valid(case) and any(np.asarray(v).size == 0
+                                                              for v in case.args["params"].values())),
+)
+
+
+def _scale_is(test):
+    return lambda case: valid(case) and test(case.args["loss_scale"])
+
+
+def _overflows(case):
+    with np.errstate(over="ignore"):
+        product = case.args["d_out"].astype(np.float32) * np.float32(case.args["loss_scale"])
+    return valid(case) and bool(np.any(np.abs(product) > 65520))
+
+
+SCALE_CORNERS = (
+    Corner("S = 2**16, GradScaler's default start", _scale_is(lambda s: s == 2.0**16)),
+    Corner("S below 1", _scale_is(lambda s: s < 1)),
+    Corner("S not a power of two", _scale_is(lambda s: not float(np.log2(s)).is_integer())),
+    Corner("a product beyond float16's range (inf)", _overflows),
+    Corner("d_out already float16", lambda case: valid(case) and case.args["d_out"].dtype == np.float16),
+    Corner("the loss a NumPy float32", lambda case: valid(case) and type(case.args["loss"]) is np.float32),
+)
+
+UNSCALE_CORNERS = (
+    Corner("S = 2**16", _scale_is(lambda s: s == 2.0**16)),
+    Corner("S below 1", _scale_is(lambda s: s < 1)),
+    Corner("S not a power of two", _scale_is(lambda s: not float(np.log2(s)).is_integer())),
+    Corner("inf and NaN entries", lambda case: valid(case) and any_entry(case.args["grads"], np.isinf)
+           and any_entry(case.args["grads"], np.isnan)),
+)
+
+
+def _non_finite_in(position):
+    """A single non-finite entry, in the first array or a later one."""
+    def holds(case):
+        arrays = list(case.args["grads"].values())
+        bad = [i for i, a in enumerate(arrays) if not np.isfinite(a).all()]
+        return valid(case) and len(bad) == 1 and (bad[0] == 0) == (position == "first")
+    return holds
+
+
+FINITE_CORNERS = (
+    Corner("a non-finite entry in the first array only", _non_finite_in("first")),
+    Corner("a non-finite entry in a later array only", _non_finite_in("later")),
+    Corner("all finite, with a float16 sum that overflows", lambda case: valid(case) and all(
+        np.isfinite(a).all() for a in case.args["grads"].values()) and any(
+        a.dtype == np.float16 and not np.isfinite(a.sum()) for a in case.args["grads"].values())),
+    Corner("all finite float32 beyond float16's range", lambda case: valid(case) and all(
+        a.dtype == np.float32 and np.isfinite(a).all() for a in case.args["grads"].values()) and any_entry(
+        case.args["grads"], lambda x: np.abs(x) > 65504)),
+)
+
+
+def _step_overflow(case):
+    """The keys whose scaled float16 gradients overflow in the step of this case ({"loss"}: the forward pass)."""
+    args = case.args
+    return _overflowing_keys(args["master_params"], args["X"], args["Y"], args["scaler_state"]["scale"])
+
+
+def _clean_step_at(scale):
+    return lambda case: (valid(case) and not case.measure and case.args["scaler_state"]["scale"] == scale
+                         and not _step_overflow(case))
+
+
+def _overflow_in(wanted):
+    return lambda case: valid(case) and not case.measure and wanted(_step_overflow(case))
+
+
+STEP_CORNERS = (
+    Corner("a clean step at S = 2**16", _clean_step_at(2.0**16)),
+    Corner("a clean step at S = 2**24", _clean_step_at(2.0**24)),
+    Corner("the clean step that grows the scale", lambda case: valid(case) and not _step_overflow(case) and (
+        case.args["scaler_state"]["growth_tracker"] == case.args["growth_interval"] - 1)),
+    Corner("an overflow in the forward pass", _overflow_in(lambda keys: keys == {"loss"})),
+    Corner("an overflow in the first layer only", _overflow_in(lambda keys: keys == {"W1"})),
+    Corner("an overflow in the last layer only", _overflow_in(lambda keys: keys and "loss" not in keys and all(
+        key[1:] == max(k[1:] for k in keys) for key in keys) and "W1" not in keys)),
+    Corner("an overflow in the last bias only", _overflow_in(lambda keys: len(keys) == 1 and next(iter(keys))[0] == "b")),
+)
+
+
 LESSONS = (
-    LessonSpec("019", cast_cases, **HALF, refuses=(NOT_FLOAT,)),  # casting via float32 may round twice
+    LessonSpec("019", cast_cases, exact=True, refuses=(NOT_FLOAT,), corners=CAST_CORNERS),  # one rounding to nearest: bit for bit
     LessonSpec("020", master_cases, exact=True, refuses=(NOT_FLOAT,)),
     LessonSpec("021", scale_cases, **HALF, refuses=_scale_refusals("loss_scale", lambda a: a["loss_scale"]),
-               key_tolerances={0: {"rtol": 1e-12, "atol": 0.0}}),  # loss * S, a float64 product (S is exact)
-    LessonSpec("022", unscale_cases, **SINGLE, refuses=_scale_refusals("loss_scale", lambda a: a["loss_scale"])),
-    LessonSpec("023", finite_cases),
-    LessonSpec("024", step_cases, **STEP, memory=STEP_MEMORY, refuses=STEP_REFUSALS,
+               corners=SCALE_CORNERS,
+               # loss * S: the text multiplies in float32 (S not a power of two rounds once more), float64 is as right
+               key_tolerances={0: {"rtol": 1e-6, "atol": 0.0}}),
+    LessonSpec("022", unscale_cases, **SINGLE, refuses=_scale_refusals("loss_scale", lambda a: a["loss_scale"]),
+               corners=UNSCALE_CORNERS),
+    LessonSpec("023", finite_cases, corners=FINITE_CORNERS),
+    LessonSpec("024", step_cases, **STEP, memory=STEP_MEMORY, refuses=STEP_REFUSALS, corners=STEP_CORNERS,
                fresh_result=False,  # a skipped step may hand back the master weights themselves, unchanged
                isolate=("cast_to_half_precision", "scale_loss", "unscale_gradients", "has_non_finite_gradients")),
 )

@@ -146,6 +146,11 @@ params32 = {"W": np.array([[0.5, -3.0]], dtype=np.float32), "b": np.array([2.0**
 check_call(cast_to_half_precision, {"params": params32},
            {"W": np.array([[0.5, -3.0]], dtype=np.float16), "b": np.array([2.0**-20], dtype=np.float16)},
            mistakes=mistakes_of("cast_to_half_precision"), exact=True)
+# One rounding, to the nearest float16: 1 + 2**-11 + 2**-40 lies just above the midpoint of 1 and 1 + 2**-10,
+# so it rounds up (through float32 it would first land on the midpoint, then tie to even: down to 1.0).
+check_call(cast_to_half_precision, {"params": {"w": np.array([1 + 2.0**-11 + 2.0**-40])}},
+           {"w": np.array([1 + 2.0**-10], dtype=np.float16)}, mistakes=mistakes_of("cast_to_half_precision"),
+           exact=True)
 already_half = {"w": np.array([1.5, -0.25], dtype=np.float16)}
 # An input that already is float16 must still be copied (np.asarray(x, np.float16) would hand back x itself):
 check_call(cast_to_half_precision, {"params": already_half}, {"w": np.array([1.5, -0.25], dtype=np.float16)},
@@ -643,6 +648,14 @@ check_call(mixed_precision_step, {"master_params": master4, "X": X4.astype(np.fl
 check_call(mixed_precision_step, {"master_params": master4, "X": X4, "Y": Y4, "scaler_state": {"scale": 1024.0,
            "growth_tracker": 2}, "learning_rate": 0.1, "growth_interval": 3},
            (expected_master(master4, X4, Y4, 1024.0, 0.1), {"scale": 2048.0, "growth_tracker": 0}, False),
+           mistakes=steps, rtol=1e-6, atol=1e-9)
+# S = 2**16, GradScaler's default start (65536 is itself inf in float16: multiply and unscale in float32), with
+# targets near the output, so that no scaled gradient overflows: a clean step
+out4 = mlp.forward(X4.astype(np.float16), {key: value.astype(np.float16) for key, value in master4.items()})[0]
+Y_near = out4.astype(np.float32) + np.float32(1e-3) * Y4
+check_call(mixed_precision_step, {"master_params": master4, "X": X4, "Y": Y_near, "scaler_state": {"scale": 65536.0,
+           "growth_tracker": 0}, "learning_rate": 0.1, "growth_interval": 3},
+           (expected_master(master4, X4, Y_near, 65536.0, 0.1), {"scale": 65536.0, "growth_tracker": 1}, False),
            mistakes=steps, rtol=1e-6, atol=1e-9)
 # targets 1000 times larger: the scaled gradients overflow float16 (the loss stays finite) -> skipped
 check_call(mixed_precision_step, {"master_params": master4, "X": X4, "Y": 1000 * Y4, "scaler_state": {"scale": 1024.0,

@@ -60,6 +60,13 @@ show_progress("05_data_parallel")
 # $\beta = 1$ ns per byte (a 1 GB/s link). A worker sends its messages of a
 # round one after another, and receives likewise; a round lasts as long as its
 # busiest link.
+#
+# **Every collective of the course returns one shape: `(results, traffic)`**, a
+# list of the $N$ workers' results (worker $r$'s at index $r$) and the ledger's
+# `summary()` of the cluster it ran on. So does each one you write (027, 028,
+# 030) and each one later parts give or ask for (034's all-gather, 035's
+# reduce-scatter): `results, traffic = collective(...)`, or
+# `results, _ = ...` where the traffic does not matter.
 
 # %% tags=["demo"]
 tour = Cluster(3)

@@ -23,7 +23,8 @@ full copy per worker, or workers that keep the full moments, score 0.
 import numpy as np
 
 from grading.inputs import order_revealing_vectors
-from grading.spec import FLOAT32, FLOAT64_REORDERED, Case, LessonSpec, MemoryBound, OnCluster, Raises, Refusal
+from grading.spec import (FLOAT32, FLOAT64_REORDERED, Case, Corner, LessonSpec, MemoryBound, OnCluster, Raises, Refusal,
+                          any_entry, valid)
 from shared import mlp
 from shared.memory import partitioned_state_allowed_bytes, zero_step_allowed_bytes
 
@@ -389,7 +390,10 @@ STEP_MEMORY = MemoryBound(
 
 
 LESSONS = (
-    LessonSpec("031", init_cases, exact=True),
+    LessonSpec("031", init_cases, exact=True, corners=(
+        Corner("NaN and inf in the parameters", lambda case: valid(case) and any_entry(case.args["params"], np.isnan)),
+        Corner("float32 parameters", lambda case: valid(case) and all(
+            value.dtype == np.float32 for value in case.args["params"].values())))),
     LessonSpec("032", partition_cases, exact=True, refuses=PARTITION_REFUSALS, memory=PARTITION_MEMORY,
                workers_apart=True, equivalent_mutants=PARTITION_EQUIVALENT),
     LessonSpec("033", update_cases, **FLOAT64_REORDERED, refuses=UPDATE_REFUSALS),

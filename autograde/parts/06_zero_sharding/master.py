@@ -718,12 +718,13 @@ def reduce_scatter_mean(worker_vectors, cluster):
     Args:
         worker_vectors: list of N 1-D float arrays of one length and dtype (worker r's at index r), cut
             into chunks by ``np.array_split(vector, N)``; not modified.
-        cluster: the ``Cluster(N)`` to run on.
+        cluster: the ``Cluster(N)`` to run on (the step's own).
 
     Returns:
-        A list of N new arrays, worker r's the sum of chunk r over all workers divided by N. Rounds
-        s = 0..N-2: worker r sends chunk (r - 1 - s) % N of its running sums to worker (r + 1) % N,
-        which adds it to its own chunk of that index (a new array); every message is received.
+        (means, traffic), the shape of every collective (Part 5): means a list of N new arrays, worker
+        r's the sum of chunk r over all workers divided by N; traffic ``cluster.ledger.summary()``.
+        Rounds s = 0..N-2: worker r sends chunk (r - 1 - s) % N of its running sums to worker
+        (r + 1) % N, which adds it to its own chunk of that index (a new array); every message is received.
     """
     # Given · each worker's vector cut into N chunks: chunks[r][c] is chunk c of worker r's vector (views of its
     #         input: replace a chunk by a new array, never add to it in place).
@@ -742,8 +743,8 @@ def reduce_scatter_mean(worker_vectors, cluster):
             index = (rank - 2 - step) % n  # the chunk that the left neighbour sent
             chunks[rank][index] = chunks[rank][index] + cluster.receive(rank, (rank - 1) % n)
     ### END SOLUTION
-    # Given · each worker's mean: the sum of its own chunk divided by N.
-    return [chunks[rank][rank] / n for rank in range(n)]
+    # Given · each worker's mean: the sum of its own chunk divided by N, and the traffic.
+    return [chunks[rank][rank] / n for rank in range(n)], cluster.ledger.summary()
 
 
 # Given · the step, which calls reduce_scatter_mean (step 1, above): its bookkeeping is written for you, steps 2
@@ -803,7 +804,7 @@ def zero_optimizer_step(params, worker_grads, worker_states, learning_rate, beta
             offset += value.size
         return mine
 
-    mean_grads = reduce_scatter_mean(flat_grads, cluster)  # step 1: worker r's mean of its own shard
+    mean_grads, _ = reduce_scatter_mean(flat_grads, cluster)  # step 1: worker r's mean of its own shard
     # Step 2 · Local update: worker r runs local_shard_adam_update on param_shards[r], its mean gradient
     #          mean_grads[r] and worker_states[r] (with learning_rate, beta1, beta2, eps), and keeps what it
     #          returns: its new shard and its new state.

@@ -503,9 +503,9 @@ print(f"{'predicted':>11} {sum(value for value, _ in row_terms.values()):>7,} = 
 # %% [markdown]
 # ### Implementation
 #
-# The input checks and the six rows are given. Replace each `raise NotImplementedError(...)`
-# with the code of the step above it: step 1 opens the loop `for name, row in rows:`, step 2's
-# code is indented under it, and the `return` follows the loop.
+# The input checks, the six rows and the loop over them, `for name, row in rows:`, are given.
+# Replace each `raise NotImplementedError(...)` with the code of the step above it: steps 1
+# and 2 are the loop's body, step 3 the `return` after it.
 
 # %% tags=["solution"]
 def compare_memory_with_and_without_optimizations(params, X, Y, config):
@@ -544,13 +544,13 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
     rows = configurations_to_compare(config)
     num_params = sum(value.size for value in params.values())
     table = []
-    # Step 1 · for name, row in rows: (steps 1 and 2 are its body). The row's dtype ("mixed" in mixed precision,
-    #          else the parameters' dtype name); for num_params parameters, the row's stage and workers, worker 0:
-    #          "parameters" (036), "gradients" (036's, times 1 + c with k > 1: c = 2 in mixed precision, else 1),
-    #          "optimizer" (037); "activations" (038) of worker 0's rows X[0::N], width, layers, the row's segment
-    #          size and k. One dict per row, with "configuration": name.
-    ### BEGIN SOLUTION
-    for name, row in rows:
+    for name, row in rows:  # steps 1 and 2 are the loop's body
+        # Step 1 · The row's dtype ("mixed" in mixed precision, else the parameters' dtype name); for num_params
+        #          parameters, the row's stage and workers, worker 0: "parameters" (036), "gradients" (036's,
+        #          times 1 + c with k > 1: c = 2 in mixed precision, else 1), "optimizer" (037); "activations"
+        #          (038) of worker 0's rows X[0::N], width, layers, the row's segment size and k. One dict per
+        #          row, with "configuration": name.
+        ### BEGIN SOLUTION
         dtype = "mixed" if row.mixed_precision else params["W1"].dtype.name
         memory = compute_param_memory_bytes(num_params, dtype, row.zero_stage, row.num_workers)
         running_sum = 0 if row.num_micro_batches == 1 else (2 if row.mixed_precision else 1)  # float32: 2 x float16
@@ -559,13 +559,16 @@ def compare_memory_with_and_without_optimizations(params, X, Y, config):
                  "optimizer": compute_optimizer_memory_bytes(num_params, dtype, row.zero_stage, row.num_workers),
                  "activations": compute_peak_activation_memory_bytes(len(X[0::row.num_workers]), width, layers, dtype,
                                                                      row.segment_size, row.num_micro_batches)}
-    ### END SOLUTION
-    # Step 2 · (in the loop) "predicted", the sum of the four; "measured", measure_worker_memory(params, X, Y,
-    #          row); append the dict to table. After the loop, return table.
-    ### BEGIN SOLUTION
+        ### END SOLUTION
+        # Step 2 · "predicted", the sum of the four; "measured", measure_worker_memory(params, X, Y, row); append
+        #          the dict to table.
+        ### BEGIN SOLUTION
         entry["predicted"] = entry["parameters"] + entry["gradients"] + entry["optimizer"] + entry["activations"]
         entry["measured"] = measure_worker_memory(params, X, Y, row)
         table.append(entry)
+        ### END SOLUTION
+    # Step 3 · After the loop, return table.
+    ### BEGIN SOLUTION
     return table
     ### END SOLUTION
 
@@ -626,8 +629,10 @@ lesson_passed("039")
 # ### Checkpoint
 #
 # Each technique removes its own term, and the prediction matches the measurement to a few
-# percent. *Self-check:* in the table below, which technique saves the most on its own,
-# and why does ZeRO save less than the optimizer's whole state?
+# percent; the "ZeRO" row runs on $N$ data-parallel workers, so worker 0 also gets only
+# $\lceil B/N \rceil$ examples and its activations fall about $N$-fold beside ZeRO's own saving,
+# the optimizer term. *Self-check:* in the table below, which technique saves the most on its
+# own, and why is ZeRO's own saving (its optimizer term) less than the optimizer's whole state?
 
 # %% [markdown]
 # The table for a wider MLP, 4 layers 128 wide (400,416 bytes of float64 parameters), on
@@ -748,7 +753,7 @@ for name, held, sends in loop_points:
 
 zero_cluster, ring_cluster = Cluster(loop_n), Cluster(loop_n)
 zeros = [np.zeros(loop_size, np.float16) for _ in range(loop_n)]
-all_gather_param_shards(reduce_scatter_mean(zeros, zero_cluster), zero_cluster)
+all_gather_param_shards(reduce_scatter_mean(zeros, zero_cluster)[0], zero_cluster)
 ring_all_reduce_mean(zeros, ring_cluster)
 zero_sent, ring_sent = zero_cluster.ledger.summary()["bytes_sent"], ring_cluster.ledger.summary()["bytes_sent"]
 print(f"bytes sent per worker and step: reduce-scatter + all-gather {zero_sent} (3 steps: "
@@ -921,7 +926,7 @@ def full_distributed_training_loop(params, X, Y, config, cluster=None):
             #          (every worker gets the whole mean).
             ### BEGIN SOLUTION
             if config.zero_stage:
-                reduced = reduce_scatter_mean(flat_grads, cluster)
+                reduced, _ = reduce_scatter_mean(flat_grads, cluster)
             else:
                 reduced, _ = ring_all_reduce_mean(flat_grads, cluster)
             ### END SOLUTION
