@@ -189,7 +189,8 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
         message = f"{name} raised {error_name}: {text}"
         if spec.on_cluster is not None and error_name == "ValueError" and "read-only" in text:
             message += (" (an array a worker received is read-only: a message is what was sent, so compute a new "
-                        "array from it, e.g. received + mine)")
+                        "array from it, e.g. received + mine; a worker's result that is not what it received is "
+                        "listed for a human look)")
         crash = recognise_crashing_mistake(error_name, text, mistakes, tuple(values), cut=MESSAGE_CUT)
         where = answer.get("traceback", "").strip()
         return Reason.CRASH, with_mistake(message + (f"\n  where:\n{where}" if where else ""), crash)

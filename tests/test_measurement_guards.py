@@ -123,4 +123,4 @@ def all_reduce_mean(worker_arrays, cluster=None):
     namespace = {"np": np}
     exec(source, namespace)
     verdict = grade_in_process("027", namespace)
-    assert not verdict.passed and "read-only" in verdict.message, verdict.message
+    assert not verdict.passed and "read-only" in verdict.message and "human look" in verdict.message, verdict.message
