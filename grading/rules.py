@@ -23,21 +23,18 @@ from __future__ import annotations
 
 import json
 import re
+import symtable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import symtable
-
-from shared.lessons import lesson_of_grade_id, lessons_of
-
-from .course import lesson_spec
+from shared.lessons import lessons_of
 from shared.policy import Break, check_source, course_imports, describe, ipython_to_python
 
+from .course import lesson_spec
+
 ROOT = Path(__file__).resolve().parent.parent
-_LESSON_HEADING = re.compile(r"^##\s+(\d{3})\s+·", re.MULTILINE)
-_ANY_HEADING = re.compile(r"^##\s", re.MULTILINE)
 _HIDDEN_REGION = re.compile(r"^### BEGIN HIDDEN TESTS\n.*?^### END HIDDEN TESTS\n?", re.MULTILINE | re.DOTALL)
 
 
@@ -133,24 +130,6 @@ class Findings:
 
     def at(self, index: int) -> list[CellBreak]:
         return [found for found in self.cells if found.index == index]
-
-
-def regions(cells: list[Any]) -> list[str | None]:
-    """For each cell, the lesson whose region holds it (``"005"``), or None outside every lesson."""
-    found: list[str | None] = []
-    current: str | None = None
-    for cell in cells:
-        if cell.get("cell_type") == "markdown":
-            text = "".join(cell.get("source", ""))
-            lesson = _LESSON_HEADING.search(text)
-            if lesson:
-                current = lesson.group(1)
-            elif _ANY_HEADING.search(text):
-                current = None
-        grade_id = str(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", ""))
-        own = lesson_of_grade_id(grade_id)
-        found.append(own.code if own is not None else current)
-    return found
 
 
 @dataclass(frozen=True)
