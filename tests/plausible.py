@@ -1074,18 +1074,24 @@ def _unscaled_in_float32(g, scale):
     return g.astype(np.float32) / np.float32(scale)
 
 
+def _scaled_in_float32(d_out, scale):
+    return (d_out.astype(np.float32) * np.float32(scale)).astype(np.float16)
+
+
 def _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval, grows_when,
-                       checked=lambda grads: list(grads), unscale=None):
+                       checked=lambda grads: list(grads), unscale=None, scale_up=None):
     """024 without the earlier lessons' functions; ``grows_when(tracker, interval)`` decides growth,
-    ``checked(grads)`` names the gradients looked at for inf and NaN (all of them, rightly), and
-    ``unscale(g, scale)`` gives a float16 gradient unscaled as float32 (None: in float32, rightly)."""
+    ``checked(grads)`` names the gradients looked at for inf and NaN (all of them, rightly),
+    ``unscale(g, scale)`` gives a float16 gradient unscaled as float32 (None: in float32, rightly), and
+    ``scale_up(d_out, scale)`` the loss gradient times S as float16 (None: multiplied in float32, rightly)."""
     unscale = unscale or _unscaled_in_float32  # named in the body, so that a written-out answer carries it
+    scale_up = scale_up or _scaled_in_float32
     scale = _checked_scale(master_params, scaler_state, growth_interval)
     with np.errstate(over="ignore", invalid="ignore"):
         half = {key: value.astype(np.float16) for key, value in master_params.items()}
         out, cache = mlp.forward(X.astype(np.float16), half)
         _, d_out = mlp.mse_loss_and_grad(out.astype(np.float32), Y.astype(np.float32))
-        scaled = (d_out.astype(np.float32) * np.float32(scale)).astype(np.float16)
+        scaled = scale_up(d_out, scale)
         grads = {key: unscale(g, scale) for key, g in mlp.backward(scaled, half, cache).items()}
     if not all(np.isfinite(grads[key]).all() for key in checked(grads)):
         return master_params, {"scale": scale * 0.5, "growth_tracker": 0}, True
@@ -1139,20 +1145,9 @@ def mixed_step_unscaled_in_half(master_params, X, Y, scaler_state, learning_rate
 def mixed_step_scaled_in_half(master_params, X, Y, scaler_state, learning_rate, growth_interval=2000):
     """024 wrong: d_out cast to float16 first, then multiplied by S in float16: right while S < 65504, but at
     2**16, GradScaler's default start, S itself is inf and every step is skipped."""
-    scale = _checked_scale(master_params, scaler_state, growth_interval)
-    with np.errstate(over="ignore", invalid="ignore"):
-        half = {key: value.astype(np.float16) for key, value in master_params.items()}
-        out, cache = mlp.forward(X.astype(np.float16), half)
-        _, d_out = mlp.mse_loss_and_grad(out.astype(np.float32), Y.astype(np.float32))
-        scaled = d_out.astype(np.float16) * np.float16(scale)
-        grads = {key: g.astype(np.float32) / np.float32(scale) for key, g in mlp.backward(scaled, half, cache).items()}
-    if not all(np.isfinite(g).all() for g in grads.values()):
-        return master_params, {"scale": scale * 0.5, "growth_tracker": 0}, True
-    tracker = scaler_state["growth_tracker"] + 1
-    if tracker == growth_interval:
-        scale, tracker = scale * 2.0, 0
-    return ({key: master_params[key] - learning_rate * grads[key] for key in master_params},
-            {"scale": scale, "growth_tracker": tracker}, False)
+    return _mixed_step_inline(master_params, X, Y, scaler_state, learning_rate, growth_interval,
+                              lambda tracker, interval: tracker == interval,
+                              scale_up=lambda d_out, scale: d_out.astype(np.float16) * np.float16(scale))
 
 
 @right("024", "without the earlier lessons' functions")
