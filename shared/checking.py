@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import inspect as _inspect
-import traceback as _traceback
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +25,8 @@ import numpy as np
 
 from .cluster import (arrays_held, arrays_shared_between_workers, arrays_shared_within, first_shared,  # noqa: F401
                       parts_held, parts_reused)
+from .lessons import LESSONS as _LESSONS
+from .where import describe_error as _describe_error
 
 # Bound once, at import: see the module docstring.
 _ndarray = np.ndarray
@@ -58,25 +59,23 @@ class CheckFailure(AssertionError):
     """A test found a wrong answer; the message explains it to the learner.
 
     In a notebook it is shown as its message alone (IPython's ``_render_traceback_``):
-    no line of the course's own modules, and the learner's own frames only when the
-    learner's code crashed.
+    no line of the course's own modules, and, when the learner's code crashed, where:
+    the learner's cells and lines, and the course's helpers and NumPy by name only
+    (``shared.where``, as the grader's verdict says it).
     """
 
     def _render_traceback_(self) -> list[str]:
         lines = [f"\x1b[0;31mTest failed:\x1b[0m {self}"]
-        frames = learner_frames(self.__cause__)
-        if frames:
+        where = learner_lines(self.__cause__)
+        if where:
             lines.append("Where, in your code:")
-            lines += [line.rstrip("\n") for line in _traceback.format_list(frames)]
+            lines += [f"  {line}" for line in where]
         return lines
 
 
-def learner_frames(error: BaseException | None) -> list:
-    """The frames of ``error``'s traceback that are the learner's own notebook cells."""
-    if error is None or error.__traceback__ is None:
-        return []
-    return [frame for frame in _traceback.extract_tb(error.__traceback__)
-            if "ipykernel_" in frame.filename or frame.filename.startswith("<ipython-input")]
+def learner_lines(error: BaseException | None) -> list[str]:
+    """Where ``error`` happened in the learner's code: their cells by lesson and line, what they called by name."""
+    return _describe_error(error, {lesson.function: lesson.code for lesson in _LESSONS})
 
 
 @dataclass(frozen=True)
