@@ -215,7 +215,7 @@ def _numeric_difference(actual: np.ndarray, expected: np.ndarray, name: str, *,
     return (f"{name} is wrong in {int(wrong.sum())} of {actual.size} entries ({bound}): "
             f"the largest error is {_fmt(diff[index])}{where}, "
             f"where you have {mine} and the expected value is {theirs}"
-            + _precision_note(a, e, wrong, expected.dtype))
+            + _precision_note(a, e, wrong, expected.dtype, "Every wrong entry is"))
 
 
 #: Relative errors that rounding to a narrower float leaves (a few units in its last place): float16 keeps 11
@@ -223,24 +223,26 @@ def _numeric_difference(actual: np.ndarray, expected: np.ndarray, name: str, *,
 _FLOAT16_ROUNDING, _FLOAT32_ROUNDING = 2.0 ** -9, 2.0 ** -21
 
 
-def _precision_note(actual: np.ndarray, expected: np.ndarray, wrong: np.ndarray, dtype: np.dtype) -> str:
+def _precision_note(actual: np.ndarray, expected: np.ndarray, wrong: np.ndarray, dtype: np.dtype,
+                    subject: str) -> str:
     """A sentence naming the precision slip when every wrong entry is off by no more than a narrower float's
-    rounding (the course's subject: a float16 intermediate, a float16 unscale, a float64 promotion), else ''."""
+    rounding (the course's subject: a float16 intermediate, a float16 unscale, a float64 promotion), else ''.
+    ``subject`` starts it: "Every wrong entry is" for an array, "The number is" for a scalar."""
     with _errstate(invalid="ignore", divide="ignore", over="ignore"):
         e = expected[wrong]
         if e.size == 0 or not _isfinite(e).all() or (e == 0).any():
             return ""
         relative = float(_max(_abs(actual[wrong] - e) / _abs(e)))
     if relative <= _FLOAT32_ROUNDING:  # finer than float16's rounding: float32's, or a summation order
-        return (f". Every wrong entry is within float32's rounding of the expected one (relative error at most "
+        return (f". {subject} within float32's rounding of the expected one (relative error at most "
                 f"{relative:.1e}): a float32 intermediate where the contract computes in float64"
                 if dtype == _float64 else "")
     if dtype == _float16 and relative <= _FLOAT16_ROUNDING:
-        return (". Every wrong entry is off by a unit or two in float16's last place: the right value, rounded "
+        return (f". {subject} off by a unit or two in float16's last place: the right value, rounded "
                 "another way: through another precision first (a float32 or float64 intermediate, a value "
                 "promoted to float64 by a float64 operand) or in another order")
     if dtype != _float16 and relative <= _FLOAT16_ROUNDING:
-        return (f". Every wrong entry is within float16's rounding of the expected one (relative error at most "
+        return (f". {subject} within float16's rounding of the expected one (relative error at most "
                 f"{relative:.1e}): a float16 intermediate where the contract computes in {dtype} (a cast, a "
                 f"product or an unscale in float16), or a float16 value the contract rounds kept wider (promoted "
                 f"to float64 by a float64 operand)")
@@ -268,7 +270,18 @@ def scalar_difference(actual: Any, expected: float, name: str, *,
     if abs(actual_f - expected) <= atol + rtol * abs(expected) or actual_f == expected:
         return None
     mine, theirs = _fmt_pair(actual, expected)
-    return f"{name} is {mine}, expected {theirs} (off by {_fmt(actual_f - expected)})"
+    return f"{name} is {mine}, expected {theirs} (off by {_fmt(actual_f - expected)})" + _scalar_precision_note(
+        actual_f, expected)
+
+
+def _scalar_precision_note(actual: float, expected: Any) -> str:
+    """The precision slip a wrong float is within, as for an array's entries (a loss summed from a float16
+    intermediate: 006); none for a whole number expected (a count of bytes is not rounded, it is wrong)."""
+    dtype = _asarray(expected).dtype
+    if not _issubdtype(dtype, _floating):
+        return ""
+    return _precision_note(_asarray([actual], dtype=_float64), _asarray([float(expected)], dtype=_float64),
+                           _asarray([True]), dtype, "The number is")
 
 
 def difference(actual: Any, expected: Any, name: str, **tolerances: Any) -> str | None:
