@@ -36,8 +36,7 @@ import signal
 import sys
 import tempfile
 import time
-import traceback
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -75,12 +74,17 @@ class _CappedText(io.TextIOBase):
         return "".join(self.kept) + tail
 
 
-def _load_lesson(code: str) -> dict[str, Any] | None:
+def _load_lessons() -> dict[str, Any]:
+    """The cases file's lessons by code (the graded part's), or nothing outside grading."""
     path = os.environ.get(CASES_FILE_ENV)
     if not path or not os.path.isfile(path):
-        return None
+        return {}
     with open(path, encoding="utf-8") as handle:
-        return json.load(handle)["lessons"].get(code)
+        return json.load(handle)["lessons"]
+
+
+def _load_lesson(code: str) -> dict[str, Any] | None:
+    return _load_lessons().get(code)
 
 
 def _aliases(result: Any, args: dict[str, Any]) -> list[str]:
@@ -117,8 +121,21 @@ def _cluster_for(case: dict[str, Any]) -> tuple[str, Any] | None:
     return spec["arg"], Cluster(int(spec["workers"]))
 
 
+def _where(error: BaseException, lesson_of: Mapping[str, str]) -> str:
+    """Where the learner's function raised, as the learner knows their notebook: the lesson's cell, the
+    line and its text; the course's helpers and NumPy by name only (``shared.where``). No path of the
+    sandbox or of the course's modules reaches the verdict."""
+    from shared.where import describe_error
+    try:
+        return "\n".join(describe_error(error, lesson_of))[:4000]
+    except Exception:  # noqa: BLE001 (the case is answered all the same: its error and message are what count)
+        return ""
+
+
 def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
-                earlier: list[tuple[str, Any]], workers_apart: bool = False) -> dict[str, Any]:
+                earlier: list[tuple[str, Any]], workers_apart: bool = False,
+                lesson_of: Mapping[str, str] | None = None) -> dict[str, Any]:
+    lesson_of = lesson_of or {}
     args = wire.from_plain(case["args"])
     on_cluster = _cluster_for(case)
     extra = {on_cluster[0]: on_cluster[1]} if on_cluster else {}
@@ -131,10 +148,8 @@ def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
             with meter:
                 result = function(*args.values(), **extra)
     except BaseException as error:  # SystemExit and KeyboardInterrupt too: they end this case only
-        frames = traceback.extract_tb(error.__traceback__)[1:]  # drop this harness's own frame
         return {"kind": "raised", "error": type(error).__name__, "message": str(error)[:MESSAGE_CUT],
-                "traceback": "".join(traceback.format_list(frames[-5:]))[:4000],
-                "seconds": time.perf_counter() - started}
+                "traceback": _where(error, lesson_of), "seconds": time.perf_counter() - started}
     seconds = time.perf_counter() - started
     from shared.cluster import arrays_shared_within, parts_held, parts_reused
     answer: dict[str, Any] = {"kind": "returned", "seconds": seconds,
@@ -178,7 +193,8 @@ def _use_helper_versions(code: str, namespace: MutableMapping[str, Any], names: 
         return
     revealed = Path(os.environ.get(REVEAL_DIR_ENV, "/nonexistent")) / f"{code}.py"
     if revealed.is_file():
-        blocks: dict[str, Any] = {"__name__": "mct_building_blocks"}
+        from shared.where import BUILDING_BLOCKS_MODULE  # so a traceback names them as the course's helpers
+        blocks: dict[str, Any] = {"__name__": BUILDING_BLOCKS_MODULE}
         exec(compile(revealed.read_text(), f"<building blocks of lesson {code}>", "exec"), blocks)
     else:
         from shared import lesson_blocks
@@ -214,7 +230,10 @@ def _run_child(code: str, lesson: dict[str, Any], namespace: MutableMapping[str,
     function = namespace[lesson["function"]]
     earlier: list[tuple[str, Any]] = []
     workers_apart = bool(lesson.get("workers_apart"))
-    results = [_answer_one(function, case, i, earlier, workers_apart) for i, case in enumerate(lesson["cases"])]
+    # which function is which lesson's, to name the learner's cells in a traceback ("lesson 035's cell")
+    lesson_of = {str(other.get("function")): other_code for other_code, other in _load_lessons().items()}
+    results = [_answer_one(function, case, i, earlier, workers_apart, lesson_of)
+               for i, case in enumerate(lesson["cases"])]
     text = json.dumps({"lesson": code, "status": "answered", "answers": results,
                        "output": captured.text()}, allow_nan=False)
     with open(out_path, "w", encoding="utf-8") as handle:

@@ -192,8 +192,7 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
                         "array from it, e.g. received + mine; a worker's result that is not what it received is "
                         "listed for a human look)")
         crash = recognise_crashing_mistake(error_name, text, mistakes, tuple(values), cut=MESSAGE_CUT)
-        where = answer.get("traceback", "").strip()
-        return Reason.CRASH, with_mistake(message + (f"\n  where:\n{where}" if where else ""), crash)
+        return Reason.CRASH, with_mistake(message + _where_text(answer.get("traceback")), crash)
     if kind != "returned":
         return Reason.GRADING, f"the answer to this case is malformed ({kind!r})"
     result = wire.from_plain(answer["result"])
@@ -234,6 +233,13 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
         mistake = recognise_aliasing_mistake(mistakes, tuple(copy.deepcopy(values)), expected=expected, **tolerances)
         return Reason.ALIAS, with_mistake(alias_message(answer["aliases"][0]), mistake)
     return None
+
+
+def _where_text(where: Any) -> str:
+    """The kernel's lines of where the learner's function raised (``shared.where``: the learner's cells and
+    lines, the course's helpers by name), indented under "where:"; nothing when there are none."""
+    lines = [line.strip() for line in where.splitlines() if line.strip()] if isinstance(where, str) else []
+    return "\n  where:\n" + "\n".join(f"    {line}" for line in lines) if lines else ""
 
 
 def _traffic_problem(name: str, spec: LessonSpec, answer: dict[str, Any], sent: dict[str, Any]) -> str | None:

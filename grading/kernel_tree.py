@@ -40,7 +40,7 @@ SHARED = ROOT / "shared"
 
 #: The helper library: what notebooks and graded code compute with (copied, answers redacted).
 LIBRARY = ("__init__", "lessons", "lesson_minutes", "answers", "mlp", "data", "cluster", "dtypes", "memory",
-           "lesson_blocks", "training")
+           "lesson_blocks", "training", "where")
 #: What only the visible tests and the learner's own view use: inert stand-ins while grading.
 VISIBLE_ONLY = ("checking", "mistakes", "progress", "notebook", "plotting")
 #: matplotlib while a notebook is graded: its modules the set-up cells import, and nothing in them.

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import inspect as _inspect
-import traceback as _traceback
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +25,8 @@ import numpy as np
 
 from .cluster import (arrays_held, arrays_shared_between_workers, arrays_shared_within, first_shared,  # noqa: F401
                       parts_held, parts_reused)
+from .lessons import LESSONS as _LESSONS
+from .where import describe_error as _describe_error
 
 # Bound once, at import: see the module docstring.
 _ndarray = np.ndarray
@@ -58,25 +59,23 @@ class CheckFailure(AssertionError):
     """A test found a wrong answer; the message explains it to the learner.
 
     In a notebook it is shown as its message alone (IPython's ``_render_traceback_``):
-    no line of the course's own modules, and the learner's own frames only when the
-    learner's code crashed.
+    no line of the course's own modules, and, when the learner's code crashed, where:
+    the learner's cells and lines, and the course's helpers and NumPy by name only
+    (``shared.where``, as the grader's verdict says it).
     """
 
     def _render_traceback_(self) -> list[str]:
         lines = [f"\x1b[0;31mTest failed:\x1b[0m {self}"]
-        frames = learner_frames(self.__cause__)
-        if frames:
+        where = learner_lines(self.__cause__)
+        if where:
             lines.append("Where, in your code:")
-            lines += [line.rstrip("\n") for line in _traceback.format_list(frames)]
+            lines += [f"  {line}" for line in where]
         return lines
 
 
-def learner_frames(error: BaseException | None) -> list:
-    """The frames of ``error``'s traceback that are the learner's own notebook cells."""
-    if error is None or error.__traceback__ is None:
-        return []
-    return [frame for frame in _traceback.extract_tb(error.__traceback__)
-            if "ipykernel_" in frame.filename or frame.filename.startswith("<ipython-input")]
+def learner_lines(error: BaseException | None) -> list[str]:
+    """Where ``error`` happened in the learner's code: their cells by lesson and line, what they called by name."""
+    return _describe_error(error, {lesson.function: lesson.code for lesson in _LESSONS})
 
 
 @dataclass(frozen=True)
@@ -216,7 +215,7 @@ def _numeric_difference(actual: np.ndarray, expected: np.ndarray, name: str, *,
     return (f"{name} is wrong in {int(wrong.sum())} of {actual.size} entries ({bound}): "
             f"the largest error is {_fmt(diff[index])}{where}, "
             f"where you have {mine} and the expected value is {theirs}"
-            + _precision_note(a, e, wrong, expected.dtype))
+            + _precision_note(a, e, wrong, expected.dtype, "Every wrong entry is"))
 
 
 #: Relative errors that rounding to a narrower float leaves (a few units in its last place): float16 keeps 11
@@ -224,24 +223,26 @@ def _numeric_difference(actual: np.ndarray, expected: np.ndarray, name: str, *,
 _FLOAT16_ROUNDING, _FLOAT32_ROUNDING = 2.0 ** -9, 2.0 ** -21
 
 
-def _precision_note(actual: np.ndarray, expected: np.ndarray, wrong: np.ndarray, dtype: np.dtype) -> str:
+def _precision_note(actual: np.ndarray, expected: np.ndarray, wrong: np.ndarray, dtype: np.dtype,
+                    subject: str) -> str:
     """A sentence naming the precision slip when every wrong entry is off by no more than a narrower float's
-    rounding (the course's subject: a float16 intermediate, a float16 unscale, a float64 promotion), else ''."""
+    rounding (the course's subject: a float16 intermediate, a float16 unscale, a float64 promotion), else ''.
+    ``subject`` starts it: "Every wrong entry is" for an array, "The number is" for a scalar."""
     with _errstate(invalid="ignore", divide="ignore", over="ignore"):
         e = expected[wrong]
         if e.size == 0 or not _isfinite(e).all() or (e == 0).any():
             return ""
         relative = float(_max(_abs(actual[wrong] - e) / _abs(e)))
     if relative <= _FLOAT32_ROUNDING:  # finer than float16's rounding: float32's, or a summation order
-        return (f". Every wrong entry is within float32's rounding of the expected one (relative error at most "
+        return (f". {subject} within float32's rounding of the expected one (relative error at most "
                 f"{relative:.1e}): a float32 intermediate where the contract computes in float64"
                 if dtype == _float64 else "")
     if dtype == _float16 and relative <= _FLOAT16_ROUNDING:
-        return (". Every wrong entry is off by a unit or two in float16's last place: the right value, rounded "
+        return (f". {subject} off by a unit or two in float16's last place: the right value, rounded "
                 "another way: through another precision first (a float32 or float64 intermediate, a value "
                 "promoted to float64 by a float64 operand) or in another order")
     if dtype != _float16 and relative <= _FLOAT16_ROUNDING:
-        return (f". Every wrong entry is within float16's rounding of the expected one (relative error at most "
+        return (f". {subject} within float16's rounding of the expected one (relative error at most "
                 f"{relative:.1e}): a float16 intermediate where the contract computes in {dtype} (a cast, a "
                 f"product or an unscale in float16), or a float16 value the contract rounds kept wider (promoted "
                 f"to float64 by a float64 operand)")
@@ -269,7 +270,18 @@ def scalar_difference(actual: Any, expected: float, name: str, *,
     if abs(actual_f - expected) <= atol + rtol * abs(expected) or actual_f == expected:
         return None
     mine, theirs = _fmt_pair(actual, expected)
-    return f"{name} is {mine}, expected {theirs} (off by {_fmt(actual_f - expected)})"
+    return f"{name} is {mine}, expected {theirs} (off by {_fmt(actual_f - expected)})" + _scalar_precision_note(
+        actual_f, expected)
+
+
+def _scalar_precision_note(actual: float, expected: Any) -> str:
+    """The precision slip a wrong float is within, as for an array's entries (a loss summed from a float16
+    intermediate: 006); none for a whole number expected (a count of bytes is not rounded, it is wrong)."""
+    dtype = _asarray(expected).dtype
+    if not _issubdtype(dtype, _floating):
+        return ""
+    return _precision_note(_asarray([actual], dtype=_float64), _asarray([float(expected)], dtype=_float64),
+                           _asarray([True]), dtype, "The number is")
 
 
 def difference(actual: Any, expected: Any, name: str, **tolerances: Any) -> str | None:

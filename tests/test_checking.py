@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from shared.checking import (CheckFailure, Mistake, check_call, check_equal, difference,
-                             recognise_mistake)
+                             recognise_mistake, scalar_difference)
 
 
 def failure(fn, *args, **kwargs) -> str:
@@ -273,3 +273,15 @@ def test_a_wrong_value_is_not_called_a_precision_slip():
     for wrong in (_X * 1.01, _X + 0.5, _X[::-1].copy()):
         message = difference(wrong, _X, "dW", rtol=1e-12, atol=0.0)
         assert "wrong in" in message and "rounding" not in message and "last place" not in message, message
+
+
+def test_a_number_right_in_another_precision_is_named():
+    """A scalar too (006's loss, summed from a float16 intermediate); a whole number expected is never called
+    a rounding slip (a count of bytes is not rounded: it is wrong)."""
+    loss = float(np.mean(_X ** 2))
+    message = scalar_difference(float(np.float16(loss)), loss, "the loss", rtol=1e-12, atol=0.0)
+    assert "The number is within float16's rounding" in message and "a float16 intermediate" in message, message
+    message = scalar_difference(loss * (1 + 2.0**-23), loss, "the loss", rtol=1e-12, atol=0.0)
+    assert "within float32's rounding" in message and "a float32 intermediate" in message, message
+    message = scalar_difference(1001, 1000, "the bytes", rtol=0.0, atol=0.0)
+    assert message is not None and "rounding" not in message and "last place" not in message, message

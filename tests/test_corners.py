@@ -33,3 +33,16 @@ def test_every_corner_is_drawn_on_every_run_seed(lesson):
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_every_lesson_names_a_corner(lesson):
     assert lesson_spec(lesson.code).all_corners(), f"lesson {lesson.code} names no corner of its contract"
+
+
+
+def test_a_wrong_answer_that_fails_only_in_a_corner_scores_nothing_on_any_run_seed():
+    """Issue 42's 021: products clipped to float16's range are wrong only where a product overflows. Before the
+    overflow was a declared corner, some run seeds drew no such product and the clipped answer scored full on
+    them (run seeds 2 and 36 of these 50): a regrade could change its grade. (013, 008 and 019's corner-only
+    answers scored full on every seed: tests/test_contract.py holds them; make test-mutation grades every wrong
+    answer of the catalogue on eight run seeds.)"""
+    from catalogue import find_lesson, hidden_verdict
+    from plausible import scale_loss_clipped
+    lucky = [seed for seed in RUN_SEEDS if hidden_verdict(find_lesson("021"), scale_loss_clipped, seed).passed]
+    assert not lucky, f"021's clipped products score full on run seeds {lucky}"

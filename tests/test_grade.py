@@ -2,9 +2,11 @@
 
 One run of tools/grade.py on two parts, as a learner grades by default (breaking cells are not run):
 
-- Part 1 with most lessons solved, one left as the stub and one with a catalogued mistake: each
-  lesson's result is printed (the mistake by name), the feedback page written, the graded XP recorded
-  apart from the visible tests' XP, and the learner's notebook left untouched;
+- Part 1 with most lessons solved, one left as the stub, one with a catalogued mistake and one that
+  crashes inside the course's helper (lesson 005 hands `params` to linear_forward): each lesson's result
+  is printed (the mistake by name; the crash by the learner's cell, line and the helper's name, with no
+  path of the grader or the sandbox), the feedback page written, the graded XP recorded apart from the
+  visible tests' XP, and the learner's notebook left untouched;
 - Part 2 with lesson 012's own cell breaking the rules for graded code (it does not run, and 012 gets no
   points), and every kind of scratch cell a learner writes (help, ?, ??, %timeit, %%time, !ls, a plot,
   show_progress, a print, an import os) outside every lesson and inside lesson 011: the other lessons keep
@@ -13,6 +15,7 @@ One run of tools/grade.py on two parts, as a learner grades by default (breaking
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -22,10 +25,17 @@ import sys
 import nbformat
 import pytest
 
-from course import ROOT, grade_id_of, make_submission, read, scratch_cells, student_path, with_scratch_cells
+from course import (ROOT, grade_id_of, make_submission, read, reference_code, scratch_cells, student_path,
+                    with_scratch_cells)
 from grading.protocol import RUN_BROKEN_CELLS_ENV
 
 pytestmark = pytest.mark.slow
+
+
+# Lesson 005 as a learner slips: the whole dict where linear_forward wants W1, so the course's helper fails.
+CRASHING_LINE = 'Z1 = linear_forward(X, params, params["b1"])'
+CRASHING_005 = reference_code("01_mlp_core", "mlp_forward").replace('Z1 = linear_forward(X, params["W1"], params["b1"])',
+                                                                   CRASHING_LINE)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +47,8 @@ def graded(tmp_path_factory):
              "    return x @ W  # forgot the bias\n")
     stub = next(c.source for c in read(student_path("01_mlp_core")).cells
                 if grade_id_of(c) == "solution_008_relu_backward")
-    first = make_submission("01_mlp_core", {"linear_forward": wrong, "relu_backward": stub}, default="reference")
+    first = make_submission("01_mlp_core", {"linear_forward": wrong, "relu_backward": stub, "mlp_forward": CRASHING_005},
+                            default="reference")
     nbformat.write(first, notebooks / "01_mlp_core.ipynb")
     ran = tmp_path / "the-cell-ran"
     breaking = (f"import os\nopen({str(ran)!r}, 'w').write('ran')  # never runs while grading\n\n"
@@ -62,11 +73,30 @@ def test_make_grade_prints_each_lessons_real_result(graded):
     assert "✓ 001 · Make synthetic regression batch: 5/5" in out
     assert "✗ 003 · Linear forward: 0/5" in out and "the bias is missing" in out
     assert "✗ 008 · ReLU backward: 0/5" in out and "not started" in out
-    assert "graded: 55/70 XP in 2 part(s)" in graded["out"], graded["out"]
+    assert "✗ 005 · MLP forward: 0/5" in out
+    assert "graded: 50/70 XP in 2 part(s)" in graded["out"], graded["out"]
     assert (graded["course"] / "feedback" / "me" / "01_mlp_core" / "01_mlp_core.html").is_file()
     results = json.loads(graded["progress"].read_text())["graded"]
-    assert results["001"] is True and results["003"] is False and results["008"] is False
+    assert results["001"] is True and results["003"] is False and results["005"] is False and results["008"] is False
     assert graded["unchanged"], "grading must never change the learner's notebook"
+
+
+def test_a_learner_s_crash_is_shown_at_their_line_and_never_at_the_grader_s_files(graded):
+    """The verdict (make grade's output and the feedback page) names the learner's cell by its lesson, the
+    line within the cell and its text, then the course's helper that failed, by name; no path of the
+    grader, the course's modules or the sandbox (the kernel's cells are /tmp/ipykernel_N/M.py files there)."""
+    from test_where import assert_no_path
+
+    number = CRASHING_005.splitlines().index(f"    {CRASHING_LINE}") + 1
+    where = (f"lesson 005's cell, line {number}, in mlp_forward: {CRASHING_LINE}\n"
+             f"{' ' * 10}in the course's helper linear_forward\n")
+    out = graded["out"].split("✗ 005 · MLP forward: 0/5")[1].split("✓ 006")[0]
+    assert "mlp_forward raised" in out and where in out, out
+    assert_no_path(out)
+    page = html.unescape((graded["course"] / "feedback" / "me" / "01_mlp_core" / "01_mlp_core.html").read_text())
+    assert f"lesson 005's cell, line {number}, in mlp_forward: {CRASHING_LINE}" in page
+    assert "in the course's helper linear_forward" in page
+    assert not any(sign in page for sign in ("ipykernel_", "site-packages", "/grading/", "/shared/", "/mct/"))
 
 
 def test_graded_code_that_breaks_the_rules_is_not_run_and_scratch_cells_cost_nothing(graded):

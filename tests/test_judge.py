@@ -466,3 +466,16 @@ def test_the_verdict_names_a_precision_slip():
     verdict = hidden_verdict(find_lesson("019"), half_through_float32, 0)
     assert not verdict.passed
     assert "float16's last place" in verdict.message and "through another precision first" in verdict.message
+
+
+def test_the_verdict_names_a_float16_intermediate_in_a_lesson_s_number():
+    """Issue 42's example: 006 with a float16 intermediate gives a loss off by float16's rounding; the verdict
+    says so (not only "is 1.05946, expected 1.05921")."""
+    from catalogue import find_lesson, hidden_verdict
+
+    def mse_loss_and_grad(Y_hat, Y):
+        diff = (Y_hat - Y).astype(np.float16).astype(Y_hat.dtype)  # a float16 intermediate
+        return float(np.mean(diff ** 2)), 2.0 * diff / diff.size
+    verdict = hidden_verdict(find_lesson("006"), mse_loss_and_grad, 0)
+    assert not verdict.passed and verdict.reason == "value"
+    assert "within float16's rounding" in verdict.message and "a float16 intermediate" in verdict.message, verdict.message

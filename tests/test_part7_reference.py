@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -341,3 +342,32 @@ def test_measure_worker_memory_sees_zero_shrink_the_state():
     sharded = measure_worker_memory(params, X, Y, TrainingConfig(num_workers=4, zero_stage=1))
     state = 16 * sum(value.size for value in params.values())
     assert abs((full - sharded) / (state * 3 / 4) - 1) < 0.05
+
+
+def _checkpoint_text(code: str) -> str:
+    """The Checkpoint paragraph of lesson ``code`` in its part's master, as one line of markdown."""
+    from course import ROOT
+    from shared.lessons import lesson
+    master = (ROOT / "autograde" / "parts" / lesson(code).part.slug / "master.py").read_text()
+    section = master.split(f"# ## {code} ·", 1)[1].split("# ### Checkpoint", 1)[1].split("# %%", 1)[0]
+    return " ".join(line.removeprefix("#").strip() for line in section.splitlines())
+
+
+def test_039_s_checkpoint_says_what_its_zero_row_saves():
+    """Issue 42: 039's Checkpoint said each technique removes its own term, yet its "ZeRO" row runs on N
+    data-parallel workers, so worker 0's activations fall about N-fold too. Against "none", the ZeRO row changes
+    the optimizer term and the activations, nothing else, and the Checkpoint says both."""
+    compare = reference_function(lessons_of("07_memory_accounting")[3])
+    assert compare.__name__ == "compare_memory_with_and_without_optimizations"
+    N = 4
+    rng = np.random.default_rng(1)
+    X, Y = rng.standard_normal((64, 16)), rng.standard_normal((64, 4))
+    config = TrainingConfig(num_workers=N, num_micro_batches=2, segment_size=2, mixed_precision=True, zero_stage=1)
+    rows = {row["configuration"]: row for row in compare(mlp.init_params([16, 16, 16, 4], seed=0), X, Y, config)}
+    none, zero = rows["none"], rows["ZeRO"]
+    changed = {term for term in ("parameters", "gradients", "optimizer", "activations") if zero[term] != none[term]}
+    assert changed == {"optimizer", "activations"}, (none, zero)
+    assert 0.75 * N <= none["activations"] / zero["activations"] <= 1.25 * N, (none, zero)
+    checkpoint = _checkpoint_text("039")
+    assert re.search(r'"ZeRO" row runs on \$N\$ data-parallel workers', checkpoint), checkpoint
+    assert re.search(r"activations fall about \$N\$-fold", checkpoint), checkpoint
