@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT / "shared"
 
 #: The helper library: what notebooks and graded code compute with (copied, answers redacted).
-LIBRARY = ("__init__", "lessons", "lesson_minutes", "answers", "mlp", "data", "cluster", "dtypes", "memory",
+LIBRARY = ("__init__", "lessons", "course_table", "lesson_minutes", "answers", "mlp", "data", "cluster", "dtypes", "memory",
            "lesson_blocks", "training", "where")
 #: What only the visible tests and the learner's own view use: inert stand-ins while grading.
 VISIBLE_ONLY = ("checking", "mistakes", "progress", "notebook", "plotting")

@@ -122,6 +122,22 @@ def test_a_kernel_importing_the_tree_gets_the_redacted_library(tmp_path):
     assert run.stdout.split() == ["HelperNotAllowed", "NotWhileGrading", "True"], run.stderr
 
 
+def test_every_module_of_the_tree_imports_from_the_tree_alone(tree, tmp_path):
+    """A module of the library that imports one the tree lacks would work in the learner's kernel and fail
+    while grading (``shared.lessons`` reads ``shared.course_table``): each is imported from the tree, with
+    the checkout's editable install out of the way."""
+    names = sorted(f"{p.parent.name}.{p.stem}" for p in tree.glob("*/*.py") if p.stem != "__init__")
+    code = ("import sys, importlib\n"
+            "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
+            f"for name in {names!r}:\n"
+            "    module = importlib.import_module(name)\n"
+            f"    assert module.__file__.startswith({str(tree)!r}), (name, module.__file__)\n"
+            "print('imported', len(%r))\n" % names)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                         env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "MCT_GRADING": "1"})
+    assert run.stdout.strip() == f"imported {len(names)}", run.stderr[-2000:]
+
+
 @pytest.mark.parametrize("slug", PARTS)
 def test_every_set_up_cell_runs_on_its_parts_tree(slug, tmp_path):
     """What a set-up cell imports (names included, not only modules) is in the tree it is graded with."""
