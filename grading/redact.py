@@ -17,6 +17,7 @@ the lessons they answer have already been graded.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -67,8 +68,12 @@ def redacted_sources(slug: str) -> dict[str, str]:
     return found
 
 
+@functools.lru_cache(maxsize=None)
 def revealed_blocks(names: tuple[str, ...]) -> str:
-    """The source of ``shared.lesson_blocks``'s functions ``names``, with the module's imports."""
+    """The source of ``shared.lesson_blocks``'s functions ``names``, with the module's imports.
+
+    Kept per grading process: every notebook of a part reveals the same blocks, and parsing the
+    module again for each was a few hundredths of a second per notebook."""
     source = (SHARED / "lesson_blocks.py").read_text()
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
