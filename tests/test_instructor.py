@@ -252,6 +252,9 @@ def test_feedback_for_every_student_without_hidden_tests_or_reference(workflow):
         if student != NO_NOTEBOOK:
             folder = workflow["course"] / "feedback" / student / SLUG
             assert instructor.feedback_problems(folder, SLUG) == [], student
+    # The file that is no notebook gets no page (its autograded notebook is a stand-in: grading/ungradable.py).
+    assert not (workflow["course"] / "feedback" / NO_NOTEBOOK / SLUG).exists()
+    assert f"no feedback for {NO_NOTEBOOK} {SLUG}: it was not graded" in workflow["runs"]["feedback"]
     page = (workflow["course"] / "feedback" / ALL_MISTAKES / SLUG / f"{SLUG}.html").read_text()
     assert "common mistake" in page and all(words in page for _, words in MISTAKES.values())
 

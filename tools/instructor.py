@@ -436,7 +436,11 @@ def record_ungradable(course: Path, tasks: list[Task]) -> None:
     with gradebook(course) as gb:
         for task in tasks:
             for (student, slug), problem in task.problems.items():
-                ungradable.record(gb, course, student, slug, f"autograding failed: {problem}")
+                try:
+                    ungradable.record(gb, course, student, slug, f"autograding failed: {problem}")
+                except Exception as error:  # (the class's grades and reasons are recorded all the same)
+                    gb.db.rollback()
+                    print(f"  note: {student} {slug} could not be listed in the formgrader: {error}", file=sys.stderr)
 
 
 def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: int, seed: int | None = None) -> int:
