@@ -98,11 +98,16 @@ from grading import feedback_math  # noqa: E402
 c.HTMLExporter.extra_template_basedirs = [
     str(feedback_math.TEMPLATES),
     str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates")]
-c.HTMLExporter.filters = {"markdown2html": "grading.feedback_math.markdown2html"}
+c.HTMLExporter.filters = {"markdown2html": "grading.feedback_math.markdown2html",
+                          # the grader's notes in the words of the feedback page, for the formgrader's view too
+                          "plain_words": "grading.feedback_text.plain_words"}
 # The page is the template's output, without nbconvert's second pass over it (grading/feedback_page.py).
 c.GenerateFeedback.exporter_class = "grading.feedback_page.FeedbackExporter"
 # nbgrader's feedback template made for a learner: lessons named, long lines wrapped (feedback/course.html.j2).
 c.FeedbackExporter.template_file = "course.html.j2"
+# The formgrader's view of a submission: nbgrader's formgrade template with the verdicts whole, line by line and in
+# the feedback page's words (formgrade/course.html.j2; the formgrader's exporter is a plain HTMLExporter).
+c.HTMLExporter.template_file = "course.html.j2"
 
 # Private folders of this nbgrader process (nbgrader reads this file several times: once is
 # enough): the kernelspec that starts kernels in the sandbox, and the kernels' socket folder.

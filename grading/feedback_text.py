@@ -6,7 +6,8 @@ cell 29]``, ``(this notebook needs a human look)``): the instructor's tools read
 learner's, so the feedback step (``grading.preprocessors.LearnerFeedback``) rewrites them there only:
 
 - :func:`plain_words` turns the grader's notes into sentences a learner reads, without the names of
-  the grader's exception classes or its bookkeeping;
+  the grader's exception classes or its bookkeeping (the formgrader's view of a submission words them so too,
+  through the filter of that name in grading/templates/formgrade/course.html.j2: one wording for both);
 - :func:`verdict_outputs` gives a lesson's verdict the score the gradebook holds, so a score the
   instructor set by hand in formgrader is the one the verdict states;
 - :func:`progress_panel` is the notebook's progress panel drawn from the grades of the page, not from the

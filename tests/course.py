@@ -338,3 +338,28 @@ def hard_coded_answer(function: str, answers: dict[str, object]) -> str:
         "    if raises is not None:\n"
         "        raise raises(answer)\n"
         "    return _copy.deepcopy(answer)\n")
+
+
+def formgrader_page(notebook: nbformat.NotebookNode, slug: str | None = None, course: bool = True) -> str:
+    """An autograded notebook as nbgrader's formgrader shows it with the course's configuration: its exporter and its
+    formgrade template (as nbgrader's FormgradeExtension sets them), with the course's template, filters and
+    sanitizer (autograde/nbgrader_config.py); ``course=False``: nbgrader's own template and nbconvert's filters."""
+    import nbgrader
+    from nbconvert.exporters import HTMLExporter
+    from traitlets.config import Config
+
+    from grading import feedback_math
+    slug = slug or landed_parts()[0]
+    config = Config()
+    config.HTMLExporter.template_name = "formgrade"
+    formgrader = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader"
+    config.HTMLExporter.extra_template_basedirs = [str(feedback_math.TEMPLATES), str(formgrader / "templates")]
+    if course:
+        config.HTMLExporter.filters = {"markdown2html": "grading.feedback_math.markdown2html",
+                                       "plain_words": "grading.feedback_text.plain_words"}
+        config.HTMLExporter.sanitize_html = True
+        config.HTMLExporter.template_file = "course.html.j2"
+    resources = {"assignment_id": slug, "notebook_id": slug, "submission_id": "abc", "index": 0, "total": 1,
+                 "base_url": "", "student": "s", "last_name": "L", "first_name": "F", "notebook_path": "/x.ipynb"}
+    page, _ = HTMLExporter(config=config).from_notebook_node(notebook, resources=resources)
+    return page

@@ -16,7 +16,7 @@ import pytest
 from nbconvert.filters.strings import clean_html
 from nbformat import NotebookNode
 
-from course import ROOT, make_submission
+from course import ROOT, formgrader_page, make_submission
 from grading import feedback_text, judge, rules
 from grading.preprocessors import JudgeLessons, LearnerFeedback, SandboxedExecute
 from grading.preprocessors.judgelessons import _apply_rules, _refusal_output, verdict_output
@@ -276,3 +276,40 @@ def test_the_page_names_every_test_cell_by_its_lesson_and_wraps_long_lines():
     head = page[:page.index("</head>")]
     assert re.search(r"div\.output_area pre[^{]*\{[^}]*white-space: pre-wrap;[^}]*overflow-wrap: anywhere", head)
     assert instructor.active_html(page) == []
+
+
+# --------------------------------------------------------------------------
+# the formgrader's view: the same words, a verdict line by line
+# --------------------------------------------------------------------------
+
+_OUTPUT_TEXT = re.compile(r'<div class="output_subarea output_[^"]*">\s*<pre>(.*?)</pre>', re.S)
+
+
+def _shown_outputs(page: str) -> list[str]:
+    """The text of every text output of a page, as a reader sees it (tags dropped, entities read)."""
+    import html
+    return [html.unescape(re.sub(r"<[^>]+>", "", text)) for text in _OUTPUT_TEXT.findall(page)]
+
+
+def test_the_formgrader_shows_each_note_of_the_grader_in_the_feedback_page_s_words_line_by_line():
+    """The instructor's view of a submission and the learner's page word the grader's notes alike (one wording:
+    feedback_text.plain_words), and a verdict of several long lines is shown whole, each line on its own."""
+    notes = _grader_notes()
+    long_line = "for z = " + ", ".join(f"{x / 8:.3f}" for x in range(60)) + " you returned the same values"
+    notes["failed on several lines"] = verdict_output(judge.Verdict(
+        "004", False, f"the result of relu_forward is wrong in 4 of 4 entries\n{long_line}\nexpected 0 where z < 0"))
+    notebook = make_submission(SLUG, default="reference")
+    shown = []
+    for note in notes.values():  # each note the output of a cell of its own
+        notebook.cells.append(nbformat.v4.new_code_cell("x = 1", outputs=[copy.deepcopy(note)]))
+        words = feedback_text.plain_output(copy.deepcopy(note))  # what the learner's page shows of it
+        shown.append("\n".join(words.traceback) if note.output_type == "error" else words.text)
+    page = formgrader_page(notebook)
+    outputs = _shown_outputs(page)
+    assert [text.strip("\n") for text in outputs[-len(notes):]] == [text.strip("\n") for text in shown]
+    several = outputs[-1].strip("\n").split("\n")
+    assert several == ["Lesson 004 · ReLU forward: 0/5", "the result of relu_forward is wrong in 4 of 4 entries",
+                       long_line, "expected 0 where z < 0"]
+    assert not [word for word in INTERNAL if any(word in text for text in outputs)]
+    head = page[:page.index("</head>")]  # long lines wrap, as on the feedback page
+    assert re.search(r"div\.output_area pre[^{]*\{[^}]*white-space: pre-wrap;[^}]*overflow-wrap: anywhere", head)

@@ -4,7 +4,8 @@ The autograded notebook is what nbgrader's formgrader renders, as live HTML, ins
 logged-in JupyterLab.  Here a released notebook gets every kind of hostile content a learner can put in
 a notebook file (markdown HTML and script in the forms the sanitizers' own test suites use, event
 attributes on images, HTML/JS/SVG outputs, widget views and widget state, forged tags and ids), goes
-through ``SanitizeSubmission`` and is rendered by the formgrader's own exporter and template; the page
+through ``SanitizeSubmission`` and is rendered by the formgrader's own exporter and template, as the course
+configures them (tests/course.py's ``formgrader_page``); the page
 must carry no tag or attribute that the same page of the untouched release does not carry (the
 allow-list check of the feedback pages, tools/instructor.py's ``active_html``).  The course's own
 markdown (lesson text with math) is kept as it is.  A few seconds, no kernel.
@@ -20,7 +21,7 @@ import nbformat
 import pytest
 from nbformat import NotebookNode
 
-from course import ROOT, read, tool
+from course import ROOT, formgrader_page, read, tool
 from hostile import MARK, PNG, hostile
 from grading import inert
 from grading.course import landed_parts
@@ -29,19 +30,6 @@ from grading.protocol import COURSE_DIR_ENV
 
 instructor = tool("instructor")
 SLUG = landed_parts()[0]
-def formgrader_page(nb: NotebookNode) -> str:
-    """``nb`` as nbgrader's formgrader shows it (its exporter, template and resources)."""
-    from nbconvert.exporters import HTMLExporter
-    from nbgrader.server_extensions.formgrader import handlers
-    from traitlets.config import Config
-    config = Config()
-    config.HTMLExporter.template_name = "formgrade"
-    config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
-    resources = {"assignment_id": SLUG, "notebook_id": SLUG, "submission_id": "abc", "index": 0, "total": 1,
-                 "base_url": "", "student": "s", "last_name": "L", "first_name": "F",
-                 "notebook_path": "/x.ipynb"}
-    page, _ = HTMLExporter(config=config).from_notebook_node(nb, resources=resources)
-    return page
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +53,7 @@ def test_a_hostile_submission_is_inert_in_the_formgrader(course, monkeypatch):
     baseline = set(instructor.active_html(baseline_page))
     unsanitized = hostile(release)
     unsanitized.cells[-1]["id"] = "plain"  # (nbconvert refuses to render a forged id at all)
-    raw = formgrader_page(unsanitized)
+    raw = formgrader_page(unsanitized, course=False)  # (the course's markdown filter refuses it outright)
     assert set(instructor.active_html(raw)) - baseline, "the check sees the hostile forms when nothing is done"
     assert live_marks(raw), "and so does the mark's"
     page = formgrader_page(sanitized(hostile(release), course, monkeypatch))

@@ -252,6 +252,9 @@ def test_feedback_for_every_student_without_hidden_tests_or_reference(workflow):
         if student != NO_NOTEBOOK:
             folder = workflow["course"] / "feedback" / student / SLUG
             assert instructor.feedback_problems(folder, SLUG) == [], student
+    # The file that is no notebook gets no page (its autograded notebook is a stand-in: grading/ungradable.py).
+    assert not (workflow["course"] / "feedback" / NO_NOTEBOOK / SLUG).exists()
+    assert f"no feedback for {NO_NOTEBOOK} {SLUG}: it was not graded" in workflow["runs"]["feedback"]
     page = (workflow["course"] / "feedback" / ALL_MISTAKES / SLUG / f"{SLUG}.html").read_text()
     assert "common mistake" in page and all(words in page for _, words in MISTAKES.values())
 
@@ -400,14 +403,15 @@ def test_the_instructor_s_jupyterlab_offers_no_grading_kernel_and_warns_of_no_ex
 
 def test_the_gradebook_lists_the_class_and_shows_the_flagged_notebook_with_its_reason(workflow, formgrader, page):
     shown = {row["student"]: row for row in submissions(page, formgrader)}
-    graded = [student for student in STUDENTS if student != NO_NOTEBOOK]  # no notebook, nothing to show
-    assert sorted(shown) == sorted(shown_name(student) for student in graded), shown
-    rows = {student: shown[shown_name(student)] for student in graded}
-    for student in graded:
+    # Every submission, the one that is no notebook too (grading/ungradable.py: flagged, scored nothing)
+    assert sorted(shown) == sorted(shown_name(student) for student in STUDENTS), shown
+    rows = {student: shown[shown_name(student)] for student in STUDENTS}
+    for student in STUDENTS:
         # (formgrader shows the points before nbgrader's late penalty; grades.csv the part's after it)
-        points = sum(expected_points(student, lesson) for lesson in LESSONS)
+        points = 0 if student == NO_NOTEBOOK else sum(expected_points(student, lesson) for lesson in LESSONS)
         assert float(rows[student]["score"].split(" / ")[0]) == points, (student, rows[student])
-        assert (rows[student]["manual"], rows[student]["flagged"]) == ((student == FLAGGED),) * 2, rows[student]
+        listed = student in (FLAGGED, NO_NOTEBOOK)
+        assert (rows[student]["manual"], rows[student]["flagged"]) == (listed, listed), rows[student]
     print(f"screenshot: {screenshot(page, 'instructor-formgrader-gradebook')}")
 
     page.goto(f"{formgrader.base}{rows[FLAGGED]['link']}")
@@ -417,6 +421,48 @@ def test_the_gradebook_lists_the_class_and_shows_the_flagged_notebook_with_its_r
     expect(page.locator(f"#{LESSONS[3].grade_id}")).to_have_class(re.compile(r"\bneeds_manual_grade\b"))
     comment.scroll_into_view_if_needed()
     print(f"screenshot: {screenshot(page, 'instructor-formgrader-flag')}")
+
+
+def test_the_formgrader_opens_a_notebook_that_could_not_be_graded_on_its_reason(workflow, formgrader, page):
+    """The submission that is no notebook is listed (above) and opens on why it could not be graded, while
+    grades.csv leaves its part blank (test_grades_csv_has_every_student_s_points_lesson_by_lesson)."""
+    link = {row["student"]: row["link"] for row in submissions(page, formgrader)}[shown_name(NO_NOTEBOOK)]
+    page.goto(f"{formgrader.base}{link}")
+    page.get_by_text("This submission could not be graded").first.wait_for()
+    text = page.locator("body").inner_text()
+    with (workflow["course"] / "grading-flags.csv").open() as handle:
+        reason = next(row["reason"] for row in csv.DictReader(handle) if row["student"] == NO_NOTEBOOK)
+    assert " ".join(reason.split()) in " ".join(text.split()), (reason, text)  # (the page's spaces, not the file's)
+    assert f"submitted/{NO_NOTEBOOK}/{SLUG}/{SLUG}.ipynb" in text, text
+    assert read_grades(workflow["course"])[NO_NOTEBOOK][f"status_{SLUG}"] == "ungradable"
+    print(f"screenshot: {screenshot(page, 'instructor-formgrader-ungradable')}")
+
+
+_OVERFLOWING = """() => [...document.querySelectorAll('div.output_subarea pre, div.input_area pre')]
+  .filter(pre => pre.scrollWidth > pre.clientWidth + 1).map(pre => pre.innerText.slice(0, 80))"""
+
+
+def test_the_formgrader_shows_a_failed_lesson_s_verdict_whole_line_by_line_in_the_feedback_page_s_words(
+        workflow, formgrader, page):
+    """A lesson the student got wrong: its verdict reads as on the learner's feedback page (one wording,
+    grading/feedback_text.py), each line of it on a line of its own, and no line of the page runs off its box."""
+    from grading import feedback_text
+    lesson = next(lesson for lesson in LESSONS if expected_points(ALL_MISTAKES, lesson) == 0)
+    graded = nbformat.read(workflow["course"] / "autograded" / ALL_MISTAKES / SLUG / f"{SLUG}.ipynb", as_version=4)
+    cell = next(cell for cell in graded.cells if feedback_text.lesson_of_test_cell(cell) == lesson)
+    verdict = feedback_text.plain_output(cell.outputs[0])  # what the learner's page says of it
+    assert verdict.output_type == "error" and len(verdict.traceback) >= 2, verdict
+    link = {row["student"]: row["link"] for row in submissions(page, formgrader)}[shown_name(ALL_MISTAKES)]
+    page.goto(f"{formgrader.base}{link}")
+    shown = page.locator(f"div.cell:has(#{lesson.grade_id}) div.output_error pre")
+    shown.wait_for()
+    lines = [line for line in shown.inner_text().splitlines() if line.strip()]
+    assert lines == [line for text in verdict.traceback for line in text.splitlines() if line.strip()], lines
+    assert "GradedFailure" not in page.locator("body").inner_text()
+    assert page.evaluate(_OVERFLOWING) == []
+    assert not page.evaluate("() => document.documentElement.scrollWidth > window.innerWidth"), "wider than the window"
+    shown.scroll_into_view_if_needed()
+    print(f"screenshot: {screenshot(page, 'instructor-formgrader-verdict')}")
 
 
 def type_score(page, formgrader, student: str, lesson, points: int) -> None:

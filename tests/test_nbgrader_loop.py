@@ -45,7 +45,7 @@ import adversarial
 from adversarial import HOLES, MARKER, NEIGHBOURS, RUN_SEED, Adversary
 from course import ROOT, read, student_path, submit, tool
 from grading.course import landed_parts
-from grading import protocol
+from grading import protocol, ungradable
 from grading.feedback_text import plain_words
 from shared.lessons import TOTAL_POINTS, lessons_of
 from shared.mistakes import mistakes_of
@@ -79,6 +79,10 @@ class Suite:
 
     def graded(self, adversary: Adversary) -> Path:
         return self.course / "autograded" / adversary.student / adversary.slug / f"{adversary.slug}.ipynb"
+
+    def was_graded(self, adversary: Adversary) -> bool:
+        """Whether nbgrader graded it (a notebook that could not be graded has a stand-in: grading/ungradable.py)."""
+        return self.graded(adversary).is_file() and not ungradable.is_stand_in(self.graded(adversary))
 
     def page(self, adversary: Adversary) -> Path:
         return self.course / "feedback" / adversary.student / adversary.slug / f"{adversary.slug}.html"
@@ -374,7 +378,7 @@ def test_each_verdict_says_why_and_the_feedback_shows_it(suite):
     missing = []
     for adversary in suite.adversaries:
         key = (adversary.student, adversary.slug)
-        if not suite.graded(adversary).is_file():
+        if not suite.was_graded(adversary):
             continue
         page = html.unescape(suite.page(adversary).read_text()) if suite.page(adversary).is_file() else None
         for code, expect in adversary.expected.items():
@@ -401,11 +405,11 @@ def test_broken_submissions_are_listed_and_all_others_graded(suite):
             if words not in listed:
                 problems.append(f"{adversary.student} {adversary.slug}: the manual-grading list lacks {words!r}: {listed!r}")
         holes = any(e.hole for e in adversary.expected.values())
-        if adversary.fails and suite.graded(adversary).is_file():
+        if adversary.fails and suite.was_graded(adversary):
             problems.append(f"{adversary.student} {adversary.slug} should not have been graded")
-        elif not (adversary.fails or adversary.may_fail or holes) and not suite.graded(adversary).is_file():
+        elif not (adversary.fails or adversary.may_fail or holes) and not suite.was_graded(adversary):
             problems.append(f"{adversary.student} {adversary.slug} was not graded: {listed!r}")
-        elif adversary.may_fail and not suite.graded(adversary).is_file() and "autograding failed" not in listed:
+        elif adversary.may_fail and not suite.was_graded(adversary) and "autograding failed" not in listed:
             problems.append(f"{adversary.student} {adversary.slug}: neither graded nor listed")
     assert not problems, "\n".join(problems)
 
@@ -471,7 +475,7 @@ def test_every_autograded_notebook_is_inert_where_the_formgrader_shows_it(suite)
     problems = []
     for adversary in suite.adversaries:
         graded = suite.graded(adversary)
-        if not graded.is_file():
+        if not graded.is_file():  # (a stand-in too is rendered by the formgrader: it is checked as well)
             continue
         notebook = read(graded)
         released = {c.source for c in read(suite.course / "release" / adversary.slug / f"{adversary.slug}.ipynb").cells
@@ -508,7 +512,7 @@ def test_the_grader_s_peak_memory_stays_bounded(suite):
     from grading.preprocessors.kernelmanager import GRADER_PEAK_LOG
     found = re.findall(re.escape(GRADER_PEAK_LOG) + r": (\d+) MiB",
                        "\n".join(p.read_text(errors="replace") for p in (suite.course / "logs").glob("autograde-*.log")))
-    assert len(found) >= len([a for a in suite.adversaries if suite.graded(a).is_file()]), "one after each notebook"
+    assert len(found) >= len([a for a in suite.adversaries if suite.was_graded(a)]), "one after each notebook"
     peak = max(int(mib) for mib in found)
     print(f"the grader's peak resident memory: {peak} MiB")
     assert peak * 2**20 < GRADER_PEAK_BYTES

@@ -205,3 +205,55 @@ def test_the_feedback_page_says_the_instructor_has_looked_once_nothing_waits(cou
         grade_put(gb.find_grade(LESSONS[3].grade_id, SLUG, SLUG, "linus"), 3)
         gb.db.commit()
     assert "(your instructor has looked at this notebook)" in page_text()
+
+
+# ------------------------------------------------------------------ a notebook that could not be graded
+
+def formgrader_lists(course: Path) -> list[str]:
+    """The students the formgrader's page of the part lists (nbgrader's own API behind that page)."""
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    api = NbGraderAPI(coursedir=CourseDirectory(root=str(course)))
+    return sorted(row["student"] for row in api.get_notebook_submissions(SLUG, SLUG))
+
+
+def test_a_notebook_that_could_not_be_graded_is_listed_in_the_formgrader_with_its_reason_and_no_score(course):
+    """margaret's file is no notebook: `make autograde` records it (grading/ungradable.py), so that the formgrader
+    lists her beside the others, flagged, and opening it says why; grades.csv still leaves her part blank."""
+    from nbgrader.api import Gradebook
+
+    from course import formgrader_page
+    from grading import ungradable
+
+    assert formgrader_lists(course) == ["ada", "grace", "late", "linus"]  # as nbgrader leaves it: margaret missing
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert ungradable.record(gb, course, "margaret", SLUG, NOT_JSON + ": '<img src=x onerror=alert(1)>'")
+    assert formgrader_lists(course) == ["ada", "grace", "late", "linus", "margaret"]
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        notebook = gb.find_submission_notebook(SLUG, SLUG, "margaret")
+        assert notebook.flagged and all(grade.needs_manual_grade for grade in notebook.grades)
+    import nbformat
+    page = formgrader_page(nbformat.read(course / "autograded" / "margaret" / SLUG / f"{SLUG}.ipynb", as_version=4))
+    assert "This submission could not be graded" in page and NOT_JSON in page
+    assert f"submitted/margaret/{SLUG}/{SLUG}.ipynb" in page
+    assert instructor.active_html(page) == instructor.active_html(formgrader_page(nbformat.v4.new_notebook()))
+    margaret = grades_csv(course)["margaret"]
+    assert (margaret[f"status_{SLUG}"], margaret[f"part_{SLUG}"], margaret["total"]) == ("ungradable", "", "")
+    assert all(margaret[f"lesson_{lesson.code}"] == "" for lesson in LESSONS)
+    assert [(row["student"], row["status"]) for row in queue_file(course) if row["student"] == "margaret"] == \
+        [("margaret", "ungradable")]
+
+
+def test_a_failed_grading_of_a_new_file_drops_the_scores_of_the_last_one(course):
+    """ada hands in again a file that cannot be read: her earlier scores do not stand in grades.csv."""
+    from nbgrader.api import Gradebook
+
+    from grading import ungradable
+
+    assert grades_csv(course)["ada"][f"status_{SLUG}"] == "graded"
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert ungradable.record(gb, course, "ada", SLUG, NOT_JSON)
+    ada = grades_csv(course)["ada"]
+    assert (ada[f"status_{SLUG}"], ada[f"part_{SLUG}"], ada[f"lesson_{LESSONS[0].code}"]) == ("ungradable", "", "")
+    assert "ada" in formgrader_lists(course)

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
-from grading import formgrader_csp, nbgrader_cli
+from grading import formgrader_csp, nbgrader_cli, ungradable
 
 nbgrader_cli.skip_iri_grammars()  # before anything imports nbformat (grading/nbgrader_cli.py)
 
@@ -430,6 +430,19 @@ def record_flags(course: Path, tasks: list[Task]) -> Path:
     return update_rows(course / REASONS_FILE, REASON_FIELDS, rows, regraded)
 
 
+def record_ungradable(course: Path, tasks: list[Task]) -> None:
+    """Every notebook of ``tasks`` that could not be graded, recorded so that the formgrader lists it with its
+    reason and no lesson of it has a score (grading/ungradable.py), before :func:`record_flags` keeps the reason."""
+    with gradebook(course) as gb:
+        for task in tasks:
+            for (student, slug), problem in task.problems.items():
+                try:
+                    ungradable.record(gb, course, student, slug, f"autograding failed: {problem}")
+                except Exception as error:  # (the class's grades and reasons are recorded all the same)
+                    gb.db.rollback()
+                    print(f"  note: {student} {slug} could not be listed in the formgrader: {error}", file=sys.stderr)
+
+
 def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: int, seed: int | None = None) -> int:
     """Grade every submission of ``parts`` (or of the ``wanted`` students), ``jobs`` nbgrader runs at a time.
 
@@ -512,6 +525,7 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
               if pair not in task.problems]
     if graded:
         print(f"run seed {seed} recorded for {len(graded)} notebook(s) in {record_seeds(course, graded, seed)}")
+    record_ungradable(course, done)
     print(f"reasons kept in nbgrader's gradebook (formgrader: needs manual grade) and {record_flags(course, done)}")
     print_scores(course, parts, students)
     print_manual_grading(course, parts, students, done)
@@ -570,7 +584,10 @@ def feedback(course: Path, parts: list[str], wanted: list[str] | None, jobs: int
     students = students_of(course, wanted)
     everyone = sorted(set(students_of(course, None))
                       | ({p.name for p in autograded.iterdir() if p.is_dir()} if autograded.is_dir() else set()))
-    handed_in = {slug: [s for s in students if (autograded / s / slug / f"{slug}.ipynb").is_file()] for slug in parts}
+    # A notebook that could not be graded has a stand-in there (grading/ungradable.py), and no feedback.
+    states = class_state(course, parts, students) if (course / "gradebook.db").is_file() else {}
+    handed_in = {slug: [s for s in students if (autograded / s / slug / f"{slug}.ipynb").is_file()
+                        and s in states and states[s][slug].status != UNGRADABLE] for slug in parts}
     logs = log_dir(course)
 
     def generate(task: Task) -> tuple[Task, subprocess.CompletedProcess]:
@@ -593,9 +610,8 @@ def feedback(course: Path, parts: list[str], wanted: list[str] | None, jobs: int
                     print(f"  feedback {folder / f'{slug}.html'}")
     for slug in parts:
         for student in students:
-            if (course / "submitted" / student / slug).is_dir() \
-                    and not (autograded / student / slug / f"{slug}.ipynb").is_file():
-                print(f"  no feedback for {student} {slug}: it was not autograded (see `make autograde`)")
+            if (course / "submitted" / student / slug).is_dir() and student not in handed_in[slug]:
+                print(f"  no feedback for {student} {slug}: it was not graded (`make review` lists why)")
     return status
 
 
@@ -758,7 +774,8 @@ def part_state(submission, course: Path, student: str, slug: str, reasons: list[
                 if notebook.name == slug for grade in notebook.grades}
     grades = {lesson.code: recorded[lesson.grade_id] for lesson in lessons if lesson.grade_id in recorded}
     graded_file = course / "autograded" / student / slug / f"{slug}.ipynb"
-    if len(grades) < len(lessons) or not graded_file.is_file():  # no grade, or none from its last grading
+    # No grade, no autograded notebook, or a lesson its last grading gave no score (grading/ungradable.py).
+    if len(grades) < len(lessons) or not graded_file.is_file() or ungradable.is_ungradable(grades.values()):
         why = [row["reason"] for row in reasons] or ["it could not be graded: see `make autograde`'s listing"]
         return PartState(UNGRADABLE, {lesson.code: None for lesson in lessons}, hours_late=late, reasons=why)
     # Waiting for a human until each flagged grade has a manual score or the notebook's flag is cleared.
