@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grading.protocol import CELL_TIMEOUT_ENV, COURSE_DIR_ENV, PRIVATE_DIR_ENV, PRIVATE_OWNER_ENV
+from grading.protocol import CELL_TIMEOUT_ENV, COURSE_DIR_ENV, PRIVATE_DIR_ENV, PRIVATE_DIR_PID_ENV
 
 c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
 
@@ -114,11 +114,11 @@ c.HTMLExporter.template_file = "course.html.j2"
 # Never another process's: a folder named in an inherited environment (two grading runs side by
 # side, started by one process that had read this file) is shared no more; its kernelspec was
 # rewritten by one run while the other read it, and a notebook failed on an empty kernel.json.
-if (os.environ.get(PRIVATE_OWNER_ENV) != str(os.getpid()) or PRIVATE_DIR_ENV not in os.environ
+if (os.environ.get(PRIVATE_DIR_PID_ENV) != str(os.getpid()) or PRIVATE_DIR_ENV not in os.environ
         or not Path(os.environ[PRIVATE_DIR_ENV]).is_dir()):
     _private = Path(tempfile.mkdtemp(prefix="mct-grading-"))
     atexit.register(shutil.rmtree, _private, True)
-    os.environ[PRIVATE_DIR_ENV], os.environ[PRIVATE_OWNER_ENV] = str(_private), str(os.getpid())
+    os.environ[PRIVATE_DIR_ENV], os.environ[PRIVATE_DIR_PID_ENV] = str(_private), str(os.getpid())
 PRIVATE = Path(os.environ[PRIVATE_DIR_ENV])
 _spec_dir = PRIVATE / "share" / "jupyter" / "kernels" / "mct-grading"
 _spec_dir.mkdir(parents=True, exist_ok=True)
