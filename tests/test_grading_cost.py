@@ -8,7 +8,10 @@ Each cut is held here by what it changes, not by a time (times are the benchmark
 - the harness reads the part's cases once per kernel, and again when the file changes;
 - the kernel's tree is byte-compiled where it is built, and a kernel imports it without compiling;
 - building a tree does not import matplotlib (it cost every nbgrader process a second);
-- nbgrader's check of each cell's metadata checks its schema once, and rejects what it rejected.
+- nbgrader's check of each cell's metadata checks its schema once, and rejects what it rejected;
+- a feedback page's code cell the same in every notebook is highlighted once per process (the times a
+  cell ran, in its metadata, are no part of the key; a cell magic's language is), and a process
+  compiles the page's templates once, not once per nbgrader command.
 """
 
 from __future__ import annotations
@@ -159,3 +162,48 @@ def test_the_course_s_nbgrader_uses_the_check(monkeypatch):
     validator.validate_cell(new_code_cell(metadata={"nbgrader": good}))
     with pytest.raises(jsonschema.ValidationError):
         validator.validate_cell(new_code_cell(metadata={"nbgrader": {**good, "points": "five"}}))
+
+
+def test_a_cell_the_same_in_every_notebook_is_highlighted_once_whatever_its_metadata(monkeypatch):
+    from nbconvert.filters.highlight import Highlight2HTML
+
+    from grading import feedback_page
+    monkeypatch.setattr(feedback_page, "_HIGHLIGHTED", {})
+    calls = []
+
+    class Counted(Highlight2HTML):
+        def __call__(self, source, language=None, metadata=None):
+            calls.append(source)
+            return super().__call__(source, language=language, metadata=metadata)
+
+    highlight = feedback_page.FeedbackExporter.highlight_once(Counted(pygments_lexer="ipython3"), "ipython3")
+    source = "x = np.zeros(3)\nprint(x)"
+    first = highlight(source, metadata={"execution": {"iopub.status.busy": "2026-12-05T01:00:00Z"}})
+    again = highlight(source, metadata={"execution": {"iopub.status.busy": "2026-12-05T02:00:00Z"}})
+    assert first == again and calls == [source]
+    bash = highlight("ls -l", metadata={"magics_language": "bash"})
+    python = highlight("ls -l", metadata={})
+    assert len(calls) == 3 and "hl-ipython3" in python
+    assert bash == Highlight2HTML(pygments_lexer="ipython3")("ls -l", metadata={"magics_language": "bash"})
+
+
+def test_a_second_feedback_exporter_compiles_no_template(monkeypatch):
+    import jinja2
+
+    from grading import feedback_page
+    compiled = []
+    original = jinja2.Environment.compile
+
+    def counted(self, source, name=None, filename=None, raw=False, defer_init=False):
+        compiled.append(name)
+        return original(self, source, name, filename, raw, defer_init)
+
+    monkeypatch.setattr(feedback_page, "_COMPILED_TEMPLATES", feedback_page.TemplatesCompiledOnce())
+    monkeypatch.setattr(jinja2.Environment, "compile", counted)
+    from nbformat.v4 import new_code_cell, new_notebook
+    notebook = new_notebook(cells=[new_code_cell("1 + 1")])
+    first, _ = feedback_page.FeedbackExporter().from_notebook_node(notebook)
+    assert compiled, "the first exporter compiles its templates"
+    compiled.clear()
+    second, _ = feedback_page.FeedbackExporter().from_notebook_node(notebook)
+    assert compiled == [] and second == first
