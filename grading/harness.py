@@ -261,9 +261,9 @@ def _run_child(code: str, lesson: dict[str, Any], namespace: MutableMapping[str,
         handle.write(text)
 
 
-def _ended(pid: int, timeout: float, pidfd: int | None) -> None:
-    """Sleep until child ``pid`` ends or ``timeout`` seconds pass: woken by the child's end itself
-    where the kernel offers a descriptor for it (``pidfd``), else after at most 5 ms. (A lesson's
+def _sleep_until_ended(pidfd: int | None, timeout: float) -> None:
+    """Sleep until the child ends or ``timeout`` seconds pass: woken by the child's end itself where
+    the kernel offers a descriptor for it (``pidfd``), else after at most 5 ms. (A lesson's
     child lives some 20 ms: polling every 5 ms lost 2.5 ms on average, forty lessons a student.)"""
     if pidfd is None:
         time.sleep(min(timeout, 0.005))
@@ -291,7 +291,7 @@ def _wait(pid: int, deadline: float) -> tuple[str, int | None]:
             left = deadline - time.monotonic()
             if left < 0:
                 return "timeout", None
-            _ended(pid, left, pidfd)
+            _sleep_until_ended(pidfd, left)
     finally:
         if pidfd is not None:
             os.close(pidfd)
