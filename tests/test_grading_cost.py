@@ -227,3 +227,26 @@ def test_the_bench_fits_a_run_s_fixed_and_marginal_cost_and_plans_the_class_as_t
     handed_in = {slug: [f"s{i}" for i in range(bench.CLASS)] for slug in parts}
     assert runs == [len(task.notebooks) for task in instructor.plan(handed_in, 2)]
     assert sum(runs) == bench.CLASS * len(parts)
+
+
+def test_a_killed_kernel_s_end_is_looked_for_every_few_milliseconds_not_every_100(monkeypatch):
+    import asyncio
+
+    from grading.preprocessors import kernelmanager
+    from jupyter_client.manager import KernelManager
+    manager = kernelmanager.SandboxKernelManager()
+    looks, slept = iter([True, True, False]), []
+
+    async def alive():
+        return next(looks)
+
+    async def sleep(seconds):
+        slept.append(seconds)
+
+    monkeypatch.setattr(manager, "_async_is_alive", alive)
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    asyncio.run(manager._async_wait())
+    assert slept == [kernelmanager.END_POLL_SECONDS] * 2 and kernelmanager.END_POLL_SECONDS <= 0.005
+    # ... and jupyter_client's kill still waits through this method (its own default looks every 100 ms)
+    import inspect
+    assert "self._async_wait()" in inspect.getsource(KernelManager._async_kill_kernel)

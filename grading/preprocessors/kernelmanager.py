@@ -38,6 +38,7 @@ GRADER_GROWTH_BYTES = int(os.environ.get(GRADER_GROWTH_BYTES_ENV, 192 * 2**20))
 WATCH_SECONDS = 0.02
 SOCKETS_NOT_FOUND = "the grading kernel did not make its sockets in time (or made something else in their place)"
 SOCKET_WAIT_SECONDS = 60.0
+END_POLL_SECONDS = 0.005  # how often a killed kernel's end is looked for (see SandboxKernelManager._async_wait)
 
 
 class MessageBudget:
@@ -291,6 +292,14 @@ class SandboxKernelManager(AsyncKernelManager):
             self._mct_socket_fds = None
             for fd in fds.values():
                 os.close(fd)
+
+    async def _async_wait(self, pollinterval: float = 0.1) -> None:
+        """Wait for the kernel's end, looking every ``END_POLL_SECONDS`` (jupyter_client looks every 100 ms).
+
+        A kernel is killed at the end of every notebook (``shutdown_kernel = "immediate"``), and its launcher
+        ends a few milliseconds later: jupyter_client's first look comes too early, so each notebook waited
+        100 ms more for nothing (112 ms measured for a shutdown, each time)."""
+        await super()._async_wait(pollinterval=min(pollinterval, END_POLL_SECONDS))
 
     def _mct_stop(self) -> None:
         """Stop the kernel at once (its launcher killed: bubblewrap dies with it, and the kernel with bubblewrap)."""
