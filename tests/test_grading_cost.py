@@ -218,12 +218,11 @@ def test_the_bench_fits_a_run_s_fixed_and_marginal_cost_and_plans_the_class_as_t
     parts = landed_parts()
     fixed, marginal = 4.5, 0.8
     for jobs in (1, 2):
-        def seconds(runs: list[int]) -> float:  # what the bench would measure: jobs runs at a time
-            return (len(runs) * fixed + sum(runs) * marginal) / jobs
         big, small = bench.runs_of(parts, 6, jobs), bench.runs_of(parts, jobs, jobs)
         assert len(small) == jobs
-        assert bench.fit_runs(jobs, (seconds(big), big), (seconds(small), small)) == pytest.approx((fixed, marginal))
-    runs = bench.class_runs(parts, 2)
+        measured = [(bench.wall_seconds(runs, fixed, marginal, jobs), runs) for runs in (big, small)]
+        assert bench.fit_runs(jobs, *measured) == pytest.approx((fixed, marginal))
+    runs = bench.runs_of(parts, bench.CLASS, 2)
     handed_in = {slug: [f"s{i}" for i in range(bench.CLASS)] for slug in parts}
     assert runs == [len(task.notebooks) for task in instructor.plan(handed_in, 2)]
     assert sum(runs) == bench.CLASS * len(parts)

@@ -202,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         minutes = {}
         for step, jobs in sorted(fits):
             fixed, marginal = fits[(step, jobs)]
-            runs = class_runs(parts, jobs)
-            minutes[(step, jobs)] = (len(runs) * fixed + sum(runs) * marginal) / jobs / 60
+            runs = runs_of(parts, CLASS, jobs)
+            minutes[(step, jobs)] = wall_seconds(runs, fixed, marginal, jobs) / 60
             print(f"  {step}, JOBS={jobs}: fixed {fixed:.1f} s, marginal {marginal:.2f} s; {CLASS} x {len(parts)} in "
                   f"{len(runs)} runs: {minutes[(step, jobs)]:.1f} min")
         if ("autograde", 2) in minutes and ("feedback", 2) in minutes:
@@ -222,9 +222,10 @@ def runs_of(parts: list[str], students: int, jobs: int) -> list[int]:
     return [len(task.notebooks) for task in plan(handed_in, jobs)]
 
 
-def class_runs(parts: list[str], jobs: int) -> list[int]:
-    """The notebooks of each nbgrader run that would grade a class of CLASS students handing in every part."""
-    return runs_of(parts, CLASS, jobs)
+def wall_seconds(runs: list[int], fixed: float, marginal: float, jobs: int) -> float:
+    """The model of fit_runs: runs of these many notebooks, ``jobs`` at a time, each ``fixed + notebooks x
+    marginal`` seconds."""
+    return (len(runs) * fixed + sum(runs) * marginal) / jobs
 
 
 def fit_runs(jobs: int, *steps: tuple[float, list[int]]) -> tuple[float, float]:
