@@ -11,6 +11,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from queue import Empty
 
 import zmq
 from jupyter_client.asynchronous import AsyncKernelClient
@@ -39,6 +40,7 @@ WATCH_SECONDS = 0.02
 SOCKETS_NOT_FOUND = "the grading kernel did not make its sockets in time (or made something else in their place)"
 SOCKET_WAIT_SECONDS = 60.0
 END_POLL_SECONDS = 0.005  # how often a killed kernel's end is looked for (see SandboxKernelManager._async_wait)
+IOPUB_CONNECT_SECONDS = 0.2  # silence on the output channel that means it is not connected yet (jupyter_client's)
 
 
 class MessageBudget:
@@ -189,6 +191,43 @@ class SandboxKernelClient(AsyncKernelClient):
         for channel in (self._shell_channel, self._iopub_channel, self._stdin_channel, self._control_channel):
             if channel is not None:
                 channel.budget = budget
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        """Return once the kernel answers on its shell channel and its output channel is connected, with every
+        message it sent so far read and dropped, as jupyter_client's ``wait_for_ready`` does, but without its
+        last step: a fifth of a second of silence waited for on the output channel, idle, for every kernel.
+
+        The kernel's own ``idle`` status for the ``kernel_info`` request it answered is the last message it
+        sends before it waits for work: once that arrived, everything before it has been read.  A request
+        whose reply comes but whose ``idle`` does not within IOPUB_CONNECT_SECONDS (the output channel not yet
+        connected: ZeroMQ drops what a subscriber missed) is asked again, as jupyter_client asks again."""
+        deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+        while True:
+            self.kernel_info()
+            try:
+                reply = await self.shell_channel.get_msg(timeout=1)
+            except Empty:
+                reply = None
+            if reply is not None and reply.get("msg_type") == "kernel_info_reply" \
+                    and await self._idle_after(reply["parent_header"].get("msg_id")):
+                self._handle_kernel_info_reply(reply)
+                return
+            if not await self._async_is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:g} seconds")
+
+    async def _idle_after(self, request: str | None) -> bool:
+        """Read (and drop) the output channel's messages up to the kernel's ``idle`` for ``request``; False
+        when the channel stays silent for IOPUB_CONNECT_SECONDS before it."""
+        while True:
+            try:
+                message = await self.iopub_channel.get_msg(timeout=IOPUB_CONNECT_SECONDS)
+            except Empty:
+                return False
+            if message.get("msg_type") == "status" and message["content"].get("execution_state") == "idle" \
+                    and message["parent_header"].get("msg_id") == request:
+                return True
 
     def stop_channels(self) -> None:
         super().stop_channels()
