@@ -146,6 +146,7 @@ def remove(name: str, patience: float = 5.0) -> None:
     """Kill every process left in group ``name`` and delete it."""
     groups = _groups(name)
     deadline = time.monotonic() + patience
+    pause = 0.001  # killed processes are gone within a few milliseconds: look again soon, then less often
     while groups and time.monotonic() < deadline:
         pids = {pid for group in groups for pid in _pids(group)}
         if not pids:
@@ -161,7 +162,8 @@ def remove(name: str, patience: float = 5.0) -> None:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        time.sleep(0.02)
+        time.sleep(pause)
+        pause = min(2 * pause, 0.02)
     _remove_dirs(groups)
 
 
