@@ -50,6 +50,7 @@ import os
 import re
 import shutil
 import subprocess
+import textwrap
 import symtable
 import sys
 import tempfile
@@ -224,26 +225,56 @@ def source_notebook(master: Path) -> nbformat.NotebookNode:
 # source -> reference module, student notebook, solved notebook
 # --------------------------------------------------------------------------
 
-def setup_imports(notebook: nbformat.NotebookNode) -> list[str]:
-    """The import statements of the notebook's set-up cell (what solutions may use)."""
+def setup_imports(notebook: nbformat.NotebookNode) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements of the notebook's set-up cell (what solutions may use), with their source
+    (``ast.get_source_segment`` of the set-up cell: each node's ``source`` attribute)."""
     setup = next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup")
-    tree = ast.parse(setup.source)
-    return [ast.get_source_segment(setup.source, node) for node in tree.body
-            if isinstance(node, (ast.Import, ast.ImportFrom))]
+    nodes = [node for node in ast.parse(setup.source).body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    for node in nodes:
+        node.source = ast.get_source_segment(setup.source, node)
+    return nodes
+
+
+def imports_used(imports: list[ast.Import | ast.ImportFrom], code: str) -> list[str]:
+    """The statements of ``imports`` that bind a name ``code`` reads, each cut to those names.
+
+    The reference module is loaded by everything that grades (the judge, in every grading run, and the
+    Validate button): an import the solutions never use (the set-up cell's matplotlib, for its plots)
+    would cost each of them its import (a second, for matplotlib)."""
+    read = {node.id for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Name)}
+    kept = []
+    for node in imports:
+        used = [alias for alias in node.names if (alias.asname or alias.name.split(".")[0]) in read]
+        if len(used) == len(node.names):
+            kept.append(node.source)
+        elif used:
+            cut = copy.copy(node)
+            cut.names = used
+            kept.append(wrapped_import(ast.unparse(cut)))
+    return kept
+
+
+def wrapped_import(line: str, width: int = 120) -> str:
+    """``from m import a, b, ...`` cut within ``width`` columns, its names in parentheses (as set-up cells write it)."""
+    head, sep, names = line.partition(" import ")
+    if len(line) <= width or not head.startswith("from "):
+        return line
+    indent = " " * len(f"{head}{sep}(")
+    lines = textwrap.fill(names, width - 1, initial_indent=indent, subsequent_indent=indent)
+    return f"{head}{sep}({lines[len(indent):]})"
 
 
 def reference_module(notebook: nbformat.NotebookNode, slug: str) -> str:
     """The solution cells, without solution markers, as one importable module.
 
-    It imports what the notebook's set-up cell imports, so solutions see the
-    same names as in the notebook.
+    It imports what the solutions use of the notebook's set-up cell's imports, so they see
+    the same names as in the notebook.
     """
+    solutions = [SOLUTION_MARKERS.sub("", cell.source).rstrip() for cell in notebook.cells
+                 if cell.metadata.get("nbgrader", {}).get("solution")]
     parts = [f'"""Reference solutions of {slug}.\n\n{GENERATED_NOTE.format(slug=slug)}\n"""\n\n',
-             "\n".join(setup_imports(notebook)) + "\n"]
-    for cell in notebook.cells:
-        if cell.metadata.get("nbgrader", {}).get("solution"):
-            code = SOLUTION_MARKERS.sub("", cell.source).rstrip()
-            parts.append(f"\n\n{code}\n")
+             "\n".join(imports_used(setup_imports(notebook), "\n\n".join(solutions))) + "\n"]
+    parts += [f"\n\n{code}\n" for code in solutions]
     return "".join(parts)
 
 
