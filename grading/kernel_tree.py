@@ -15,6 +15,9 @@ notebook): ``shared/`` and ``grading/`` as the kernel needs them, nothing else.
   cells import it and only its demonstrations draw, and neither graded code
   (the rules allow no matplotlib) nor grading needs a plot: importing the real
   one would cost every graded notebook about a second.
+- ``debugpy/``: a module that cannot be imported, so that ipykernel starts
+  without its debugger (nobody debugs a notebook being graded, and importing
+  debugpy cost every grading kernel a tenth of a second).
 - ``grading/``: the kernel's side of grading (:data:`KERNEL_SIDE`: the harness, the
   wire, the meter, and the names they share with the grader, :mod:`grading.protocol`),
   nothing of the judge.
@@ -61,6 +64,13 @@ def __getattr__(name):
     if name.startswith("__"):
         raise AttributeError(name)
     raise NotWhileGrading(f"matplotlib: {name} is not available while a notebook is graded (nothing is drawn)")
+'''
+#: debugpy while a notebook is graded: absent.  ipykernel imports it as it starts, when it can, to offer a
+#: debugger (a tenth of a second of every grading kernel's start, and a socket more): nobody debugs a notebook
+#: being graded, and ipykernel starts without one when the import fails.
+DEBUGPY_SOURCE = '''"""debugpy while a notebook is graded: absent (the grading kernel offers no debugger)."""
+
+raise ImportError("debugpy is not available while a notebook is graded")
 '''
 #: Functions of the stand-ins that the notebook's own cells call outside the visible tests:
 #: they do nothing while grading (any other function refuses, saying why).
@@ -124,6 +134,8 @@ def build(slug: str, folder: Path) -> Path:
     plots.mkdir()
     for name in MATPLOTLIB_STAND_IN:
         (plots / f"{name}.py").write_text(MATPLOTLIB_SOURCE)
+    (folder / "debugpy").mkdir()
+    (folder / "debugpy" / "__init__.py").write_text(DEBUGPY_SOURCE)
     _compile(folder)
     for path in [folder, *folder.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
