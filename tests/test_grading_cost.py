@@ -251,3 +251,124 @@ def test_a_killed_kernel_s_end_is_looked_for_every_few_milliseconds_not_every_10
     # ... and jupyter_client's kill still waits through this method (its own default looks every 100 ms)
     import inspect
     assert "self._async_wait()" in inspect.getsource(KernelManager._async_kill_kernel)
+
+
+class ScriptedChannel:
+    """A channel that hands out the messages given, in order, then says Empty (after no wait at all)."""
+
+    def __init__(self, messages):
+        self.messages, self.read = list(messages), 0
+
+    async def get_msg(self, timeout=None):
+        from queue import Empty
+        if self.read == len(self.messages):
+            raise Empty
+        self.read += 1
+        return self.messages[self.read - 1]
+
+
+def kernel_message(msg_type, parent="", **content):
+    return {"msg_type": msg_type, "parent_header": {"msg_id": parent} if parent else {}, "content": content}
+
+
+def scripted_client(shell, iopub):
+    from grading.preprocessors.kernelmanager import SandboxKernelClient
+
+    class Scripted(SandboxKernelClient):
+        shell_channel = iopub_channel = None  # plain attributes in place of the channels' properties
+        asked = 0
+
+        def kernel_info(self):
+            self.asked += 1
+            return f"request-{self.asked}"
+
+        async def _async_is_alive(self):
+            return True
+
+    client = Scripted()
+    client.shell_channel, client.iopub_channel = ScriptedChannel(shell), ScriptedChannel(iopub)
+    return client
+
+
+def test_a_kernel_is_ready_at_its_idle_for_kernel_info_without_waiting_for_silence():
+    """jupyter_client ends its wait for a kernel with a fifth of a second of silence on the output channel;
+    the course's client ends it at the kernel's idle for the request it answered, everything before read."""
+    import asyncio
+    shell = [kernel_message("kernel_info_reply", "request-1", status="ok", protocol_version="5.4")]
+    iopub = [kernel_message("iopub_welcome"), kernel_message("status", execution_state="starting"),
+             kernel_message("status", "request-1", execution_state="busy"),
+             kernel_message("status", "request-1", execution_state="idle"),
+             kernel_message("stream", "later", name="stdout", text="not the start's")]
+    client = scripted_client(shell, iopub)
+    asyncio.run(client.wait_for_ready(timeout=5))
+    assert client.asked == 1
+    assert client.iopub_channel.read == 4  # up to the idle and no further: the next message is not the start's
+
+
+def test_a_kernel_whose_output_channel_missed_the_idle_is_asked_again():
+    """A reply whose idle never comes (the output channel connected too late) is asked again, as jupyter_client
+    asks again; ready only once an idle for an answered request arrived."""
+    import asyncio
+    shell = [kernel_message("kernel_info_reply", f"request-{n}", protocol_version="5.4") for n in (1, 2)]
+    client = scripted_client(shell, [])
+    later = [kernel_message("status", "request-2", execution_state="busy"),
+             kernel_message("status", "request-2", execution_state="idle")]
+
+    async def wait():
+        first = client.iopub_channel.get_msg
+
+        async def connected_after_the_first_request(timeout=None):
+            if client.asked == 2:
+                client.iopub_channel.messages += later
+                client.iopub_channel.get_msg = first
+            return await first(timeout)
+        client.iopub_channel.get_msg = connected_after_the_first_request
+        await client.wait_for_ready(timeout=5)
+    asyncio.run(wait())
+    assert client.asked == 2 and client.iopub_channel.read == 2
+
+
+def test_a_reference_module_imports_only_what_its_solutions_use(tmp_path):
+    """The judge loads a part's reference solutions in every grading run: the set-up cell's matplotlib (a second
+    to import, for plots) is not imported with them."""
+    probe = ("import sys; from grading.course import reference_function; from shared.lessons import lessons_of\n"
+             "for lesson in lessons_of('07_memory_accounting'): reference_function(lesson)\n"
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'matplotlib', 'IPython'}))")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "[]"
+
+
+def test_an_import_is_cut_to_the_names_the_code_reads():
+    import ast
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import build
+    setup = ("import numpy as np\nimport matplotlib.pyplot as plt\nimport os.path\n"
+             "from shared.memory import (format_bytes, BYTES_PER_NUMBER,\n    measure_peak_memory)\n")
+    nodes = [node for node in ast.parse(setup).body]
+    for node in nodes:
+        node.source = ast.get_source_segment(setup, node)
+    code = "def f(x):\n    return np.asarray(x) * BYTES_PER_NUMBER + len(os.path.sep)\n"
+    assert build.imports_used(nodes, code) == ["import numpy as np", "import os.path",
+                                               "from shared.memory import BYTES_PER_NUMBER"]
+    long = "from m import " + ", ".join(f"name_{i:03d}" for i in range(30))
+    wrapped = build.wrapped_import(long)
+    assert all(len(line) <= 120 for line in wrapped.splitlines()) and len(wrapped.splitlines()) > 1
+    assert ast.dump(ast.parse(wrapped)) == ast.dump(ast.parse(long))
+
+
+def test_a_grading_kernel_starts_without_a_debugger(tmp_path):
+    """ipykernel imports debugpy as it starts whenever it can (a tenth of a second, and a socket for a debugger):
+    on the kernel's tree it cannot, and ipykernel goes on without one."""
+    tree = kernel_tree.build("01_mlp_core", tmp_path / "tree")
+    probe = ("import sys\nfrom ipykernel.debugger import _is_debugpy_available\n"
+             "from ipykernel.ipkernel import IPythonKernel\n"
+             "print(_is_debugpy_available, sorted(m for m in sys.modules if m.split('.')[0] in ('debugpy', 'pydevd')))")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
+                         env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "MCT_GRADING": "1"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "False []"
+    outside = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
+                             env={"PATH": "/usr/bin:/bin"})
+    assert outside.stdout.startswith("True")  # the probe sees the difference: the venv has debugpy
