@@ -222,10 +222,12 @@ def test_the_bench_fits_a_run_s_fixed_and_marginal_cost_and_plans_the_class_as_t
         assert len(small) == jobs
         measured = [(bench.wall_seconds(runs, fixed, marginal, jobs), runs) for runs in (big, small)]
         assert bench.fit_runs(jobs, *measured) == pytest.approx((fixed, marginal))
-    runs = bench.runs_of(parts, bench.CLASS, 2)
     handed_in = {slug: [f"s{i}" for i in range(bench.CLASS)] for slug in parts}
-    assert runs == [len(task.notebooks) for task in instructor.plan(handed_in, 2)]
-    assert sum(runs) == bench.CLASS * len(parts)
+    for step, per_run in (("autograde", instructor.NOTEBOOKS_PER_RUN), ("feedback", instructor.PAGES_PER_RUN)):
+        runs = bench.runs_of(parts, bench.CLASS, 2, step)
+        assert runs == [len(task.notebooks) for task in instructor.plan(handed_in, 2, per_run)]
+        assert sum(runs) == bench.CLASS * len(parts)
+    assert len(bench.runs_of(parts, bench.CLASS, 2, "feedback")) < len(bench.runs_of(parts, bench.CLASS, 2))
 
 
 def test_a_killed_kernel_s_end_is_looked_for_every_few_milliseconds_not_every_100(monkeypatch):

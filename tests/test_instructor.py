@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import re
 import shutil
@@ -624,15 +625,27 @@ def test_a_small_class_is_graded_in_one_run_per_job_with_every_part():
     four = {slug: ["s1", "s2", "s3", "s4"] for slug in parts}
     assert _shape(instructor.plan(four, 1)) == [(parts, 4, 28)]
     assert _shape(instructor.plan(four, 2)) == [(parts, 2, 14), (parts, 2, 14)]
+    six = {slug: [f"s{k}" for k in range(6)] for slug in parts}  # 42 notebooks: two runs of 21, not four
+    assert _shape(instructor.plan(six, 2)) == [(parts, 3, 21), (parts, 3, 21)]
 
 
-def test_a_large_class_is_cut_by_part_then_by_students_into_runs_of_about_thirty():
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+@pytest.mark.parametrize("per_run", [instructor.NOTEBOOKS_PER_RUN, instructor.PAGES_PER_RUN])
+def test_a_large_class_is_cut_by_part_then_by_students_into_runs_of_at_most_per_run(jobs, per_run):
     parts = [f"0{n}" for n in range(1, 8)]
-    tasks = instructor.plan({slug: [f"s{k:03d}" for k in range(200)] for slug in parts}, 2)
-    assert all(len(task.slugs) == 1 and len(task.notebooks) <= instructor.NOTEBOOKS_PER_RUN for task in tasks)
+    tasks = instructor.plan({slug: [f"s{k:03d}" for k in range(200)] for slug in parts}, jobs, per_run)
+    assert all(len(task.notebooks) <= per_run + len(task.slugs) for task in tasks)  # (a student's parts are whole)
     graded = sorted(pair for task in tasks for pair in task.notebooks)
     assert graded == sorted((f"s{k:03d}", slug) for slug in parts for k in range(200))  # each once
-    assert max(len(t.notebooks) for t in tasks) - min(len(t.notebooks) for t in tasks) <= 1
+    if per_run * jobs <= 200:  # a part's students fill every job's runs: each run grades one part, as many
+        assert all(len(task.slugs) == 1 for task in tasks)
+        assert max(len(t.notebooks) for t in tasks) - min(len(t.notebooks) for t in tasks) <= 1
+    loads = [0] * jobs  # the runs as the jobs take them (largest first, each on the first free job)
+    for task in tasks:
+        loads[loads.index(min(loads))] += len(task.notebooks)
+    assert max(loads) - min(loads) <= max(len(task.notebooks) for task in tasks) // 2 + 1
+    # every job gets as many runs: none grades the last one alone
+    assert len(tasks) % jobs == 0 and len(tasks) < 2 * jobs * math.ceil(1400 / per_run / jobs)
 
 
 def test_runs_start_largest_first_and_hold_only_what_was_handed_in():

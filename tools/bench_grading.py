@@ -178,8 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                     seconds = function(small, parts, students[:jobs], jobs)
                     print(f"  course grading, {step}, JOBS={jobs}, one student a run: {seconds:.1f} s", flush=True)
                     big = next(row[3] for row in rows if row[:3] == ("course grading", step, jobs))
-                    fits[(step, jobs)] = fit_runs(jobs, (big, runs_of(parts, len(students), jobs)),
-                                                  (seconds, runs_of(parts, jobs, jobs)))
+                    fits[(step, jobs)] = fit_runs(jobs, (big, runs_of(parts, len(students), jobs, step)),
+                                                  (seconds, runs_of(parts, jobs, jobs, step)))
     print(f"\n{notebooks} notebooks ({len(students)} students x {len(parts)} parts), {os.cpu_count()} CPUs\n")
     print("| grading | step | JOBS | seconds | s / notebook | CPUs busy | load avg before -> after |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         minutes = {}
         for step, jobs in sorted(fits):
             fixed, marginal = fits[(step, jobs)]
-            runs = runs_of(parts, CLASS, jobs)
+            runs = runs_of(parts, CLASS, jobs, step)
             minutes[(step, jobs)] = wall_seconds(runs, fixed, marginal, jobs) / 60
             print(f"  {step}, JOBS={jobs}: fixed {fixed:.1f} s, marginal {marginal:.2f} s; {CLASS} x {len(parts)} in "
                   f"{len(runs)} runs: {minutes[(step, jobs)]:.1f} min")
@@ -214,12 +214,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def runs_of(parts: list[str], students: int, jobs: int) -> list[int]:
-    """The notebooks of each nbgrader run that grade ``students`` students who handed in every part
-    (``tools/instructor.py``'s plan)."""
-    from instructor import plan
+def runs_of(parts: list[str], students: int, jobs: int, step: str = "autograde") -> list[int]:
+    """The notebooks of each nbgrader run of ``step`` (autograde, feedback) for ``students`` students who handed
+    in every part (``tools/instructor.py``'s plan, with its run size for that step)."""
+    from instructor import NOTEBOOKS_PER_RUN, PAGES_PER_RUN, plan
     handed_in = {slug: [f"student{i:03d}" for i in range(students)] for slug in parts}
-    return [len(task.notebooks) for task in plan(handed_in, jobs)]
+    per_run = PAGES_PER_RUN if step == "feedback" else NOTEBOOKS_PER_RUN
+    return [len(task.notebooks) for task in plan(handed_in, jobs, per_run)]
 
 
 def wall_seconds(runs: list[int], fixed: float, marginal: float, jobs: int) -> float:

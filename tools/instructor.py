@@ -202,10 +202,13 @@ def _check_release(course: Path, slug: str, run: subprocess.CompletedProcess) ->
 # autograde
 # --------------------------------------------------------------------------
 
-# Notebooks one nbgrader process grades: about a minute and a half of work, so that its start (about
-# two and a half seconds, and half a second more for each part it draws cases for) costs a few per cent,
-# while a class still splits into enough batches to keep every job busy to the end.
-NOTEBOOKS_PER_RUN = 30
+# Notebooks one nbgrader process grades: about a minute of work, so that its start (about two seconds,
+# and a quarter of a second more for each part it grades) costs a few per cent, while a class still
+# splits into enough batches to keep every job busy to the end.
+NOTEBOOKS_PER_RUN = 40
+# Feedback pages one nbgrader process writes: a page costs about a tenth of a graded notebook and the
+# process's start about the same as grading's, so its runs are larger (a class of 200: two runs a part).
+PAGES_PER_RUN = 200
 
 
 @dataclass(frozen=True)
@@ -251,13 +254,14 @@ def split(items: list[str], weights: list[int], count: int) -> list[list[str]]:
     return groups + ([current] if current else [])
 
 
-def plan(handed_in: dict[str, list[str]], jobs: int) -> list[Task]:
+def plan(handed_in: dict[str, list[str]], jobs: int, per_run: int = NOTEBOOKS_PER_RUN) -> list[Task]:
     """The nbgrader runs that grade ``handed_in`` (part -> its students), ``jobs`` at a time: largest first.
 
-    Each run is a group of parts times a group of students, about ``NOTEBOOKS_PER_RUN`` notebooks.  The
-    parts are cut first (in a large class each run draws one part's cases; a small class keeps several
-    parts in one run), then each group's students, into at least ``jobs`` runs, so that the jobs grade the
-    same parts for about as many students.  Where the students cannot be cut that far (one student, or one
+    Each run is a group of parts times a group of students, at most about ``per_run`` notebooks.  The
+    parts are cut first, into groups of at most ``per_run x jobs`` notebooks (in a large class each run draws
+    one part's cases; a small class keeps every part in one group, so that each job starts nbgrader once),
+    then each group's students, into a multiple of ``jobs`` runs, so that the jobs grade the same parts for
+    about as many students.  Where the students cannot be cut that far (one student, or one
     who handed in far more parts than the others), the parts are cut into ``jobs`` groups instead, so that
     no job waits while another grades one student's every part.  Runs start largest first, each on the
     first free job (longest-processing-time first: the last run to finish is a small one)."""
@@ -266,20 +270,22 @@ def plan(handed_in: dict[str, list[str]], jobs: int) -> list[Task]:
     if not notebooks:
         return []
     sizes = [len(handed_in[slug]) for slug in slugs]
-    groups = min(len(slugs), math.ceil(notebooks / NOTEBOOKS_PER_RUN))
-    tasks = _runs(handed_in, split(slugs, sizes, groups), jobs)
+    groups = min(len(slugs), math.ceil(notebooks / (per_run * jobs)))  # each cut into runs for every job
+    tasks = _runs(handed_in, split(slugs, sizes, groups), jobs, per_run)
     if len(tasks) < jobs and groups < len(slugs):
-        tasks = _runs(handed_in, split(slugs, sizes, min(len(slugs), jobs)), jobs)
+        tasks = _runs(handed_in, split(slugs, sizes, min(len(slugs), jobs)), jobs, per_run)
     return sorted(tasks, key=lambda task: -len(task.notebooks))
 
 
-def _runs(handed_in: dict[str, list[str]], part_groups: list[list[str]], jobs: int) -> list[Task]:
-    """Each group of parts cut by students into at least ``jobs`` runs (fewer where there are fewer students)."""
+def _runs(handed_in: dict[str, list[str]], part_groups: list[list[str]], jobs: int, per_run: int) -> list[Task]:
+    """Each group of parts cut by students into runs of at most about ``per_run`` notebooks, as many as a multiple
+    of ``jobs`` (fewer where there are fewer students): 35 equal runs on two jobs would leave one job grading the
+    last run alone, 36 end together."""
     tasks = []
     for group in part_groups:
         students = sorted({student for slug in group for student in handed_in[slug]})
         weights = [sum(student in handed_in[slug] for slug in group) for student in students]
-        runs = max(jobs, math.ceil(sum(weights) / NOTEBOOKS_PER_RUN))
+        runs = jobs * math.ceil(sum(weights) / per_run / jobs)
         for batch in split(students, weights, runs):
             pairs = [(student, slug) for slug in group for student in batch if student in handed_in[slug]]
             tasks.append(Task([slug for slug in group if any(part == slug for _, part in pairs)], batch, pairs))
@@ -595,7 +601,7 @@ def feedback(course: Path, parts: list[str], wanted: list[str] | None, jobs: int
 
     status = 0
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for task, run in pool.map(generate, plan(handed_in, jobs)):
+        for task, run in pool.map(generate, plan(handed_in, jobs, PAGES_PER_RUN)):
             for student, slug in task.notebooks:
                 folder = course / "feedback" / student / slug
                 problems = feedback_problems(folder, slug)
