@@ -461,16 +461,13 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
     if not sandbox_wanted():
         print(f"NOTE: {NO_SANDBOX_NOTE}")
     else:
-        problem = preflight()
-        if problem:  # the grading machine's problem: nobody is graded, so nobody gets a 0 for it
-            print(f"cannot grade on this machine: {problem}", file=sys.stderr)
-            return 2
-        limits = describe_limits(probe_limits())
-        print(limits)
+        how = probe_limits()  # (it forks: before the thread below starts)
+    # The sandbox's check (Python started in it: about half a second) runs while the course is made ready;
+    # nobody is graded before it passed.
+    checking = ThreadPoolExecutor(max_workers=1)
+    checked = checking.submit(preflight)
+    checking.shutdown(wait=False)
     prepare_course(course, parts)
-    if not (course / "gradebook.db").is_file():
-        print("no gradebook: run `make release` first", file=sys.stderr)
-        return 1
     students = students_of(course, wanted)
     everyone = students_of(course, None)
     handed_in, refused = {}, []
@@ -489,6 +486,16 @@ def autograde(course: Path, parts: list[str], wanted: list[str] | None, jobs: in
                                      f"({', '.join(p.name for p in links[:3])})"}))
         handed_in[slug] = present
     tasks = plan(handed_in, jobs)
+    problem = checked.result()
+    if problem:  # the grading machine's problem: nobody is graded, so nobody gets a 0 for it
+        print(f"cannot grade on this machine: {problem}", file=sys.stderr)
+        return 2
+    if not (course / "gradebook.db").is_file():
+        print("no gradebook: run `make release` first", file=sys.stderr)
+        return 1
+    if sandbox_wanted():
+        limits = describe_limits(how)
+        print(limits)
     if not tasks and not refused:
         print(f"nothing to grade in {course / 'submitted'}")
         return 0
