@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nprojected for {CLASS} students x {len(parts)} parts at JOBS=2, an upper bound (see above):")
     for name in ("plain nbgrader", "course grading"):
         grading, feedback = (per[(name, step, 2)] * CLASS * len(parts) / 60 for step in ("autograde", "feedback"))
-        print(f"  {name}: autograde {grading:.0f} min + feedback {feedback:.0f} min = {grading + feedback:.0f} min")
+        print(f"  {name}: autograde {grading:.1f} min + feedback {feedback:.1f} min = {grading + feedback:.1f} min")
     if fits:
         print(f"\nthe course's runs, fitted (seconds: a run's fixed cost + notebooks x marginal, JOBS runs at a time):")
         minutes = {}
@@ -209,8 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         if ("autograde", 2) in minutes and ("feedback", 2) in minutes:
             total = minutes[("autograde", 2)] + minutes[("feedback", 2)]
             print(f"projected for {CLASS} students x {len(parts)} parts at JOBS=2, estimated from the runs: "
-                  f"autograde {minutes[('autograde', 2)]:.0f} min + feedback {minutes[('feedback', 2)]:.0f} min = "
-                  f"{total:.0f} min")
+                  f"autograde {minutes[('autograde', 2)]:.1f} min + feedback {minutes[('feedback', 2)]:.1f} min = "
+                  f"{total:.1f} min")
     return 0
 
 
