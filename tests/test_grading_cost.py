@@ -347,13 +347,15 @@ def test_an_import_is_cut_to_the_names_the_code_reads():
     sys.path.insert(0, str(ROOT / "tools"))
     import build
     setup = ("import numpy as np\nimport matplotlib.pyplot as plt\nimport os.path\n"
-             "from shared.memory import (format_bytes, BYTES_PER_NUMBER,\n    measure_peak_memory)\n")
+             "from shared.memory import (format_bytes, BYTES_PER_NUMBER,\n    measure_peak_memory)\n"
+             "from shared.dtypes import *\n")
     nodes = [node for node in ast.parse(setup).body]
     for node in nodes:
         node.source = ast.get_source_segment(setup, node)
     code = "def f(x):\n    return np.asarray(x) * BYTES_PER_NUMBER + len(os.path.sep)\n"
     assert build.imports_used(nodes, code) == ["import numpy as np", "import os.path",
-                                               "from shared.memory import BYTES_PER_NUMBER"]
+                                               "from shared.memory import BYTES_PER_NUMBER",
+                                               "from shared.dtypes import *"]
     long = "from m import " + ", ".join(f"name_{i:03d}" for i in range(30))
     wrapped = build.wrapped_import(long)
     assert all(len(line) <= 120 for line in wrapped.splitlines()) and len(wrapped.splitlines()) > 1

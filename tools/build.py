@@ -244,7 +244,8 @@ def imports_used(imports: list[ast.Import | ast.ImportFrom], code: str) -> list[
     read = {node.id for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Name)}
     kept = []
     for node in imports:
-        used = [alias for alias in node.names if (alias.asname or alias.name.split(".")[0]) in read]
+        used = [alias for alias in node.names  # (a star import binds names no one can list: kept)
+                if alias.name == "*" or (alias.asname or alias.name.split(".")[0]) in read]
         if len(used) == len(node.names):
             kept.append(node.source)
         elif used:
