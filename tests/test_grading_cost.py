@@ -230,6 +230,16 @@ def test_the_bench_fits_a_run_s_fixed_and_marginal_cost_and_plans_the_class_as_t
     assert len(bench.runs_of(parts, bench.CLASS, 2, "feedback")) < len(bench.runs_of(parts, bench.CLASS, 2))
 
 
+def run_to_end(coroutine):
+    """Drive a coroutine that awaits nothing real to its end (asyncio.run fails in a pytest worker where an
+    earlier test left an event loop running)."""
+    try:
+        coroutine.send(None)
+    except StopIteration as end:
+        return end.value
+    raise AssertionError("the coroutine waited for something real: everything it awaits here is scripted")
+
+
 def test_a_killed_kernel_s_end_is_looked_for_every_few_milliseconds_not_every_100(monkeypatch):
     import asyncio
 
@@ -246,9 +256,7 @@ def test_a_killed_kernel_s_end_is_looked_for_every_few_milliseconds_not_every_10
 
     monkeypatch.setattr(manager, "_async_is_alive", alive)
     monkeypatch.setattr(asyncio, "sleep", sleep)
-    waiting = manager._async_wait()  # driven by hand: nothing here awaits a real event (a test before may
-    with pytest.raises(StopIteration):  # have left an event loop running in this worker)
-        waiting.send(None)
+    run_to_end(manager._async_wait())
     assert slept == [kernelmanager.END_POLL_SECONDS] * 2 and kernelmanager.END_POLL_SECONDS <= 0.005
     # ... and jupyter_client's kill still waits through this method (its own default looks every 100 ms)
     import inspect
@@ -295,14 +303,13 @@ def scripted_client(shell, iopub):
 def test_a_kernel_is_ready_at_its_idle_for_kernel_info_without_waiting_for_silence():
     """jupyter_client ends its wait for a kernel with a fifth of a second of silence on the output channel;
     the course's client ends it at the kernel's idle for the request it answered, everything before read."""
-    import asyncio
     shell = [kernel_message("kernel_info_reply", "request-1", status="ok", protocol_version="5.4")]
     iopub = [kernel_message("iopub_welcome"), kernel_message("status", execution_state="starting"),
              kernel_message("status", "request-1", execution_state="busy"),
              kernel_message("status", "request-1", execution_state="idle"),
              kernel_message("stream", "later", name="stdout", text="not the start's")]
     client = scripted_client(shell, iopub)
-    asyncio.run(client.wait_for_ready(timeout=5))
+    run_to_end(client.wait_for_ready(timeout=5))
     assert client.asked == 1
     assert client.iopub_channel.read == 4  # up to the idle and no further: the next message is not the start's
 
@@ -310,7 +317,6 @@ def test_a_kernel_is_ready_at_its_idle_for_kernel_info_without_waiting_for_silen
 def test_a_kernel_whose_output_channel_missed_the_idle_is_asked_again():
     """A reply whose idle never comes (the output channel connected too late) is asked again, as jupyter_client
     asks again; ready only once an idle for an answered request arrived."""
-    import asyncio
     shell = [kernel_message("kernel_info_reply", f"request-{n}", protocol_version="5.4") for n in (1, 2)]
     client = scripted_client(shell, [])
     later = [kernel_message("status", "request-2", execution_state="busy"),
@@ -326,7 +332,7 @@ def test_a_kernel_whose_output_channel_missed_the_idle_is_asked_again():
             return await first(timeout)
         client.iopub_channel.get_msg = connected_after_the_first_request
         await client.wait_for_ready(timeout=5)
-    asyncio.run(wait())
+    run_to_end(wait())
     assert client.asked == 2 and client.iopub_channel.read == 2
 
 
