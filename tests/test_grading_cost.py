@@ -382,3 +382,23 @@ def test_a_grading_kernel_starts_without_a_debugger(tmp_path):
     outside = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
                              env={"PATH": "/usr/bin:/bin"})
     assert outside.stdout.startswith("True")  # the probe sees the difference: the venv has debugpy
+
+
+def test_the_growth_watch_has_ended_when_stop_returns():
+    """The judge measures reference solutions' memory with tracemalloc in the grader's process right after a
+    kernel's clean-up; tracemalloc counts every thread's allocations, so the watch's thread must be gone."""
+    import time
+
+    from grading.preprocessors import kernelmanager
+    from shared.memory import measure_peak_memory
+
+    def allocate():
+        return [bytearray(64) for _ in range(8)]
+
+    alone = measure_peak_memory(allocate).peak_bytes
+    for pause in (0.0, 0.019, 0.021, 0.04):
+        watch = kernelmanager.GrowthWatch(kernelmanager.MessageBudget(lambda: None))
+        time.sleep(pause)
+        watch.stop()
+        assert not watch._thread.is_alive()
+        assert measure_peak_memory(allocate).peak_bytes == alone
