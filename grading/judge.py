@@ -24,7 +24,11 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
+import pickle
 import secrets
+import select
+import signal
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +131,52 @@ def reference_answer(lesson: Lesson, spec: LessonSpec, case: Case | Raises) -> t
 
 
 def _reference_answer(lesson: Lesson, spec: LessonSpec, case: Case | Raises) -> tuple[Any, dict[str, Any] | None]:
+    if spec.measured_reference:
+        return alone(_computed_reference, lesson, spec, case, seconds=spec.time_limit)
+    return _computed_reference(lesson, spec, case)
+
+
+def alone(function, *args, seconds: float) -> Any:
+    """``function(*args)`` computed in a forked child, which has this process's one calling thread only, its
+    result (or what it raised) sent back pickled; a child that sends nothing within ``seconds`` is killed.
+
+    For what measures memory with tracemalloc, which counts the allocations of every thread of the process
+    that measures: the grader's process has threads of its own (its kernels' watches, an event loop's
+    executor, a progress bar's monitor) that would add theirs to a reference's measured peak."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: compute, send, end (never return into the grader's code)
+        try:
+            os.close(read)
+            try:
+                sent = pickle.dumps((True, function(*args)))
+            except BaseException as error:  # noqa: BLE001  (sent back, raised there)
+                sent = pickle.dumps((False, error))
+            with os.fdopen(write, "wb") as out:
+                out.write(sent)
+        finally:
+            os._exit(0)
+    os.close(write)
+    received, ended = bytearray(), False
+    deadline = time.monotonic() + seconds
+    with os.fdopen(read, "rb", buffering=0) as child:
+        while not ended and time.monotonic() < deadline:
+            if select.select([child], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                chunk = child.read(1 << 20)
+                received += chunk
+                ended = not chunk
+    if not ended:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    if not ended or not received:
+        raise RuntimeError(f"the reference, computed alone in a child, sent no whole answer within {seconds:g} s")
+    ok, value = pickle.loads(bytes(received))
+    if not ok:
+        raise value
+    return value
+
+
+def _computed_reference(lesson: Lesson, spec: LessonSpec, case: Case | Raises) -> tuple[Any, dict[str, Any] | None]:
     values = copy.deepcopy(list(case.args.values()))
     workers = _cluster_workers(spec, case)
     if workers is None:

@@ -232,6 +232,9 @@ class LessonSpec:
                 (``tools/mutation.py``), each ``("MUTATION | LINE FRAGMENT", why)``.
     corners:    the contract's corners (:class:`Corner`) that every run must draw, beside those the
                 declaration implies (:meth:`all_corners`: every refusal, the measured case).
+    measured_reference: the reference's answer holds bytes it measured with tracemalloc (039): the judge
+                computes it alone, in a forked child of one thread, as the harness runs the learner's
+                (tracemalloc counts every thread's allocations, and the grader's process has threads).
     """
 
     code: str
@@ -250,6 +253,7 @@ class LessonSpec:
     key_tolerances: dict[str, dict[str, Any]] = field(default_factory=dict)
     equivalent_mutants: tuple[tuple[str, str], ...] = field(default=())
     corners: tuple[Corner, ...] = ()
+    measured_reference: bool = False
 
     def all_corners(self) -> tuple[Corner, ...]:
         """The declared corners, and those the declaration implies: a bad input under every refusal, and the

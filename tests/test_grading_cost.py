@@ -402,3 +402,47 @@ def test_the_growth_watch_has_ended_when_stop_returns():
         watch.stop()
         assert not watch._thread.is_alive()
         assert measure_peak_memory(allocate).peak_bytes == alone
+
+
+def test_a_measured_reference_is_computed_alone_whatever_threads_the_grader_runs():
+    """tracemalloc counts every thread's allocations: a reference measured in the grader's process while one
+    of its threads allocates measures that thread too; computed alone (a forked child) it does not."""
+    import threading
+
+    from grading import judge
+    from shared.memory import measure_peak_memory
+
+    def step():
+        __import__("time").sleep(0.02)  # (the other thread runs meanwhile, as it would during a real step)
+        return [bytearray(64) for _ in range(8)]
+
+    def allocate():
+        return measure_peak_memory(step).peak_bytes
+
+    quiet = allocate()
+    stop = threading.Event()
+
+    def busy():
+        while not stop.is_set():
+            [bytearray(4096) for _ in range(16)]
+
+    thread = threading.Thread(target=busy, daemon=True)
+    thread.start()
+    try:
+        beside = [allocate() for _ in range(5)]
+        apart = [judge.alone(allocate, seconds=20) for _ in range(5)]
+    finally:
+        stop.set()
+        thread.join()
+    assert max(beside) > quiet + 4096  # the probe sees the thread when it measures in this process
+    assert apart == [quiet] * 5
+    with pytest.raises(ZeroDivisionError):
+        judge.alone(lambda: 1 / 0, seconds=20)
+    with pytest.raises(RuntimeError, match="no whole answer"):
+        judge.alone(__import__("time").sleep, 5, seconds=0.5)
+
+
+def test_the_lessons_whose_reference_measures_memory_say_so():
+    from grading.judge import lesson_spec
+    assert lesson_spec("039").measured_reference
+    assert not lesson_spec("040").measured_reference and not lesson_spec("036").measured_reference

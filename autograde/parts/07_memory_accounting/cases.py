@@ -456,7 +456,7 @@ LESSONS = (
     LessonSpec("038", activation_cases, **EXACT, exact=True, refuses=ACTIVATION_REFUSALS,
                isolate=("estimate_checkpointing_memory_savings",), equivalent_mutants=ACTIVATION_EQUIVALENT),
     LessonSpec("039", compare_cases, refuses=COMPARE_REFUSALS, key_tolerances=COMPARE_KEYS, time_limit=40.0,
-               equivalent_mutants=COMPARE_EQUIVALENT,
+               equivalent_mutants=COMPARE_EQUIVALENT, measured_reference=True,
                isolate=("compute_param_memory_bytes", "compute_optimizer_memory_bytes",
                         "compute_peak_activation_memory_bytes", "estimate_checkpointing_memory_savings")),
     LessonSpec("040", loop_cases, rtol=1e-9, atol=1e-12, refuses=LOOP_REFUSALS, key_tolerances=LOOP_KEYS,
