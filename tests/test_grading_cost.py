@@ -434,8 +434,10 @@ def test_a_measured_reference_is_computed_alone_whatever_threads_the_grader_runs
     finally:
         stop.set()
         thread.join()
-    assert max(beside) > quiet + 4096  # the probe sees the thread when it measures in this process
-    assert apart == [quiet] * 5
+    # (quiet is this process's measurement before the thread started: a test runner's process may have threads of
+    # its own, so alone can be less, never more)
+    assert len(set(apart)) == 1 and apart[0] <= quiet
+    assert max(beside) > apart[0] + 4096  # the probe sees the thread when it measures in this process
     with pytest.raises(ZeroDivisionError):
         judge.alone(lambda: 1 / 0, seconds=20)
     with pytest.raises(RuntimeError, match="no whole answer"):
