@@ -20,6 +20,7 @@
 #   make formgrader    JupyterLab on the course directory with nbgrader's formgrader (Nbgrader menu)
 #   make mutation      how many small bugs in the reference solutions the hidden tests catch
 #   make bench-grading a class of N=6 graded the course's way beside plain nbgrader; 200 students projected
+#   make bench-class   a class of CLASS=200 graded with feedback at JOBS=2, measured (about 20 minutes)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -46,7 +47,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # nbgrader's instructor panels and its menu, hidden from the learner's JupyterLab.
 NBGRADER_PANELS := create-assignment formgrader course-list assignment-list menu
 
-.PHONY: help bubblewrap chromium lab formgrader report test test-mutation test-browser build progress grade venv clean release autograde feedback grades mutation catalogue bench-grading torch train-distributed review
+.PHONY: help bubblewrap chromium lab formgrader report test test-mutation test-browser build progress grade venv clean release autograde feedback grades mutation catalogue bench-grading bench-class torch train-distributed review
 
 help:
 	@sed -n '2,/^$$/p' Makefile
@@ -225,6 +226,10 @@ catalogue: $(STAMP)
 N ?= 6
 bench-grading: $(STAMP)
 	$(PY) tools/bench_grading.py --students $(N)
+
+CLASS ?= 200
+bench-class: $(STAMP)
+	$(PY) tools/bench_grading.py --whole-class $(CLASS)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

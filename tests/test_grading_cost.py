@@ -17,6 +17,7 @@ Each cut is held here by what it changes, not by a time (times are the benchmark
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -228,6 +229,18 @@ def test_the_bench_fits_a_run_s_fixed_and_marginal_cost_and_plans_the_class_as_t
         assert runs == [len(task.notebooks) for task in instructor.plan(handed_in, 2, per_run)]
         assert sum(runs) == bench.CLASS * len(parts)
     assert len(bench.runs_of(parts, bench.CLASS, 2, "feedback")) < len(bench.runs_of(parts, bench.CLASS, 2))
+
+
+def test_the_bench_grades_a_whole_class_and_prints_the_minutes_it_measured(capsys):
+    from course import tool
+    bench = tool("bench_grading")
+    assert bench.main(["--whole-class", "1", "--parts", "01_mlp_core"]) == 0
+    printed = capsys.readouterr().out
+    steps = dict(re.findall(r"^  (autograde|feedback): ([0-9.]+) min", printed, re.M))
+    assert set(steps) == {"autograde", "feedback"}, printed
+    total = re.search(r"^measured: a class of 1 x 1 parts graded with feedback at JOBS=2 in ([0-9.]+) min$",
+                      printed, re.M)
+    assert total and float(total[1]) == pytest.approx(sum(map(float, steps.values())), abs=0.11), printed
 
 
 def run_to_end(coroutine):

@@ -26,6 +26,10 @@ and the time 200 students would take at JOBS=2, autograde and feedback, two ways
   run (the same parts, so one run's fixed cost is measured for seven parts, more
   than a class's run of one part pays).
 
+``--whole-class 200`` (``make bench-class``) measures instead of projecting: the course grades a class of that
+many students, every part, at JOBS=2, then writes its feedback pages, and prints the minutes each step took
+(about twenty for 200 students on two cores).
+
 It stops if any submission could not be graded.
 """
 
@@ -155,8 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=int(os.environ.get("STUDENTS_N", 6)))
     parser.add_argument("--parts", nargs="*", default=None)
+    parser.add_argument("--whole-class", type=int, default=None, metavar="N",
+                        help="grade a class of N students at JOBS=2 and give feedback, measured (no comparison)")
     args = parser.parse_args(argv)
     parts = args.parts or landed_parts()
+    if args.whole_class:
+        return whole_class(parts, args.whole_class, jobs=2)
     students = [f"student{i:03d}" for i in range(args.students)]
     notebooks = len(parts) * len(students)
     rows = []
@@ -164,12 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         base = Path(folder)
         for name, step, function, jobs_tried in STEPS:
             for jobs in jobs_tried:
-                load_before, cpu_before = os.getloadavg()[0], cpu_times()
-                seconds = function(base, parts, students, jobs)
-                cpu_after = cpu_times()
-                busy = (cpu_after[0] - cpu_before[0]) / max(1, cpu_after[1] - cpu_before[1])
-                rows.append((name, step, jobs, seconds, busy, load_before, os.getloadavg()[0]))
-                print(f"  {name}, {step}, JOBS={jobs}: {seconds:.1f} s", flush=True)
+                rows.append((name, step, jobs, *measured(function, base, parts, students, jobs)))
+                print(f"  {name}, {step}, JOBS={jobs}: {rows[-1][3]:.1f} s", flush=True)
         fits = {}
         if len(students) > 2:  # one student a run, for the fit: the same parts, JOBS runs at a time
             for jobs in (1, 2):
@@ -211,6 +215,35 @@ def main(argv: list[str] | None = None) -> int:
             print(f"projected for {CLASS} students x {len(parts)} parts at JOBS=2, estimated from the runs: "
                   f"autograde {minutes[('autograde', 2)]:.1f} min + feedback {minutes[('feedback', 2)]:.1f} min = "
                   f"{total:.1f} min")
+    print(f"\nmeasured instead of projected: make bench-class (a class of {CLASS}, about twenty minutes)")
+    return 0
+
+
+def measured(function, base: Path, parts: list[str], students: list[str], jobs: int) -> tuple[float, ...]:
+    """(seconds, share of the CPUs busy, load average before, after) of one step of the benchmark."""
+    load_before, cpu_before = os.getloadavg()[0], cpu_times()
+    seconds = function(base, parts, students, jobs)
+    cpu_after = cpu_times()
+    busy = (cpu_after[0] - cpu_before[0]) / max(1, cpu_after[1] - cpu_before[1])
+    return seconds, busy, load_before, os.getloadavg()[0]
+
+
+def whole_class(parts: list[str], size: int, jobs: int) -> int:
+    """Grade ``size`` students x ``parts`` the course's way, then their feedback, and print the minutes each took:
+    the projection's test, paid in full (about twenty minutes for 200 students on two cores)."""
+    students = [f"student{i:03d}" for i in range(size)]
+    notebooks = size * len(parts)
+    print(f"a class of {size} x {len(parts)} parts = {notebooks} notebooks, JOBS={jobs}, "
+          f"{os.cpu_count()} CPUs", flush=True)
+    total = 0.0
+    with tempfile.TemporaryDirectory(prefix="mct-bench-class-") as folder:
+        for step, function in (("autograde", course_grading), ("feedback", course_feedback)):
+            seconds, busy, before, after = measured(function, Path(folder), parts, students, jobs)
+            total += seconds
+            print(f"  {step}: {seconds / 60:.1f} min ({seconds / notebooks:.2f} s / notebook, CPUs busy {busy:.0%}, "
+                  f"load average {before:.2f} -> {after:.2f})", flush=True)
+    print(f"measured: a class of {size} x {len(parts)} parts graded with feedback at JOBS={jobs} "
+          f"in {total / 60:.1f} min")
     return 0
 
 
