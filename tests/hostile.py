@@ -37,6 +37,12 @@ HOSTILE_MARKDOWN = [
     f"<base href='http://evil.example/{MARK}/'>",
     f'<meta http-equiv="refresh" content="0;url=javascript:{MARK}()">',
     f"<!--<img src=x onerror={MARK}()>-->",
+    # comments that a browser ends at their first ">" and Python's HTMLParser (3.11) does not, so the image
+    # after them is live in a browser and unseen by a check that reads the page with HTMLParser
+    f"<!--> <img src=x onerror={MARK}()> -->",
+    f"<!---> <img src=x onerror={MARK}()> -->",
+    f"<!-- x --!> <img src=x onerror={MARK}()> -->",
+    f"<![CDATA[ > <img src=x onerror={MARK}()> ]]>",
     f"<scr<script>ipt>{MARK}()</script>",
     f"[link](javascript:{MARK}())",
     f"[link](  JaVaScRiPt:{MARK}() )",
