@@ -11,7 +11,9 @@ Each cut is held here by what it changes, not by a time (times are the benchmark
 - nbgrader's check of each cell's metadata checks its schema once, and rejects what it rejected;
 - a feedback page's code cell the same in every notebook is highlighted once per process (the times a
   cell ran, in its metadata, are no part of the key; a cell magic's language is), and a process
-  compiles the page's templates once, not once per nbgrader command.
+  compiles the page's templates once, not once per nbgrader command;
+- the feedback pages' check (tools/instructor.py's ``active_html``) finds what one reading of the whole page
+  finds, and parses again only the lines of a page that earlier pages did not hold.
 """
 
 from __future__ import annotations
@@ -241,6 +243,40 @@ def test_the_bench_grades_a_whole_class_and_prints_the_minutes_it_measured(capsy
     total = re.search(r"^measured: a class of 1 x 1 parts graded with feedback at JOBS=2 in ([0-9.]+) min$",
                       printed, re.M)
     assert total and float(total[1]) == pytest.approx(sum(map(float, steps.values())), abs=0.11), printed
+
+
+def test_the_page_check_reads_a_line_at_a_time_what_it_reads_whole_and_parses_a_repeated_line_once(monkeypatch):
+    from html.parser import HTMLParser
+
+    from course import formgrader_page, read, tool
+    from hostile import hostile
+
+    from grading.course import landed_parts
+    instructor = tool("instructor")
+    release = read(ROOT / "notebooks" / f"{landed_parts()[0]}.ipynb")
+    unsanitized = hostile(release)
+    unsanitized.cells[-1]["id"] = "plain"  # (nbconvert refuses to render a forged id at all)
+    pages = [formgrader_page(release), formgrader_page(unsanitized, course=False)]
+    rng = np.random.default_rng(44)
+    for _ in range(24):  # cut anywhere and joined: inside a tag, an attribute, a comment, a script
+        first, second = (pages[int(i)] for i in rng.integers(0, 2, size=2))
+        pages.append(first[:rng.integers(len(first))] + second[rng.integers(len(second)):])
+
+    def whole(page: str) -> list[str]:
+        parser = instructor._ActiveHTML()
+        parser.feed(page)
+        return sorted(set(parser.found))
+
+    monkeypatch.setattr(instructor, "_QUIET_LINES", {})
+    assert whole(pages[1]), "the hostile page has active HTML to find"
+    for page in pages + pages[::-1]:
+        assert instructor.active_html(page) == whole(page)
+    expected, fed = whole(pages[0]), []
+    monkeypatch.setattr(instructor._ActiveHTML, "feed",
+                        lambda self, data: (fed.append(data), HTMLParser.feed(self, data)))
+    assert instructor.active_html(pages[0]) == expected
+    lines = pages[0].count("\n")
+    assert lines > 100 and len(fed) < lines / 20, f"a page read before is parsed again: {len(fed)} of {lines} lines"
 
 
 def run_to_end(coroutine):

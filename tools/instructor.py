@@ -686,6 +686,23 @@ class _ActiveHTML(HTMLParser):
             if why:
                 self.found.append(f"<{tag} {name}={(value or '')[:30]!r}> ({why})")
 
+    def reading_state(self) -> tuple | None:
+        """Everything that decides how the parser reads what comes next (what it has found and the line and
+        column it counts do not), as a hashable tuple; None if some part of it cannot be hashed."""
+        state = tuple(sorted((name, value) for name, value in vars(self).items() if name not in _NOT_READING))
+        try:
+            hash(state)
+        except TypeError:
+            return None
+        return state
+
+    def restore(self, state: tuple) -> None:
+        for name, value in state:
+            setattr(self, name, value)
+
+
+_NOT_READING = frozenset({"found", "lineno", "offset"})
+
 
 _PLAIN = {"class", "id", "name", "alt", "title", "lang", "dir", "colspan", "rowspan", "align", "role"}
 _IMAGE_DATA = re.compile(r"\Adata:image/(png|jpeg|gif);base64,[A-Za-z0-9+/=\s]*\Z")
@@ -729,10 +746,33 @@ def active_html(page: str) -> list[str]:
     It reads the page as Python's HTMLParser does, which is not always as a browser does: a browser ends
     ``<!-->``, ``<!--->``, ``--!>`` and ``<![CDATA[`` outside math at their first ``>``, HTMLParser reads on to
     a later ``-->`` or ``]]>``.  What keeps such markup out of a page is that a notebook's own markup reaches
-    no page as markup (grading/inert.py); the browser tests check that with these forms among the hostile."""
+    no page as markup (grading/inert.py); the browser tests check that with these forms among the hostile.
+
+    The parser reads the page a line at a time, as it would read it whole (HTMLParser keeps an unfinished tag
+    until the rest comes).  A class's pages repeat most of their lines (the lesson's text, its tests, their
+    highlighting): a line in which nothing was found is remembered with the parser's state before and after
+    it, and read again from that same state it is not parsed again, the parser put in the state after it."""
     parser = _ActiveHTML()
-    parser.feed(page)
+    for line in page.splitlines(keepends=True):
+        before = parser.reading_state()
+        after = _QUIET_LINES.get((before, line)) if before is not None else None
+        if after is not None:
+            parser.restore(after)
+            continue
+        found = len(parser.found)
+        parser.feed(line)
+        after = parser.reading_state()
+        if before is not None and after is not None and len(parser.found) == found and len(line) <= QUIET_LINE_CHARS:
+            if len(_QUIET_LINES) >= QUIET_LINES_KEPT:
+                _QUIET_LINES.clear()
+            _QUIET_LINES[(before, line)] = after
     return sorted(set(parser.found))
+
+
+# {(the parser's reading state before a line, the line): its state after it}, for lines in which nothing was found
+_QUIET_LINES: dict[tuple, tuple] = {}
+QUIET_LINES_KEPT = 100_000  # (a class's seven parts hold some tens of thousands of distinct lines)
+QUIET_LINE_CHARS = 2_000  # longer lines (an image's data) are seldom repeated; at most 200 MB kept
 
 
 # --------------------------------------------------------------------------
