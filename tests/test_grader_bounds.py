@@ -231,3 +231,27 @@ def test_a_notebook_too_large_or_nested_too_deeply_is_refused_unread(tmp_path, m
     assert submission_limits.depth_of(str(deep), limit=1000) == 65 + 2  # the brackets in a string do not count
     with pytest.raises(NotebookRefusedError, match="nested more than 64"):
         BoundedNotebookExporter().from_filename(str(deep))
+
+
+# ------------------------------------------------------------------------------------ nothing left of a dead kernel
+
+def test_a_kernel_that_died_leaves_nothing_when_its_resources_are_cleaned_up_as_nbclient_does(kernel_env):
+    """nbclient does not shut a dead kernel down: it calls ``km.cleanup_resources()`` (the public name, which
+    AsyncKernelManager binds to jupyter_client's own coroutine). The course's clean-up must run there too."""
+    from grading import cgroups
+
+    async def scenario():
+        km, kc = await started()
+        watch, folder = km._mct_watch, km._mct_folder
+        km._mct_stop()  # killed, as a limit or the message budget kills it
+        while await km.is_alive():
+            await asyncio.sleep(0.01)
+        kc.stop_channels()
+        await km.cleanup_resources()
+        return km, watch, folder
+
+    km, watch, folder = run_apart(scenario())
+    assert cgroups._groups(km._mct_cgroup) == [], "the kernel's control group is left behind"
+    assert not watch._thread.is_alive(), "the watch's thread is still looking at /proc"
+    assert not folder.exists(), "the kernel's private folder is left behind"
+    assert km._mct_socket_fds is None, "the kernel's socket descriptors are still open"

@@ -370,3 +370,9 @@ class SandboxKernelManager(AsyncKernelManager):
         folder = getattr(self, "_mct_folder", None)
         if folder is not None:  # the grader's own folder: the connection file (and unsandboxed, the sockets)
             shutil.rmtree(folder, ignore_errors=True)
+
+    # nbclient calls cleanup_resources itself when the kernel is already dead (a notebook stopped at a limit,
+    # killed for what it sent or timed out), and AsyncKernelManager binds that name to jupyter_client's own
+    # coroutine, not to the override above: the control group, the watch's thread, the socket descriptors and
+    # the folder were left behind for exactly those notebooks.
+    cleanup_resources = _async_cleanup_resources
