@@ -56,6 +56,12 @@ KERNEL_UIDS = (200_000, 100_000)  # first uid, how many: each kernel its own, so
                                   # (processes) of one notebook never reach another's
 TMP_BYTES = int(os.environ.get(KERNEL_TMP_ENV, 256 * 2**20))  # the sandbox's /tmp: its only writable place
 
+
+def notebook_seconds() -> int:
+    """A notebook's wall-clock seconds (MCT_NOTEBOOK_SECONDS, 600 unless set): its launcher kills the sandbox then."""
+    return int(os.environ.get(NOTEBOOK_SECONDS_ENV, 600))
+
+
 MEMORY = int(os.environ.get(KERNEL_MEMORY_ENV, 6 * 2**30))  # everything the sandbox holds (its control group)
 ADDRESS_SPACE = int(os.environ.get(KERNEL_ADDRESS_SPACE_ENV, 6 * 2**30))  # each process (the fallback)
 PROCESSES = int(os.environ.get(KERNEL_PROCESSES_ENV, 128))  # tasks: the kernel's threads count too
@@ -63,7 +69,7 @@ LIMITS = {  # resource -> (soft, hard); per process: the fallback, and a second 
     resource.RLIMIT_AS: ADDRESS_SPACE,
     resource.RLIMIT_NPROC: 256,
     resource.RLIMIT_FSIZE: 200 * 2**20,
-    resource.RLIMIT_CPU: int(os.environ.get(NOTEBOOK_SECONDS_ENV, 600)) * 2,
+    resource.RLIMIT_CPU: notebook_seconds() * 2,
     resource.RLIMIT_CORE: 0,
 }
 PASSED_ENV = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYDEVD_DISABLE_FILE_VALIDATION")
@@ -284,7 +290,7 @@ def main(argv: list[str]) -> None:
         raise SystemExit("usage: python -m grading.sandbox -f CONNECTION_FILE")
     connection_file = argv[argv.index("-f") + 1]
     cases_file = os.environ.get(CASES_FILE_HOST_ENV)
-    seconds = os.environ.get(NOTEBOOK_SECONDS_ENV, "600")
+    seconds = str(notebook_seconds())
     if not sandbox_wanted():
         home = os.environ.get(PRIVATE_DIR_ENV) or "/tmp"
         reveal = os.environ.get(REVEAL_DIR_HOST_ENV)

@@ -255,3 +255,141 @@ def test_a_kernel_that_died_leaves_nothing_when_its_resources_are_cleaned_up_as_
     assert not watch._thread.is_alive(), "the watch's thread is still looking at /proc"
     assert not folder.exists(), "the kernel's private folder is left behind"
     assert km._mct_socket_fds is None, "the kernel's socket descriptors are still open"
+
+
+# ----------------------------------------------------------------------------- a kernel launched ahead (spare)
+
+def grading_execute():
+    """nbgrader's Execute as the course's configuration makes it (autograde/nbgrader_config.py)."""
+    from traitlets.config import Config
+
+    from grading.preprocessors import SandboxedExecute
+    return SandboxedExecute(config=Config({"KernelManager": {"transport": "ipc"}}), kernel_name="mct-grading",
+                            kernel_manager_class=SandboxKernelManager)
+
+
+def in_a_thread(function):
+    """``function()`` in a thread of its own, as nbclient calls the kernel manager: synchronously, through
+    jupyter_core's run_sync (see run_apart for why not in this thread)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(function).result()
+
+
+def traces(km) -> dict:
+    """What of a kernel is on this machine: its launcher's pid, its control group's name, its private folder."""
+    return {"pid": km.provisioner.process.pid, "group": km._mct_cgroup, "folder": km._mct_folder}
+
+
+def left_of(trace: dict) -> list[str]:
+    """What is still there of a kernel's ``traces``."""
+    from grading import cgroups
+    left = []
+    if Path(f"/proc/{trace['pid']}").exists():
+        left.append(f"its launcher (pid {trace['pid']}) runs or is unreaped")
+    if cgroups._groups(trace["group"]):
+        left.append("its control group")
+    if trace["folder"].exists():
+        left.append("its private folder")
+    return left
+
+
+def launcher_seconds(pid: int) -> int:
+    """The wall-clock seconds the launcher ``pid`` runs its sandbox for (``timeout --signal=KILL N bwrap ...``,
+    once grading.sandbox has turned into it)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if Path(argv[0].decode()).name == "timeout":
+            return int(argv[2])
+        time.sleep(0.01)
+    raise AssertionError(f"the launcher never became timeout: {argv}")
+
+
+def test_a_kernel_launched_ahead_is_taken_by_the_next_notebook_and_is_a_new_kernel_of_its_own(kernel_env):
+    from jupyter_core.utils import run_sync
+
+    from grading.preprocessors import spare
+    execute = grading_execute()
+
+    def scenario():
+        spare.launch_for_next(execute)
+        km = spare.take(execute)
+        assert km is not None, "the kernel launched ahead was not taken"
+        assert not km.has_kernel, "a kernel launched ahead counts as started before start_kernel has connected"
+        assert spare.take(execute) is None, "a kernel launched ahead can be taken twice"
+        seconds = launcher_seconds(km.provisioner.process.pid)
+        trace = traces(km)
+        run_sync(km.start_kernel)(extra_arguments=list(execute.extra_arguments))
+        kc = km.client()
+        kc.start_channels()
+        run_sync(kc.wait_for_ready)(timeout=60)
+        messages = run_sync(run_cell)(kc, "print(len(globals()), 'names', flush=True)")
+        watched = km._mct_watch._thread.is_alive()
+        run_sync(stopped)(km, kc)
+        return seconds, trace, messages, watched
+
+    seconds, trace, messages, watched = in_a_thread(scenario)
+    assert seconds == sandbox.notebook_seconds() + spare.SPARE_SECONDS, "the wall clock's head start is not given"
+    printed = "".join(m["content"].get("text", "") for m in messages if m["msg_type"] == "stream")
+    assert printed.endswith(" names\n") and int(printed.split()[0]) < 30, f"not a fresh kernel: {printed!r}"
+    assert watched, "the grader's memory watch did not start with the notebook"
+    assert left_of(trace) == []
+
+
+@pytest.mark.parametrize("change", ["environment", "age", "death"])
+def test_a_kernel_launched_ahead_is_not_taken_once_it_differs_aged_or_died_and_nothing_of_it_is_left(
+        kernel_env, monkeypatch, change):
+    """Taken only if a launch now would be the same (here: another part's cases file), while young, and alive;
+    otherwise killed and removed: launcher, control group, private folder."""
+    from grading import cgroups
+    from grading.preprocessors import spare
+    execute = grading_execute()
+
+    def scenario():
+        spare.launch_for_next(execute)
+        waiting = spare._waiting[0]
+        trace = traces(waiting.km)
+        launcher_seconds(trace["pid"])  # its sandbox launched, in its control group
+        assert not cgroups.probe() or cgroups._groups(trace["group"]), "the kernel's control group was not made"
+        if change == "environment":
+            monkeypatch.setenv(protocol.CASES_FILE_HOST_ENV, str(kernel_env / "another-part.json"))
+        elif change == "age":
+            waiting.at -= spare.SPARE_SECONDS
+        else:
+            waiting.km._mct_stop()
+            waiting.km.provisioner.process.wait()
+        return spare.take(execute), trace
+
+    taken, trace = in_a_thread(scenario)
+    assert taken is None, f"a kernel launched ahead was taken after its {change} changed"
+    assert spare._waiting == []
+    assert left_of(trace) == []
+
+
+def test_no_kernel_launched_ahead_is_left_when_the_grader_ends(kernel_env):
+    """nbgrader's process ends after its last notebook, whose first cell launched a kernel for a next one."""
+    import subprocess
+    script = ("import json\n"
+              "from test_grader_bounds import grading_execute, launcher_seconds, traces\n"
+              "from grading.preprocessors import spare\n"
+              "spare.launch_for_next(grading_execute())\n"
+              "trace = traces(spare._waiting[0].km)\n"
+              "launcher_seconds(trace['pid'])\n"
+              "print(json.dumps({**trace, 'folder': str(trace['folder'])}))\n")
+    out, err = kernel_env / "out", kernel_env / "err"  # files, not pipes: a kernel left behind would hold a pipe
+    with out.open("w") as stdout, err.open("w") as stderr:
+        run = subprocess.run([sys.executable, "-c", script], stdout=stdout, stderr=stderr, timeout=120,
+                             cwd=Path(__file__).parent,
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent),
+                                                                               str(Path(__file__).parent)])})
+    assert run.returncode == 0, err.read_text()
+    trace = json.loads(out.read_text().splitlines()[-1])
+    assert left_of({**trace, "folder": Path(trace["folder"])}) == []
+
+
+def test_no_kernel_is_launched_ahead_without_the_sandbox(kernel_env, monkeypatch):
+    """Unsandboxed, a kernel works in its notebook's folder: one launched for the next notebook would not."""
+    from grading.preprocessors import spare
+    monkeypatch.setenv(protocol.SANDBOX_ENV, "off")
+    in_a_thread(lambda: spare.launch_for_next(grading_execute()))
+    assert spare._waiting == []

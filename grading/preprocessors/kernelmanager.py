@@ -21,7 +21,8 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import DottedObjectName, Type
 
 from .. import cgroups, sandbox
-from ..protocol import CGROUP_NAME_ENV, GRADER_GROWTH_BYTES_ENV, INSIDE_IP, NOTEBOOK_MESSAGE_BYTES_ENV, PRIVATE_DIR_ENV
+from ..protocol import (CGROUP_NAME_ENV, GRADER_GROWTH_BYTES_ENV, INSIDE_IP, NOTEBOOK_MESSAGE_BYTES_ENV,
+                        NOTEBOOK_SECONDS_ENV, PRIVATE_DIR_ENV)
 
 # Everything a kernel sends is counted as it arrives, frame by frame, before any of it is decoded: one message
 # (all its frames together) may not pass MAX_MESSAGE_BYTES, and all of a notebook's messages on every channel
@@ -271,7 +272,42 @@ class SandboxKernelManager(AsyncKernelManager):
     mct_budget: MessageBudget | None = None
     _mct_socket_fds: dict[str, int] | None = None
 
+    # A kernel launched ahead (launch_ahead): the command and arguments it was launched with, until start_kernel
+    # finishes its start.  Until then it is no started kernel of this manager's (has_kernel is False).
+    _mct_ahead: tuple | None = None
+
+    @property
+    def has_kernel(self) -> bool:
+        return super().has_kernel and self._mct_ahead is None
+
+    async def launch_ahead(self, head_start: int, **kwargs) -> None:
+        """Launch the kernel's process now; ``start_kernel`` finishes its start later (grading.preprocessors.spare).
+
+        Everything of a start that does not wait for the kernel happens here: the private folder, the control
+        group's name, the connection file, the launcher's process.  What waits for the kernel (its sandbox's pid,
+        its sockets) and the grader's watch happen in ``start_kernel``.  The launcher's wall clock starts now,
+        not then: it is given ``head_start`` seconds more than a notebook's (MCT_NOTEBOOK_SECONDS)."""
+        kernel_cmd, kw = await self._async_pre_start_kernel(**kwargs)
+        kw["env"] = {**(kw.get("env") or os.environ),
+                     NOTEBOOK_SECONDS_ENV: str(sandbox.notebook_seconds() + head_start)}
+        await self._mct_popen(kernel_cmd, kw)
+        self._mct_ahead = (kernel_cmd, kw)
+
+    def launched_ahead_and_alive(self) -> bool:
+        """Launched ahead, not started yet, and its launcher still running."""
+        process = getattr(self.provisioner, "process", None)
+        return self._mct_ahead is not None and process is not None and process.poll() is None
+
+    async def discard_ahead(self) -> None:
+        """Kill a kernel launched ahead and never started, and remove everything of it (control group, folder)."""
+        self._mct_ahead = None
+        self._mct_stop()
+        await self._async_wait()
+        await self._async_cleanup_resources()
+
     async def _async_pre_start_kernel(self, **kwargs):
+        if self._mct_ahead is not None:  # launched ahead: done then (nothing in kwargs changes a sandboxed launch)
+            return self._mct_ahead
         base = Path(os.environ[PRIVATE_DIR_ENV]) / "runtime"
         base.mkdir(parents=True, exist_ok=True)
         self._mct_folder = Path(tempfile.mkdtemp(prefix="kernel-", dir=base))
@@ -282,9 +318,15 @@ class SandboxKernelManager(AsyncKernelManager):
         self.ip = INSIDE_IP if self._mct_sandboxed else str(self._mct_folder / "kernel")
         return await super()._async_pre_start_kernel(**kwargs)
 
-    async def _async_launch_kernel(self, kernel_cmd, **kw):
+    async def _mct_popen(self, kernel_cmd, kw) -> None:
+        """The launcher's process (grading.sandbox), told the name of its control group."""
         kw["env"] = {**(kw.get("env") or os.environ), CGROUP_NAME_ENV: self._mct_cgroup}
         await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    async def _async_launch_kernel(self, kernel_cmd, **kw):
+        if self._mct_ahead is None:
+            await self._mct_popen(kernel_cmd, kw)
+        self._mct_ahead = None
         if self._mct_sandboxed:
             pid = await asyncio.get_running_loop().run_in_executor(
                 None, sandbox.sandbox_pid, self.provisioner.process.pid)

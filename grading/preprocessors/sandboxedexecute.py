@@ -16,6 +16,7 @@ from shared.lessons import lesson_of_grade_id
 from .. import judge, redact, rules
 from ..protocol import (ANSWERS_MIME, CELL_OUTPUT_BYTES_ENV, NOTEBOOK_OUTPUT_BYTES_ENV, REVEAL_DIR_HOST_ENV,
                         RUN_BROKEN_CELLS_ENV, RUN_DEMOS_ENV)
+from . import spare
 from .base import part_slug
 
 # For the sandbox's own tests only: cells that break the rules run all the same (graded code still costs its
@@ -58,15 +59,29 @@ class SandboxedExecute(Execute):
 
     _mct_notebook_bytes = _mct_cell_bytes = 0  # output counted so far (see _within_output_budget)
     _mct_cut = False
+    _mct_next_launched = True  # (preprocess sets it False: a kernel is launched for the next notebook once)
 
     def preprocess(self, nb, resources=None, km=None):
         self._died_at = None
         self._mct_notebook_bytes = 0  # (the cell's count starts again in preprocess_cell)
         self._mct = (resources if resources is not None else {}).setdefault("mct", {})
         self._mct.update(answers={}, refused=[])
+        self._mct_next_launched = False
         return super().preprocess(nb, resources, km)
 
+    def create_kernel_manager(self):
+        """The kernel launched for this notebook while the one before ran (grading.preprocessors.spare), if any."""
+        km = spare.take(self)
+        if km is None:
+            return super().create_kernel_manager()
+        self.log.info(spare.TAKEN_LOG)
+        self.km = km
+        return km
+
     def preprocess_cell(self, cell, resources, index):
+        if not self._mct_next_launched:  # this notebook's kernel is ready: the next notebook's boots meanwhile
+            self._mct_next_launched = True
+            spare.launch_for_next(self)
         self._mct_cell_bytes, self._mct_cut = 0, False
         if cell.cell_type == "code" and not RUN_DEMOS and rules.course_cells(part_slug(resources)).is_demo(cell.source):
             cell.outputs = []  # a demonstration of the course's: nothing graded depends on it (tools/build.py)
