@@ -235,15 +235,18 @@ def test_the_logs_hold_no_checksum_warning_for_untouched_cells(workflow):
 
 def test_each_notebook_but_a_process_s_first_takes_the_kernel_launched_while_the_one_before_ran(workflow):
     """A notebook's kernel is launched while the notebook before it runs (grading/preprocessors/spare.py): in the
-    class, every notebook but the first of each nbgrader process takes it (two may miss it on a machine so busy
-    that a notebook ran past SPARE_SECONDS).  A change that made every launch differ (an environment variable set
-    per notebook, say) would only make grading slower: this is where it shows."""
+    class, every notebook but the first of each nbgrader process takes it, and none is launched after a process's
+    last notebook (two may miss: one before a notebook that cannot be graded, or on a machine so busy that a
+    notebook ran past SPARE_SECONDS).  A change that made every launch differ (an environment variable set per
+    notebook, say) would only make grading slower: this is where it shows."""
     from grading.preprocessors.kernelmanager import GRADER_PEAK_LOG
-    from grading.preprocessors.spare import TAKEN_LOG
+    from grading.preprocessors.spare import LAUNCHED_LOG, TAKEN_LOG
     logs = [log.read_text() for log in (workflow["course"] / "logs").glob("autograde-*.log")]
-    graded, taken = sum(log.count(GRADER_PEAK_LOG) for log in logs), sum(log.count(TAKEN_LOG) for log in logs)
+    graded, launched, taken = (sum(log.count(line) for log in logs)
+                               for line in (GRADER_PEAK_LOG, LAUNCHED_LOG, TAKEN_LOG))
     assert graded >= len(STUDENTS)
     assert taken >= graded - len(logs) - 2, f"{taken} of {graded} notebooks took a kernel launched ahead"
+    assert launched - taken <= 2, f"{launched - taken} kernels were launched ahead for nothing"
 
 
 def test_autograde_can_grade_selected_students(workflow):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 from nbclient.exceptions import DeadKernelError
@@ -81,7 +82,8 @@ class SandboxedExecute(Execute):
     def preprocess_cell(self, cell, resources, index):
         if not self._mct_next_launched:  # this notebook's kernel is ready: the next notebook's boots meanwhile
             self._mct_next_launched = True
-            spare.launch_for_next(self)
+            if self._a_notebook_follows(resources):
+                spare.launch_for_next(self)
         self._mct_cell_bytes, self._mct_cut = 0, False
         if cell.cell_type == "code" and not RUN_DEMOS and rules.course_cells(part_slug(resources)).is_demo(cell.source):
             cell.outputs = []  # a demonstration of the course's: nothing graded depends on it (tools/build.py)
@@ -96,6 +98,29 @@ class SandboxedExecute(Execute):
         finally:
             if revealed is not None:
                 revealed.unlink(missing_ok=True)
+
+    def _a_notebook_follows(self, resources) -> bool:
+        """Whether this nbgrader command grades another notebook after this one (of the same part).
+
+        nbgrader's converter (the exporter's parent) found the submission folders in ``submitted`` and grades them
+        in sorted order, but for the students it excludes, and each folder's notebooks in sorted order.  True
+        when that cannot be read: a kernel launched for nothing is only waste."""
+        converter = getattr(self.parent, "parent", None)
+        info = resources.get("nbgrader", {})
+        try:
+            coursedir = converter.coursedir
+            folder = re.compile(coursedir.format_path(coursedir.submitted_directory, "(?P<student>.+)",
+                                                      re.escape(info["assignment"]), escape=True) + "$")
+            students = [folder.match(path) for path in sorted(converter.assignments)]
+            if not all(students):
+                return True
+            students = [match["student"] for match in students]
+            excluded = set(coursedir.student_id_exclude.split(","))
+            later = [s for s in students[students.index(info["student"]) + 1:] if s not in excluded]
+            last_notebook = Path(sorted(converter.notebooks)[-1]).stem == info["notebook"]
+        except Exception:
+            return True
+        return bool(later) or not last_notebook
 
     def process_message(self, msg, cell, cell_index):
         """Every message of the running cell: answers are taken out here and never reach the notebook."""

@@ -14,7 +14,8 @@ only when a launch now would be the same (the same kernel, arguments and environ
 (``SPARE_SECONDS``): its launcher's wall clock started at its launch, and it was given that much more, so a
 notebook has at least ``MCT_NOTEBOOK_SECONDS`` and at most ``SPARE_SECONDS`` more.  A spare not taken, and one
 left when the process ends, is killed and everything of it removed (control group, folder).  Without the sandbox
-(``MCT_SANDBOX=off``) a kernel works in the notebook's own folder: no spare is launched then.
+(``MCT_SANDBOX=off``) a kernel works in the notebook's own folder: no spare is launched then, nor after the last
+notebook of an nbgrader command (the next command grades another part).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from jupyter_core.utils import run_sync
 from .. import sandbox
 
 SPARE_SECONDS = 5  # how long a spare waits to be taken, at most (and the head start of its wall clock)
-TAKEN_LOG = "this notebook's kernel was launched while the notebook before it ran"  # (tests count it)
+LAUNCHED_LOG = "a kernel launched for the next notebook"  # (tests count these two)
+TAKEN_LOG = "this notebook's kernel was launched while the notebook before it ran"
 
 
 @dataclass
@@ -62,6 +64,7 @@ def launch_for_next(execute) -> None:
         execute.log.debug("no kernel launched ahead: %s", error)
         _stop(km)
         return
+    execute.log.info(LAUNCHED_LOG)
     _waiting.append(Spare(km, launch_of(execute), at))
 
 
