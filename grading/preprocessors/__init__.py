@@ -12,14 +12,15 @@ one are refused).  ``JudgeLessons`` (after execution) judges the answers
 (:mod:`grading.judge`), applies the rules' verdicts, and replaces each test cell's
 outputs with its verdict; it caps every other cell's output, so a flood of
 printing cannot make a huge page.  ``SandboxKernelManager`` starts each kernel in the
-sandbox (:mod:`grading.sandbox`), the next notebook's launched while a notebook runs (:mod:`.spare`).  For the feedback page, ``SanitizeFeedback`` keeps
+sandbox (:mod:`grading.sandbox`), the next notebook's launched while a notebook runs
+(:mod:`.spare`).  For the feedback page, ``SanitizeFeedback`` keeps
 anything of the notebook from running in a browser, and ``LearnerFeedback`` puts the
 grader's notes in the learner's words.  ``SanitizeSubmission`` (last of the autograde) does the same for
 the autograded notebook, which the formgrader shows (one policy for both: :mod:`grading.inert`).
 
 One module per preprocessor, as nbgrader's own ``nbgrader/preprocessors/`` has them, one for
-the kernel manager and one for the kernel launched ahead; each class is imported here, so that a configuration names it
-``grading.preprocessors.<Name>`` (``autograde/nbgrader_config.py``).
+the kernel manager and one for the kernel launched ahead; each class is imported here, so that a
+configuration names it ``grading.preprocessors.<Name>`` (``autograde/nbgrader_config.py``).
 """
 
 from .checkrules import CheckRules
