@@ -33,11 +33,16 @@ pytestmark = pytest.mark.skipif(sandbox.bwrap_path() is None or not sandbox.sand
 GRADER_GROWTH_BOUND = 320 * 2**20  # (the watch stops a kernel past 192 MiB of growth; it looks every 20 ms)
 
 
-def run_apart(coroutine):
-    """``asyncio.run(coroutine)`` in a thread of its own: a test run earlier in this process (a browser's, say)
-    may have left an event loop running in this thread, and asyncio.run refuses to start inside one."""
+def in_a_thread(function):
+    """``function()`` in a thread of its own: a test run earlier in this process (a browser's, say) may have left
+    an event loop running in this thread, and asyncio.run refuses to start inside one."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
+        return pool.submit(function).result()
+
+
+def run_apart(coroutine):
+    """``asyncio.run(coroutine)`` in a thread of its own (see in_a_thread)."""
+    return in_a_thread(lambda: asyncio.run(coroutine))
 
 
 @pytest.fixture
@@ -266,13 +271,6 @@ def grading_execute():
     from grading.preprocessors import SandboxedExecute
     return SandboxedExecute(config=Config({"KernelManager": {"transport": "ipc"}}), kernel_name="mct-grading",
                             kernel_manager_class=SandboxKernelManager)
-
-
-def in_a_thread(function):
-    """``function()`` in a thread of its own, as nbclient calls the kernel manager: synchronously, through
-    jupyter_core's run_sync (see run_apart for why not in this thread)."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(function).result()
 
 
 def traces(km) -> dict:
