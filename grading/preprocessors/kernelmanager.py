@@ -19,8 +19,9 @@ from jupyter_client.connect import channel_socket_types
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import DottedObjectName, Type
 
-from .. import cgroups, sandbox
-from ..protocol import CGROUP_NAME_ENV, GRADER_GROWTH_BYTES_ENV, INSIDE_IP, NOTEBOOK_MESSAGE_BYTES_ENV, PRIVATE_DIR_ENV
+from .. import cgroups, sandbox, zygote
+from ..protocol import (CGROUP_NAME_ENV, GRADER_GROWTH_BYTES_ENV, HOLDER_ENV, INSIDE_IP, NOTEBOOK_MESSAGE_BYTES_ENV,
+                        PRIVATE_DIR_ENV)
 
 # Everything a kernel sends is counted as it arrives, frame by frame, before any of it is decoded: one message
 # (all its frames together) may not pass MAX_MESSAGE_BYTES, and all of a notebook's messages on every channel
@@ -237,16 +238,39 @@ class SandboxKernelManager(AsyncKernelManager):
         return await super()._async_pre_start_kernel(**kwargs)
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
-        kw["env"] = {**(kw.get("env") or os.environ), CGROUP_NAME_ENV: self._mct_cgroup}
-        await super()._async_launch_kernel(kernel_cmd, **kw)
+        env = {**(kw.get("env") or os.environ), CGROUP_NAME_ENV: self._mct_cgroup}
+        env.pop(HOLDER_ENV, None)
+        warm = zygote.current() if self._mct_sandboxed else None
+        self._mct_kernel_pid = None
+        if warm is not None:
+            env[HOLDER_ENV] = zygote.HOLDER_MARK
+        await super()._async_launch_kernel(kernel_cmd, **{**kw, "env": env})
         if self._mct_sandboxed:
             pid = await asyncio.get_running_loop().run_in_executor(
                 None, sandbox.sandbox_pid, self.provisioner.process.pid)
             if pid is None:
                 raise RuntimeError(KERNEL_NOT_STARTED)
+            if warm is not None:
+                self._mct_kernel_pid = await asyncio.get_running_loop().run_in_executor(
+                    None, self._mct_fork_kernel, warm, pid, kernel_cmd)
             self.ip = f"/proc/{pid}/root{INSIDE_IP}"  # the kernel's sockets, from this side (never by this path)
             self._mct_socket_fds = await self._mct_open_sockets(pid)
         self._mct_watch = GrowthWatch(self.mct_budget)
+
+    def _mct_fork_kernel(self, warm: zygote.Zygote, pid: int, kernel_cmd: list[str]) -> int:
+        """Have the zygote fork the kernel into the sandbox whose holder runs below ``pid``; the kernel's pid.
+        Any failure stops the launcher (and its sandbox): the kernel did not start."""
+        holder = zygote.holder_pid(pid)
+        try:
+            if holder is None:
+                raise RuntimeError("the sandbox's holder did not start")
+            module = kernel_cmd.index("grading.sandbox") if "grading.sandbox" in kernel_cmd else 0
+            argv = [arg if arg != self.connection_file else sandbox.INSIDE_CONNECTION
+                    for arg in kernel_cmd[module + 1:]]
+            return warm.spawn(holder, self._mct_cgroup, argv)
+        except (OSError, RuntimeError, ValueError) as error:
+            self._mct_stop()
+            raise RuntimeError(f"{KERNEL_NOT_STARTED} ({error})") from error
 
     async def _mct_open_sockets(self, pid: int) -> dict[str, int]:
         """Wait for the kernel's five sockets, then open each without following links (see open_without_links).
