@@ -52,7 +52,7 @@ CASES_FILE_HOST_ENV = "MCT_CASES_FILE_HOST"  # the kernel's input: the cases of 
 KERNEL_TREE_HOST_ENV = "MCT_KERNEL_TREE_HOST"  # the modules the kernel may import (grading.kernel_tree)
 REVEAL_DIR_HOST_ENV = "MCT_REVEAL_DIR_HOST"  # where a composite lesson's building blocks appear for its cell
 CGROUP_NAME_ENV = "MCT_CGROUP_NAME"          # the control group the launcher makes and enters (grading.cgroups)
-HOLDER_ENV = "MCT_SANDBOX_HOLDER"            # "1": the sandbox runs a holder, the kernel is forked in (grading.zygote)
+SANDBOX_HOLDER_ENV = "MCT_SANDBOX_HOLDER"    # set: the sandbox runs a holder, the kernel is forked in (grading.zygote)
 
 # Set by the launcher for the kernel (grading.sandbox.kernel_env): what the kernel reads.
 CASES_FILE_ENV = "MCT_CASES_FILE"          # the cases file, as the kernel sees it (INSIDE_CASES in the sandbox)

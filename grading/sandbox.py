@@ -45,10 +45,10 @@ from pathlib import Path
 from . import cgroups
 from .meter import RESIDENT_TUNABLES
 from .protocol import (CASES_FILE_ENV, CASES_FILE_HOST_ENV, CGROUP_NAME_ENV, GRADING_ENV, INSIDE, INSIDE_CASES,
-                       HOLDER_ENV, INSIDE_CONNECTION, INSIDE_REVEAL, INSIDE_RUN, INSIDE_TMP, INSIDE_TREE, INSIDE_WORK,
+                       INSIDE_CONNECTION, INSIDE_REVEAL, INSIDE_RUN, INSIDE_TMP, INSIDE_TREE, INSIDE_WORK,
                        KERNEL_ADDRESS_SPACE_ENV, KERNEL_MEMORY_ENV, KERNEL_PROCESSES_ENV, KERNEL_TMP_ENV,
                        KERNEL_TREE_HOST_ENV, NOTEBOOK_SECONDS_ENV, PRIVATE_DIR_ENV, REVEAL_DIR_ENV, REVEAL_DIR_HOST_ENV,
-                       SANDBOX_ENV)
+                       SANDBOX_ENV, SANDBOX_HOLDER_ENV)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOBODY = 65534
@@ -322,8 +322,8 @@ def main(argv: list[str]) -> None:
         raise SystemExit(3)
     inside = [arg if arg != connection_file else INSIDE_CONNECTION for arg in argv]
     kernel = [sys.executable, "-m", "ipykernel_launcher", *inside]
-    if os.environ.get(HOLDER_ENV) and os.getuid() == 0:  # the kernel is forked in from the zygote
-        kernel = holder_command(os.environ[HOLDER_ENV])
+    if os.environ.get(SANDBOX_HOLDER_ENV) and os.getuid() == 0:  # the kernel is forked in from the zygote
+        kernel = holder_command(os.environ[SANDBOX_HOLDER_ENV])
     uid = kernel_uid() if os.getuid() == 0 else os.getuid()
     if os.getuid() == 0:
         _readable_by(connection_file, uid)

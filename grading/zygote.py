@@ -24,6 +24,7 @@ import select
 import socket
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 from . import cgroups, sandbox
@@ -33,7 +34,16 @@ from .protocol import PRIVATE_DIR_ENV, WARM_KERNELS_ENV
 SCRIPT = Path(__file__).resolve().parent / "zygote_process.py"
 READY_SECONDS = 60.0
 SPAWN_SECONDS = 30.0
-HOLDER_MARK = "mct-holder"  # the holder's last argument: how the kernel manager knows it in the sandbox
+HOLDER_MARK = "mct-holder"  # the holder's last argument (grading.sandbox.holder_command)
+#: The zygote's whole environment: glibc reads GLIBC_TUNABLES at a process's start, so a forked kernel has the
+#: zygote's malloc settings (grading/meter.py); no thread pool of BLAS (a fork copies only the calling thread).
+ZYGOTE_ENV = {"GLIBC_TUNABLES": RESIDENT_TUNABLES, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+              "PATH": "/usr/bin:/bin"}
+
+
+def zygote_env() -> dict[str, str]:
+    """ZYGOTE_ENV and what a kernel is passed of the grader's environment (its locale, read at Python's start)."""
+    return {**{name: os.environ[name] for name in sandbox.PASSED_ENV if name in os.environ}, **ZYGOTE_ENV}
 
 
 def warm_wanted() -> bool:
@@ -42,16 +52,13 @@ def warm_wanted() -> bool:
             and os.getuid() == 0 and sandbox.sandbox_wanted() and sandbox.bwrap_path() is not None)
 
 
-def base_sys_path() -> list[str]:
-    """The kernel's ``sys.path`` after its tree: the Python's own folders and its site-packages with the folders
-    their ``.pth`` files name (their ``import`` lines are not run: the editable install's finder of the checkout
-    is one), never the checkout itself."""
-    checkout, prefix = sandbox.ROOT.resolve(), Path(sys.prefix).resolve()
-    own = [entry for entry in sys.path if entry and Path(entry).resolve().is_relative_to(Path(sys.base_prefix).resolve())
-           and not Path(entry).resolve().is_relative_to(prefix) and "site-packages" not in entry]
-    sites = [str(prefix / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages")]
-    found = [*own]
-    for site in sites:
+def site_folders() -> list[str]:
+    """The kernel's site-packages, with the folders their ``.pth`` files name (their ``import`` lines are not run:
+    the editable install's finder of the checkout is one), never the checkout itself.  The zygote puts them after
+    the standard library's folders (its own ``sys.path`` without ``site``), as ``site`` would."""
+    checkout = sandbox.ROOT.resolve()
+    found: list[str] = []
+    for site in dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib")):
         found.append(site)
         for pth in sorted(Path(site).glob("*.pth")):
             for line in pth.read_text().splitlines():
@@ -63,6 +70,12 @@ def base_sys_path() -> list[str]:
     return found
 
 
+def command(source: str, arguments: list[str]) -> list[str]:
+    """Python without ``site`` (the editable install's finder of the checkout is one of its ``.pth`` files) nor
+    the user's folder, running ``source``: the zygote's whole command line."""
+    return [sys.executable, "-s", "-S", "-c", source, *arguments]
+
+
 class Zygote:
     """A running zygote: its process and socket."""
 
@@ -71,13 +84,10 @@ class Zygote:
         self.socket_path = str(private / f"zygote-{os.getpid()}.sock")
         if os.path.exists(self.socket_path):
             os.unlink(self.socket_path)
-        env = {"GLIBC_TUNABLES": RESIDENT_TUNABLES, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-               "PATH": "/usr/bin:/bin", "LANG": os.environ.get("LANG", "C.UTF-8")}
+        arguments = [self.socket_path, str(os.getpid()), json.dumps(site_folders()), sys.prefix]
         self.process = subprocess.Popen(
-            [sys.executable, "-s", "-S", "-c", SCRIPT.read_text(), self.socket_path, str(os.getpid()),
-             json.dumps(base_sys_path()), sys.prefix],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, close_fds=True, cwd="/",
-            start_new_session=True)
+            command(SCRIPT.read_text(), arguments), env=zygote_env(), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, close_fds=True, cwd="/", start_new_session=True)
         ready, _, _ = select.select([self.process.stdout], [], [], READY_SECONDS)
         said = self.process.stdout.readline() if ready else b""
         self.process.stdout.close()
@@ -101,7 +111,7 @@ class Zygote:
     def spawn(self, holder: int, cgroup: str, argv: list[str]) -> int:
         """Fork a kernel into the sandbox of ``holder`` (in control group ``cgroup``); the kernel's pid."""
         request = {"holder": holder, "cgroup_procs": [str(group / "cgroup.procs") for group in cgroups.groups(cgroup)],
-                   "argv": argv, "sys_path": base_sys_path()}
+                   "argv": argv}
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
             connection.settimeout(SPAWN_SECONDS)
             connection.connect(self.socket_path)
@@ -145,6 +155,7 @@ def _say_once(what: str) -> None:
 def holder_pid(sandbox_pid: int, timeout: float = 20.0) -> int | None:
     """The holder below the sandbox's first process (bubblewrap's init), once it runs as the kernel's uid."""
     import time
+    expected = b"".join(os.fsencode(argument) + b"\0" for argument in sandbox.holder_command(HOLDER_MARK))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -152,11 +163,10 @@ def holder_pid(sandbox_pid: int, timeout: float = 20.0) -> int | None:
         except OSError:
             return None
         for child in children:
-            try:
-                arguments = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            try:  # the holder itself, once exec'd (bubblewrap's own command line ends with the holder's)
+                if Path(f"/proc/{child}/cmdline").read_bytes() == expected:
+                    return int(child)
             except OSError:
                 continue
-            if HOLDER_MARK.encode() in arguments:
-                return int(child)
         time.sleep(0.002)
     return None

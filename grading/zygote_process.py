@@ -2,12 +2,12 @@
 
 Its text is run, never imported (``grading/zygote.py`` starts it)::
 
-    python -s -S -c "<this file's text>" SOCKET PARENT_PID SYS_PATH_JSON PREFIX
+    python -s -S -c "<this file's text>" SOCKET PARENT_PID SITE_FOLDERS_JSON PREFIX
 
-with an environment of a few names (no ``PYTHON*``).  ``-s -S``: no ``site``, no user folder, so the editable install's finder of the course's
-checkout is never active here and nothing of ``shared``, ``grading`` or ``torch_extra`` is ever in this
-process's memory (the unredacted library holds answers); ``SYS_PATH_JSON`` is the Python's own folders and
-site-packages, without the checkout.  This file imports the standard library and third-party modules only.
+with an environment of a few names (no ``PYTHON*``).  ``-s -S``: no ``site``, no user folder, so the editable
+install's finder of the course's checkout is never active here and nothing of ``shared``, ``grading`` or
+``torch_extra`` is ever in this process's memory (the unredacted library holds answers); ``SITE_FOLDERS_JSON``
+is the virtual environment's site-packages (and the folders its ``.pth`` files name), without the checkout.  This file imports the standard library and third-party modules only.
 
 For each request on its Unix socket (in the grader's private 0700 folder, from its own user only) it forks a
 child that makes itself a copy of the *holder*, the small process the sandbox's launcher started in the
@@ -127,7 +127,7 @@ def _enter_and_fork(connection: socket.socket) -> int:
     kernel = os.fork()  # born in the sandbox's process namespace: killed with it
     if kernel == 0:
         connection.close()
-        _become_kernel(state, request["argv"], request["sys_path"])
+        _become_kernel(state, request["argv"])
     return kernel
 
 
@@ -177,7 +177,7 @@ def _parse_limits(text: str) -> dict[int, tuple[int, int]]:
     return limits
 
 
-def _become_kernel(state: dict, argv: list[str], base_path: list[str]) -> None:
+def _become_kernel(state: dict, argv: list[str]) -> None:
     code = 1
     try:
         os.setsid()
@@ -193,7 +193,7 @@ def _become_kernel(state: dict, argv: list[str], base_path: list[str]) -> None:
         import numpy
         numpy.random.seed()
         tree = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
-        sys.path[:] = [os.getcwd(), *tree, *base_path]  # as `python -m` makes it (the launcher removes the first)
+        sys.path[:] = [os.getcwd(), *tree, *BASE_PATH]  # as `python -m` makes it (the launcher removes the first)
         sys.path_importer_cache.clear()
         import importlib
         importlib.invalidate_caches()
@@ -227,11 +227,20 @@ def _drop_privileges(uid: int, gid: int) -> None:
     _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
 
 
-def main(argv: list[str]) -> None:
-    path, parent, sys_path, prefix = argv[0], int(argv[1]), json.loads(argv[2]), argv[3]
-    sys.path[:] = sys_path
+BASE_PATH: list[str] = []  # the kernel's sys.path after its tree: the standard library's folders, then the sites
+
+
+def prepare(sites: list[str], prefix: str) -> None:
+    """Look for modules where a kernel would (without the checkout), then import what a kernel imports."""
+    BASE_PATH[:] = [entry for entry in sys.path if entry] + sites  # sys.path[0] is "" (-c): the folder "/"
+    sys.path[:] = BASE_PATH
     sys.prefix = sys.exec_prefix = prefix  # a virtual environment's, as site would have set it
     warm_up()
+
+
+def main(argv: list[str]) -> None:
+    path, parent, sites, prefix = argv[0], int(argv[1]), json.loads(argv[2]), argv[3]
+    prepare(sites, prefix)
     serve(path, parent)
 
 

@@ -7,6 +7,7 @@ import os
 import secrets
 import shutil
 import stat
+import sys
 import tempfile
 import threading
 import time
@@ -20,8 +21,8 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import DottedObjectName, Type
 
 from .. import cgroups, sandbox, zygote
-from ..protocol import (CGROUP_NAME_ENV, GRADER_GROWTH_BYTES_ENV, HOLDER_ENV, INSIDE_IP, NOTEBOOK_MESSAGE_BYTES_ENV,
-                        PRIVATE_DIR_ENV)
+from ..protocol import (CGROUP_NAME_ENV, GRADER_GROWTH_BYTES_ENV, INSIDE_IP, NOTEBOOK_MESSAGE_BYTES_ENV, PRIVATE_DIR_ENV,
+                        SANDBOX_HOLDER_ENV)
 
 # Everything a kernel sends is counted as it arrives, frame by frame, before any of it is decoded: one message
 # (all its frames together) may not pass MAX_MESSAGE_BYTES, and all of a notebook's messages on every channel
@@ -239,11 +240,11 @@ class SandboxKernelManager(AsyncKernelManager):
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
         env = {**(kw.get("env") or os.environ), CGROUP_NAME_ENV: self._mct_cgroup}
-        env.pop(HOLDER_ENV, None)
+        env.pop(SANDBOX_HOLDER_ENV, None)
         warm = zygote.current() if self._mct_sandboxed else None
         self._mct_kernel_pid = None
         if warm is not None:
-            env[HOLDER_ENV] = zygote.HOLDER_MARK
+            env[SANDBOX_HOLDER_ENV] = zygote.HOLDER_MARK
         await super()._async_launch_kernel(kernel_cmd, **{**kw, "env": env})
         if self._mct_sandboxed:
             pid = await asyncio.get_running_loop().run_in_executor(
@@ -251,11 +252,28 @@ class SandboxKernelManager(AsyncKernelManager):
             if pid is None:
                 raise RuntimeError(KERNEL_NOT_STARTED)
             if warm is not None:
-                self._mct_kernel_pid = await asyncio.get_running_loop().run_in_executor(
-                    None, self._mct_fork_kernel, warm, pid, kernel_cmd)
+                try:
+                    self._mct_kernel_pid = await asyncio.get_running_loop().run_in_executor(
+                        None, self._mct_fork_kernel, warm, pid, kernel_cmd)
+                except RuntimeError as error:  # the zygote failed: this kernel starts from cold, in a new sandbox
+                    pid = await self._mct_relaunch_cold(kernel_cmd, {**kw, "env": env}, error)
             self.ip = f"/proc/{pid}/root{INSIDE_IP}"  # the kernel's sockets, from this side (never by this path)
             self._mct_socket_fds = await self._mct_open_sockets(pid)
         self._mct_watch = GrowthWatch(self.mct_budget)
+
+    async def _mct_relaunch_cold(self, kernel_cmd, kw: dict, why: Exception) -> int:
+        """Start this kernel from cold after the zygote failed: the launcher (and its sandbox) stopped, its control
+        group removed, and a launcher started as without a zygote; the new sandbox's pid."""
+        print(f"grading.zygote: {why}; this kernel starts from cold", file=sys.stderr)
+        await asyncio.get_running_loop().run_in_executor(None, self.provisioner.process.wait)
+        cgroups.remove(self._mct_cgroup)
+        env = {name: value for name, value in kw["env"].items() if name != SANDBOX_HOLDER_ENV}
+        await super()._async_launch_kernel(kernel_cmd, **{**kw, "env": env})
+        pid = await asyncio.get_running_loop().run_in_executor(
+            None, sandbox.sandbox_pid, self.provisioner.process.pid)
+        if pid is None:
+            raise RuntimeError(KERNEL_NOT_STARTED)
+        return pid
 
     def _mct_fork_kernel(self, warm: zygote.Zygote, pid: int, kernel_cmd: list[str]) -> int:
         """Have the zygote fork the kernel into the sandbox whose holder runs below ``pid``; the kernel's pid.
