@@ -254,7 +254,7 @@ deadline = time.monotonic() + 60
 while not others():
     if time.monotonic() > deadline:
         sys.exit(3)
-    time.sleep(0.002)
+    time.sleep(0.01)
 try:
     select.select([os.pidfd_open(min(others()))], [], [])
 except OSError:  # the kernel has ended already

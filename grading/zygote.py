@@ -168,5 +168,5 @@ def holder_pid(sandbox_pid: int, timeout: float = 20.0) -> int | None:
                     return int(child)
             except OSError:
                 continue
-        time.sleep(0.002)
+        time.sleep(0.005)
     return None

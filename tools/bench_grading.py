@@ -1,6 +1,6 @@
 """``make bench-grading``: a class graded the course's way beside plain nbgrader, and what 200 students would take.
 
-    python tools/bench_grading.py [--students 6] [--parts 01_mlp_core ...]
+    python tools/bench_grading.py [--students 6] [--parts 01_mlp_core ...] [--cold] [--course-only]
 
 N students each hand in the solved notebook of every landed part.  The same
 submissions are graded, one way after the other, on this machine:
@@ -18,7 +18,8 @@ and the time 200 students would take at JOBS=2, autograde and feedback.  That
 projection multiplies the seconds per notebook measured here, which include
 each run's fixed costs (starting nbgrader, checking the sandbox): a larger class
 spreads them thinner, so it is an upper bound.  It stops if any submission could
-not be graded.
+not be graded.  ``--cold`` starts every course kernel from cold (no zygote:
+grading/zygote.py), to compare; ``--course-only`` leaves plain nbgrader out.
 """
 
 from __future__ import annotations
@@ -34,17 +35,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from grading.course import landed_parts
-from grading.protocol import COURSE_DIR_ENV, ENV_PREFIX
+from grading.protocol import COURSE_DIR_ENV, ENV_PREFIX, WARM_KERNELS_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 INSTRUCTOR = [sys.executable, str(ROOT / "tools" / "instructor.py")]
+CHOSEN_ENV: dict[str, str] = {}  # what the command line chose for every step (--cold)
 
 
 def environment(course: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON", ENV_PREFIX))}
     env.update({"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", COURSE_DIR_ENV: str(course),
-                "JUPYTER_PATH": str(Path(sys.prefix) / "share" / "jupyter")})
+                "JUPYTER_PATH": str(Path(sys.prefix) / "share" / "jupyter"), **CHOSEN_ENV})
     return env
 
 
@@ -147,7 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=int(os.environ.get("STUDENTS_N", 6)))
     parser.add_argument("--parts", nargs="*", default=None)
+    parser.add_argument("--cold", action="store_true", help="course kernels started from cold, not forked warm")
+    parser.add_argument("--course-only", action="store_true", help="the course's steps only, not plain nbgrader's")
     args = parser.parse_args(argv)
+    if args.cold:
+        CHOSEN_ENV[WARM_KERNELS_ENV] = "off"
     parts = args.parts or landed_parts()
     students = [f"student{i:03d}" for i in range(args.students)]
     notebooks = len(parts) * len(students)
@@ -155,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mct-bench-") as folder:
         base = Path(folder)
         for name, step, function, jobs_tried in STEPS:
+            if args.course_only and name == "plain nbgrader":
+                continue
             for jobs in jobs_tried:
                 load_before, cpu_before = os.getloadavg()[0], cpu_times()
                 seconds = function(base, parts, students, jobs)
@@ -170,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{before:.2f} -> {after:.2f} |")
     per = {(name, step, jobs): seconds / notebooks for name, step, jobs, seconds, *_ in rows}
     print()
+    if args.course_only:
+        for step in ("autograde", "feedback"):
+            speedup = per[("course grading", step, 1)] / per[("course grading", step, 2)]
+            print(f"course grading, {step}: JOBS=2 is {speedup:.2f}x faster than JOBS=1")
+        return 0
     for jobs in (1, 2):
         print(f"autograde, course / plain at JOBS={jobs}: "
               f"{per[('course grading', 'autograde', jobs)] / per[('plain nbgrader', 'autograde', jobs)]:.2f}x the time")
