@@ -7,7 +7,13 @@ Its text is run, never imported (``grading/zygote.py`` starts it)::
 with an environment of a few names (no ``PYTHON*``).  ``-s -S``: no ``site``, no user folder, so the editable
 install's finder of the course's checkout is never active here and nothing of ``shared``, ``grading`` or
 ``torch_extra`` is ever in this process's memory (the unredacted library holds answers); ``SITE_FOLDERS_JSON``
-is the virtual environment's site-packages (and the folders its ``.pth`` files name), without the checkout.  This file imports the standard library and third-party modules only.
+is the virtual environment's site-packages (and the folders its ``.pth`` files name), without the checkout.
+This file imports the standard library and third-party modules only.
+
+Status (this branch): works and passes the isolation tests as root (tests/test_warm_kernels.py compares a warm
+and a cold kernel on one probe); measured, it saves about 0.3 s of CPU per kernel (0.5 -> 0.2 s, the import of
+NumPy included), 3-16 % of a notebook's grading CPU, not a third.  Not done: warm kernels for a grader that is
+not root (bubblewrap's user namespace), a check that the zygote's memory stays flat over many kernels.
 
 For each request on its Unix socket (in the grader's private 0700 folder, from its own user only) it forks a
 child that makes itself a copy of the *holder*, the small process the sandbox's launcher started in the

@@ -21,8 +21,8 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import DottedObjectName, Type
 
 from .. import cgroups, sandbox, zygote
-from ..protocol import (CGROUP_NAME_ENV, GRADER_GROWTH_BYTES_ENV, INSIDE_IP, NOTEBOOK_MESSAGE_BYTES_ENV, PRIVATE_DIR_ENV,
-                        SANDBOX_HOLDER_ENV)
+from ..protocol import (CGROUP_NAME_ENV, GRADER_GROWTH_BYTES_ENV, INSIDE_IP, NOTEBOOK_MESSAGE_BYTES_ENV,
+                        PRIVATE_DIR_ENV, SANDBOX_HOLDER_ENV)
 
 # Everything a kernel sends is counted as it arrives, frame by frame, before any of it is decoded: one message
 # (all its frames together) may not pass MAX_MESSAGE_BYTES, and all of a notebook's messages on every channel
