@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grading.protocol import CELL_TIMEOUT_ENV, COURSE_DIR_ENV, PRIVATE_DIR_ENV
+from grading.protocol import CELL_TIMEOUT_ENV, COURSE_DIR_ENV, PRIVATE_DIR_ENV, PRIVATE_DIR_PID_ENV
 
 c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
 
@@ -111,19 +111,26 @@ c.HTMLExporter.template_file = "course.html.j2"
 
 # Private folders of this nbgrader process (nbgrader reads this file several times: once is
 # enough): the kernelspec that starts kernels in the sandbox, and the kernels' socket folder.
-if PRIVATE_DIR_ENV not in os.environ or not Path(os.environ[PRIVATE_DIR_ENV]).is_dir():
+# Never another process's: a folder named in an inherited environment (two grading runs side by
+# side, started by one process that had read this file) is shared no more; its kernelspec was
+# rewritten by one run while the other read it, and a notebook failed on an empty kernel.json.
+if (os.environ.get(PRIVATE_DIR_PID_ENV) != str(os.getpid()) or PRIVATE_DIR_ENV not in os.environ
+        or not Path(os.environ[PRIVATE_DIR_ENV]).is_dir()):
     _private = Path(tempfile.mkdtemp(prefix="mct-grading-"))
     atexit.register(shutil.rmtree, _private, True)
-    os.environ[PRIVATE_DIR_ENV] = str(_private)
+    os.environ[PRIVATE_DIR_ENV], os.environ[PRIVATE_DIR_PID_ENV] = str(_private), str(os.getpid())
 PRIVATE = Path(os.environ[PRIVATE_DIR_ENV])
 _spec_dir = PRIVATE / "share" / "jupyter" / "kernels" / "mct-grading"
 _spec_dir.mkdir(parents=True, exist_ok=True)
-(_spec_dir / "kernel.json").write_text(json.dumps({
+_spec = json.dumps({
     "argv": [sys.executable, "-m", "grading.sandbox", "-f", "{connection_file}"],
     "display_name": "Python 3 (sandboxed grading)", "language": "python",
     # An interrupt (a cell past its time limit) is a message the kernel turns into SIGINT for itself:
     # a signal to the launcher's process group would reach bubblewrap, not the sandboxed kernel.
-    "interrupt_mode": "message"}))
+    "interrupt_mode": "message"})
+_written = _spec_dir / f".kernel.json.{os.getpid()}"  # whole or not at all: a reader never sees it half written
+_written.write_text(_spec)
+os.replace(_written, _spec_dir / "kernel.json")
 (PRIVATE / "runtime").mkdir(exist_ok=True)
 os.environ["JUPYTER_PATH"] = os.pathsep.join([str(PRIVATE / "share" / "jupyter"),
                                               str(Path(sys.prefix) / "share" / "jupyter")])

@@ -28,6 +28,7 @@ import json
 import re
 from typing import Any
 
+from jinja2.bccache import Bucket, BytecodeCache
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
@@ -41,6 +42,7 @@ _IMG_TAG = re.compile(r"""<img\b((?:[^>"']|"[^"]*"|'[^']*')*)>""", re.IGNORECASE
 _QUOTED = re.compile(r""""[^"]*"|'[^']*'""")
 _ALT = re.compile(r"(?:^|\s)alt\s*(?:=|\s|/|$)", re.IGNORECASE)
 HIGHLIGHTED_CELLS_KEPT = 4096  # cells whose highlighted HTML one process keeps (a part has about 60)
+_HIGHLIGHTED: dict[tuple[str, ...], str] = {}  # (lexer, language, cell magic, options, source) -> its HTML
 
 
 def with_alt_text(page: str) -> str:
@@ -53,10 +55,33 @@ def with_alt_text(page: str) -> str:
     return _IMG_TAG.sub(fill, page)
 
 
+class TemplatesCompiledOnce(BytecodeCache):
+    """Jinja's compiled templates, kept in this process's memory: nbgrader makes an exporter (and with it a
+    Jinja environment that compiles the page's ten templates) for each command, and one process runs a
+    command per part. Jinja checks each kept template against its source's checksum before using it."""
+
+    def __init__(self) -> None:
+        self._compiled: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket: Bucket) -> None:
+        compiled = self._compiled.get(bucket.key)
+        if compiled is not None:
+            bucket.bytecode_from_string(compiled)
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        self._compiled[bucket.key] = bucket.bytecode_to_string()
+
+
+_COMPILED_TEMPLATES = TemplatesCompiledOnce()
+
+
 class FeedbackExporter(HTMLExporter):
     """``HTMLExporter`` whose page is the template's output, with alt text for images (see above)."""
 
-    _highlighted: dict[tuple[str, ...], str]
+    def _create_environment(self):
+        environment = super()._create_environment()
+        environment.bytecode_cache = _COMPILED_TEMPLATES
+        return environment
 
     def default_filters(self):
         """nbconvert's filters, and the course template's: a lesson's name from a grade id, a score as a number."""
@@ -64,18 +89,25 @@ class FeedbackExporter(HTMLExporter):
         yield ("lesson_label", lesson_label)
         yield ("points", points)
 
-    def highlight_once(self, highlight: Highlight2HTML, lexer: str | None):
-        """``highlight`` (the ``highlight_code`` filter), remembering what it returned for this process."""
-        if not hasattr(self, "_highlighted"):
-            self._highlighted = {}
+    @staticmethod
+    def highlight_once(highlight: Highlight2HTML, lexer: str | None):
+        """``highlight`` (the ``highlight_code`` filter), remembering what it returned for this process.
+
+        Most cells of a part are the same in every student's notebook (the lessons' given code and
+        tests), so each is highlighted once per process. Of a cell's metadata only the language of a
+        cell magic changes its highlighting (nbconvert reads ``magics_language`` and nothing else):
+        the rest, such as the times each cell ran, differs from student to student and is no part of
+        the key."""
+        options = json.dumps(highlight.extra_formatter_options, sort_keys=True, default=str)
 
         def highlight_code(source: str, language: str | None = None, metadata: Any = None) -> str:
-            key = (str(lexer), str(language), json.dumps(metadata, sort_keys=True, default=str), source)
-            if key not in self._highlighted:
-                if len(self._highlighted) >= HIGHLIGHTED_CELLS_KEPT:
-                    self._highlighted.clear()
-                self._highlighted[key] = highlight(source, language=language, metadata=metadata)
-            return self._highlighted[key]
+            magics = metadata.get("magics_language") if isinstance(metadata, dict) else None
+            key = (str(lexer), str(language), str(magics), options, source)
+            if key not in _HIGHLIGHTED:
+                if len(_HIGHLIGHTED) >= HIGHLIGHTED_CELLS_KEPT:
+                    _HIGHLIGHTED.clear()
+                _HIGHLIGHTED[key] = highlight(source, language=language, metadata=metadata)
+            return _HIGHLIGHTED[key]
         return highlight_code
 
     def from_notebook_node(self, nb: NotebookNode, resources: dict[str, Any] | None = None,

@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import py_compile
 import shutil
 from pathlib import Path
 
@@ -123,6 +124,16 @@ def build(slug: str, folder: Path) -> Path:
     plots.mkdir()
     for name in MATPLOTLIB_STAND_IN:
         (plots / f"{name}.py").write_text(MATPLOTLIB_SOURCE)
-    for path in [folder, shared, grading, plots, *shared.iterdir(), *grading.iterdir(), *plots.iterdir()]:
+    _compile(folder)
+    for path in [folder, *folder.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return folder
+
+
+def _compile(folder: Path) -> None:
+    """Byte-compile the tree once, here: the kernel may not write (``PYTHONDONTWRITEBYTECODE``, a
+    read-only mount), so without these files every grading kernel, and every lesson's child, would
+    compile each module it imports from its source again. (A compiled file is checked against its
+    source's time and size, which the read-only mount keeps.)"""
+    for path in sorted(folder.rglob("*.py")):
+        py_compile.compile(str(path), doraise=True)

@@ -30,6 +30,7 @@ ENV_PREFIX = "MCT_"
 # Set by the instructor's tools, `make grade` and the tests for the nbgrader process that grades.
 COURSE_DIR_ENV = "MCT_COURSE_DIR"          # the nbgrader course directory (autograde/nbgrader_config.py reads it)
 PRIVATE_DIR_ENV = "MCT_PRIVATE_DIR"        # the grading process's private folder: kernelspec, kernels' runtime
+PRIVATE_DIR_PID_ENV = "MCT_PRIVATE_DIR_PID"  # the process that made it (a child's nbgrader makes its own)
 RUN_SEED_ENV = "MCT_RUN_SEED"              # the seed a grading run draws its hidden cases from (grading.judge)
 SANDBOX_ENV = "MCT_SANDBOX"                # "off": kernels run without bubblewrap (a trusted class)
 WARM_KERNELS_ENV = "MCT_WARM_KERNELS"      # "off": each kernel starts from cold, not forked from the zygote

@@ -76,3 +76,29 @@ def test_they_never_reach_another_course_directory(courses):
 def test_the_default_course_s_own_settings_are_not_tracked():
     ignored = subprocess.run(["git", "check-ignore", "-q", "autograde/instructor_config.py"], cwd=ROOT)
     assert ignored.returncode == 0, "autograde/instructor_config.py must be ignored by git"
+
+
+PRIVATE = """
+import os, sys
+from traitlets.config.loader import PyFileConfigLoader
+from grading.protocol import PRIVATE_DIR_ENV
+for _ in range(2):  # nbgrader reads its configuration several times in one process
+    PyFileConfigLoader("nbgrader_config.py", path=sys.argv[1]).load_config()
+    print(os.environ[PRIVATE_DIR_ENV])
+"""
+
+
+def test_each_grading_process_has_a_private_folder_of_its_own(tmp_path):
+    """A private folder named in an inherited environment is another process's (two grading runs side by side
+    shared one, and one read the kernelspec while the other rewrote it): a process makes its own, once."""
+    from grading.protocol import PRIVATE_DIR_ENV, PRIVATE_DIR_PID_ENV
+    inherited = tmp_path / "the-parent-s"
+    inherited.mkdir()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MCT_")},
+           PRIVATE_DIR_ENV: str(inherited), PRIVATE_DIR_PID_ENV: "1"}
+    run = subprocess.run([sys.executable, "-c", PRIVATE, str(ROOT / "autograde")], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    first, second = run.stdout.split()[-2:]
+    assert first == second != str(inherited)
+    assert not list(inherited.iterdir()), "nothing written in the other process's folder"

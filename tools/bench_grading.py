@@ -1,6 +1,6 @@
 """``make bench-grading``: a class graded the course's way beside plain nbgrader, and what 200 students would take.
 
-    python tools/bench_grading.py [--students 6] [--parts 01_mlp_core ...] [--cold] [--course-only]
+    python tools/bench_grading.py [--students 6] [--parts 01_mlp_core ...]
 
 N students each hand in the solved notebook of every landed part.  The same
 submissions are graded, one way after the other, on this machine:
@@ -14,12 +14,19 @@ submissions are graded, one way after the other, on this machine:
 It prints a table of seconds per notebook with how busy the machine's CPUs were
 while each step ran (all processes, from /proc/stat: another program running
 beside the benchmark shows there) and the load average, the speed-up of JOBS=2,
-and the time 200 students would take at JOBS=2, autograde and feedback.  That
-projection multiplies the seconds per notebook measured here, which include
-each run's fixed costs (starting nbgrader, checking the sandbox): a larger class
-spreads them thinner, so it is an upper bound.  It stops if any submission could
-not be graded.  ``--cold`` starts every course kernel from cold (no zygote:
-grading/zygote.py), to compare; ``--course-only`` leaves plain nbgrader out.
+and the time 200 students would take at JOBS=2, autograde and feedback, two ways:
+
+- an upper bound: the seconds per notebook measured here times 1,400 notebooks.
+  They include each run's fixed costs (starting nbgrader, drawing the cases,
+  building the kernel's tree, once per part of a run), which the class's runs
+  spread over more notebooks of one part each;
+- an estimate from the course's runs as :func:`tools.instructor.plan` would make
+  them for the class, each costing ``fixed + notebooks x marginal``.  Both figures
+  are fitted to two measurements at each JOBS: the class above and one student a
+  run (the same parts, so one run's fixed cost is measured for seven parts, more
+  than a class's run of one part pays).
+
+It stops if any submission could not be graded.
 """
 
 from __future__ import annotations
@@ -35,18 +42,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from grading.course import landed_parts
-from grading.protocol import COURSE_DIR_ENV, ENV_PREFIX, WARM_KERNELS_ENV
+from grading.protocol import COURSE_DIR_ENV, ENV_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 INSTRUCTOR = [sys.executable, str(ROOT / "tools" / "instructor.py")]
-CHOSEN_ENV: dict[str, str] = {}  # what the command line chose for every step (--cold)
 
 
 def environment(course: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON", ENV_PREFIX))}
     env.update({"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", COURSE_DIR_ENV: str(course),
-                "JUPYTER_PATH": str(Path(sys.prefix) / "share" / "jupyter"), **CHOSEN_ENV})
+                "JUPYTER_PATH": str(Path(sys.prefix) / "share" / "jupyter")})
     return env
 
 
@@ -149,11 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=int(os.environ.get("STUDENTS_N", 6)))
     parser.add_argument("--parts", nargs="*", default=None)
-    parser.add_argument("--cold", action="store_true", help="course kernels started from cold, not forked warm")
-    parser.add_argument("--course-only", action="store_true", help="the course's steps only, not plain nbgrader's")
     args = parser.parse_args(argv)
-    if args.cold:
-        CHOSEN_ENV[WARM_KERNELS_ENV] = "off"
     parts = args.parts or landed_parts()
     students = [f"student{i:03d}" for i in range(args.students)]
     notebooks = len(parts) * len(students)
@@ -161,8 +163,6 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mct-bench-") as folder:
         base = Path(folder)
         for name, step, function, jobs_tried in STEPS:
-            if args.course_only and name == "plain nbgrader":
-                continue
             for jobs in jobs_tried:
                 load_before, cpu_before = os.getloadavg()[0], cpu_times()
                 seconds = function(base, parts, students, jobs)
@@ -170,6 +170,16 @@ def main(argv: list[str] | None = None) -> int:
                 busy = (cpu_after[0] - cpu_before[0]) / max(1, cpu_after[1] - cpu_before[1])
                 rows.append((name, step, jobs, seconds, busy, load_before, os.getloadavg()[0]))
                 print(f"  {name}, {step}, JOBS={jobs}: {seconds:.1f} s", flush=True)
+        fits = {}
+        if len(students) > 2:  # one student a run, for the fit: the same parts, JOBS runs at a time
+            for jobs in (1, 2):
+                small = Path(folder) / f"one-student-a-run-{jobs}"
+                for step, function in (("autograde", course_grading), ("feedback", course_feedback)):
+                    seconds = function(small, parts, students[:jobs], jobs)
+                    print(f"  course grading, {step}, JOBS={jobs}, one student a run: {seconds:.1f} s", flush=True)
+                    big = next(row[3] for row in rows if row[:3] == ("course grading", step, jobs))
+                    fits[(step, jobs)] = fit_runs(jobs, (big, runs_of(parts, len(students), jobs)),
+                                                  (seconds, runs_of(parts, jobs, jobs)))
     print(f"\n{notebooks} notebooks ({len(students)} students x {len(parts)} parts), {os.cpu_count()} CPUs\n")
     print("| grading | step | JOBS | seconds | s / notebook | CPUs busy | load avg before -> after |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -178,21 +188,53 @@ def main(argv: list[str] | None = None) -> int:
               f"{before:.2f} -> {after:.2f} |")
     per = {(name, step, jobs): seconds / notebooks for name, step, jobs, seconds, *_ in rows}
     print()
-    if args.course_only:
-        for step in ("autograde", "feedback"):
-            speedup = per[("course grading", step, 1)] / per[("course grading", step, 2)]
-            print(f"course grading, {step}: JOBS=2 is {speedup:.2f}x faster than JOBS=1")
-        return 0
     for jobs in (1, 2):
         print(f"autograde, course / plain at JOBS={jobs}: "
               f"{per[('course grading', 'autograde', jobs)] / per[('plain nbgrader', 'autograde', jobs)]:.2f}x the time")
     for name, step in (("plain nbgrader", "autograde"), ("course grading", "autograde"), ("course grading", "feedback")):
         print(f"{name}, {step}: JOBS=2 is {per[(name, step, 1)] / per[(name, step, 2)]:.2f}x faster than JOBS=1")
-    print(f"\nprojected for {CLASS} students x {len(parts)} parts at JOBS=2 (an upper bound, see above):")
+    print(f"\nprojected for {CLASS} students x {len(parts)} parts at JOBS=2, an upper bound (see above):")
     for name in ("plain nbgrader", "course grading"):
         grading, feedback = (per[(name, step, 2)] * CLASS * len(parts) / 60 for step in ("autograde", "feedback"))
         print(f"  {name}: autograde {grading:.0f} min + feedback {feedback:.0f} min = {grading + feedback:.0f} min")
+    if fits:
+        print(f"\nthe course's runs, fitted (seconds: a run's fixed cost + notebooks x marginal, JOBS runs at a time):")
+        minutes = {}
+        for step, jobs in sorted(fits):
+            fixed, marginal = fits[(step, jobs)]
+            runs = class_runs(parts, jobs)
+            minutes[(step, jobs)] = (len(runs) * fixed + sum(runs) * marginal) / jobs / 60
+            print(f"  {step}, JOBS={jobs}: fixed {fixed:.1f} s, marginal {marginal:.2f} s; {CLASS} x {len(parts)} in "
+                  f"{len(runs)} runs: {minutes[(step, jobs)]:.1f} min")
+        if ("autograde", 2) in minutes and ("feedback", 2) in minutes:
+            total = minutes[("autograde", 2)] + minutes[("feedback", 2)]
+            print(f"projected for {CLASS} students x {len(parts)} parts at JOBS=2, estimated from the runs: "
+                  f"autograde {minutes[('autograde', 2)]:.0f} min + feedback {minutes[('feedback', 2)]:.0f} min = "
+                  f"{total:.0f} min")
     return 0
+
+
+def runs_of(parts: list[str], students: int, jobs: int) -> list[int]:
+    """The notebooks of each nbgrader run that grade ``students`` students who handed in every part
+    (``tools/instructor.py``'s plan)."""
+    from instructor import plan
+    handed_in = {slug: [f"student{i:03d}" for i in range(students)] for slug in parts}
+    return [len(task.notebooks) for task in plan(handed_in, jobs)]
+
+
+def class_runs(parts: list[str], jobs: int) -> list[int]:
+    """The notebooks of each nbgrader run that would grade a class of CLASS students handing in every part."""
+    return runs_of(parts, CLASS, jobs)
+
+
+def fit_runs(jobs: int, *steps: tuple[float, list[int]]) -> tuple[float, float]:
+    """(fixed, marginal) seconds of one run, from two steps (seconds, notebooks of each run), ``jobs`` runs at a
+    time: ``seconds x jobs = runs x fixed + notebooks x marginal`` for both, solved."""
+    (t1, r1), (t2, r2) = steps
+    a, b, c, d = len(r1), sum(r1), len(r2), sum(r2)
+    fixed = (t1 * jobs * d - t2 * jobs * b) / (a * d - b * c)
+    marginal = (t2 * jobs * a - t1 * jobs * c) / (a * d - b * c)
+    return fixed, marginal
 
 
 if __name__ == "__main__":

@@ -804,8 +804,8 @@ def class_state(course: Path, parts: list[str], students: list[str]) -> dict[str
 def submissions_of(gb, parts: list[str]) -> dict[tuple[str, str], object]:
     """{(student, part): nbgrader's SubmittedAssignment} of every submission of ``parts``, with their notebooks,
     grades and grade cells, in a few queries: asked one part of one student at a time (a query for the
-    submission and one per lesson), the gradebook took 24 ms a notebook, a minute for a class of 200 x 7 parts,
-    and each of `make autograde`, `make grades`, `make review` and `make feedback` reads the whole class."""
+    submission and one per lesson), a class of 200 x 7 parts took 7.9 s (1.1 s this way), and each of
+    `make autograde` (twice), `make grades`, `make review` and `make feedback` reads the whole class."""
     from nbgrader.api import Assignment, Grade, SubmittedAssignment, SubmittedNotebook
     from sqlalchemy.orm import selectinload
     query = (gb.db.query(SubmittedAssignment).join(Assignment).filter(Assignment.name.in_(parts))
