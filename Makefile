@@ -62,6 +62,9 @@ $(STAMP): pyproject.toml
 	@echo "== [2/4] installing the course's packages (numpy, jupyterlab, nbgrader, ...): pip shows each one"
 	$(PY) -m pip install --progress-bar on -e '.[dev]'
 	$(PY) -c "import shared, grading, torch_extra, nbgrader, jupyterlab"  # fail here, not later, if the install failed
+	# Byte-compiled once here: where PYTHONDONTWRITEBYTECODE is set (CI images set it), every grading process and
+	# every kernel's launcher would otherwise compile the course's modules from source again, each time.
+	$(PY) -m compileall -q grading shared tools torch_extra >/dev/null
 	@echo "== [3/4] the course's Jupyter kernel and JupyterLab settings"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
 	for panel in $(NBGRADER_PANELS); do \

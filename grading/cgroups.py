@@ -80,6 +80,11 @@ def _write(path: Path, value: str) -> None:
         handle.write(value)
 
 
+def groups(name: str) -> list[Path]:
+    """The directories of group ``name`` that exist: a process written to their ``cgroup.procs`` joins it."""
+    return _groups(name)
+
+
 def _groups(name: str) -> list[Path]:
     """The directories of group ``name`` that exist (one in v2, one per controller in v1)."""
     found = []

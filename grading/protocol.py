@@ -33,6 +33,7 @@ PRIVATE_DIR_ENV = "MCT_PRIVATE_DIR"        # the grading process's private folde
 PRIVATE_DIR_PID_ENV = "MCT_PRIVATE_DIR_PID"  # the process that made it (a child's nbgrader makes its own)
 RUN_SEED_ENV = "MCT_RUN_SEED"              # the seed a grading run draws its hidden cases from (grading.judge)
 SANDBOX_ENV = "MCT_SANDBOX"                # "off": kernels run without bubblewrap (a trusted class)
+WARM_KERNELS_ENV = "MCT_WARM_KERNELS"      # "off": each kernel starts from cold, not forked from the zygote
 CELL_TIMEOUT_ENV = "MCT_CELL_TIMEOUT"      # seconds a cell may run (nbgrader's Execute.timeout)
 NOTEBOOK_SECONDS_ENV = "MCT_NOTEBOOK_SECONDS"            # wall-clock seconds of a whole notebook's kernel
 CELL_OUTPUT_BYTES_ENV = "MCT_CELL_OUTPUT_BYTES"          # output kept per cell, counted as it arrives
@@ -52,6 +53,7 @@ CASES_FILE_HOST_ENV = "MCT_CASES_FILE_HOST"  # the kernel's input: the cases of 
 KERNEL_TREE_HOST_ENV = "MCT_KERNEL_TREE_HOST"  # the modules the kernel may import (grading.kernel_tree)
 REVEAL_DIR_HOST_ENV = "MCT_REVEAL_DIR_HOST"  # where a composite lesson's building blocks appear for its cell
 CGROUP_NAME_ENV = "MCT_CGROUP_NAME"          # the control group the launcher makes and enters (grading.cgroups)
+SANDBOX_HOLDER_ENV = "MCT_SANDBOX_HOLDER"    # set: the sandbox runs a holder, the kernel is forked in (grading.zygote)
 
 # Set by the launcher for the kernel (grading.sandbox.kernel_env): what the kernel reads.
 CASES_FILE_ENV = "MCT_CASES_FILE"          # the cases file, as the kernel sees it (INSIDE_CASES in the sandbox)

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 from jupyter_client.session import Session
-
-from concurrent.futures import ThreadPoolExecutor
+from sandboxed_kernels import in_a_thread, kernel_env, run_apart, started, stopped  # noqa: F401 (a fixture)
 
 from grading import protocol, sandbox
 from grading.preprocessors import kernelmanager
@@ -31,47 +30,6 @@ pytestmark = pytest.mark.skipif(sandbox.bwrap_path() is None or not sandbox.sand
 #: How much the grader's resident memory may grow above what it held when a flood began, at its peak: what it
 #: held before is this test process's own (in make test, the many tests it ran before this one), not the flood's.
 GRADER_GROWTH_BOUND = 320 * 2**20  # (the watch stops a kernel past 192 MiB of growth; it looks every 20 ms)
-
-
-def in_a_thread(function):
-    """``function()`` in a thread of its own: a test run earlier in this process (a browser's, say) may have left
-    an event loop running in this thread, and asyncio.run refuses to start inside one."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(function).result()
-
-
-def run_apart(coroutine):
-    """``asyncio.run(coroutine)`` in a thread of its own (see in_a_thread)."""
-    return in_a_thread(lambda: asyncio.run(coroutine))
-
-
-@pytest.fixture
-def kernel_env(tmp_path, monkeypatch):
-    """The kernelspec the course's nbgrader configuration writes, in a private folder of this test."""
-    spec = tmp_path / "share" / "jupyter" / "kernels" / "mct-grading"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "grading.sandbox", "-f", "{connection_file}"],
-        "display_name": "sandboxed", "language": "python", "interrupt_mode": "message"}))
-    (tmp_path / "runtime").mkdir()
-    monkeypatch.setenv(protocol.PRIVATE_DIR_ENV, str(tmp_path))
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "share" / "jupyter"))
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
-    return tmp_path
-
-
-async def started() -> tuple[SandboxKernelManager, object]:
-    km = SandboxKernelManager(kernel_name="mct-grading", transport="ipc")
-    await km.start_kernel()
-    kc = km.client()
-    kc.start_channels()
-    await kc.wait_for_ready(timeout=60)
-    return km, kc
-
-
-async def stopped(km, kc) -> None:
-    await km.shutdown_kernel(now=True)
-    kc.stop_channels()
 
 
 async def run_cell(kc, code: str, seconds: float = 30) -> list[dict]:

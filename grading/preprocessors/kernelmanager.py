@@ -7,6 +7,7 @@ import os
 import secrets
 import shutil
 import stat
+import sys
 import tempfile
 import threading
 import time
@@ -20,9 +21,9 @@ from jupyter_client.connect import channel_socket_types
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import DottedObjectName, Type
 
-from .. import cgroups, sandbox
+from .. import cgroups, sandbox, zygote
 from ..protocol import (CGROUP_NAME_ENV, GRADER_GROWTH_BYTES_ENV, INSIDE_IP, NOTEBOOK_MESSAGE_BYTES_ENV,
-                        NOTEBOOK_SECONDS_ENV, PRIVATE_DIR_ENV)
+                        NOTEBOOK_SECONDS_ENV, PRIVATE_DIR_ENV, SANDBOX_HOLDER_ENV)
 
 # Everything a kernel sends is counted as it arrives, frame by frame, before any of it is decoded: one message
 # (all its frames together) may not pass MAX_MESSAGE_BYTES, and all of a notebook's messages on every channel
@@ -319,8 +320,14 @@ class SandboxKernelManager(AsyncKernelManager):
         return await super()._async_pre_start_kernel(**kwargs)
 
     async def _mct_popen(self, kernel_cmd, kw) -> None:
-        """The launcher's process (grading.sandbox), told the name of its control group."""
-        kw["env"] = {**(kw.get("env") or os.environ), CGROUP_NAME_ENV: self._mct_cgroup}
+        """The launcher's process (grading.sandbox), told the name of its control group and, with a zygote
+        (grading.zygote), that its sandbox runs a holder the kernel is forked into, not the kernel itself."""
+        env = {**(kw.get("env") or os.environ), CGROUP_NAME_ENV: self._mct_cgroup}
+        env.pop(SANDBOX_HOLDER_ENV, None)
+        self._mct_warm = zygote.current() if self._mct_sandboxed else None
+        if self._mct_warm is not None:
+            env[SANDBOX_HOLDER_ENV] = zygote.HOLDER_MARK
+        kw["env"] = env
         await super()._async_launch_kernel(kernel_cmd, **kw)
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
@@ -332,9 +339,45 @@ class SandboxKernelManager(AsyncKernelManager):
                 None, sandbox.sandbox_pid, self.provisioner.process.pid)
             if pid is None:
                 raise RuntimeError(KERNEL_NOT_STARTED)
+            self._mct_kernel_pid = None  # (the kernel's own pid where the zygote forked it: tests read it)
+            if self._mct_warm is not None:
+                try:
+                    self._mct_kernel_pid = await asyncio.get_running_loop().run_in_executor(
+                        None, self._mct_fork_kernel, self._mct_warm, pid, kernel_cmd)
+                except RuntimeError as error:  # the zygote failed: this kernel starts from cold, in a new sandbox
+                    pid = await self._mct_relaunch_cold(kernel_cmd, kw, error)
             self.ip = f"/proc/{pid}/root{INSIDE_IP}"  # the kernel's sockets, from this side (never by this path)
             self._mct_socket_fds = await self._mct_open_sockets(pid)
         self._mct_watch = GrowthWatch(self.mct_budget)
+
+    async def _mct_relaunch_cold(self, kernel_cmd, kw: dict, why: Exception) -> int:
+        """Start this kernel from cold after the zygote failed: the launcher (and its sandbox) stopped, its control
+        group removed, and a launcher started as without a zygote; the new sandbox's pid."""
+        print(f"grading.zygote: {why}; this kernel starts from cold", file=sys.stderr)
+        await asyncio.get_running_loop().run_in_executor(None, self.provisioner.process.wait)
+        cgroups.remove(self._mct_cgroup)
+        env = {name: value for name, value in kw["env"].items() if name != SANDBOX_HOLDER_ENV}
+        await super()._async_launch_kernel(kernel_cmd, **{**kw, "env": env})
+        pid = await asyncio.get_running_loop().run_in_executor(
+            None, sandbox.sandbox_pid, self.provisioner.process.pid)
+        if pid is None:
+            raise RuntimeError(KERNEL_NOT_STARTED)
+        return pid
+
+    def _mct_fork_kernel(self, warm: zygote.Zygote, pid: int, kernel_cmd: list[str]) -> int:
+        """Have the zygote fork the kernel into the sandbox whose holder runs below ``pid``; the kernel's pid.
+        Any failure stops the launcher (and its sandbox): the kernel did not start."""
+        holder = zygote.holder_pid(pid)
+        try:
+            if holder is None:
+                raise RuntimeError("the sandbox's holder did not start")
+            module = kernel_cmd.index("grading.sandbox") if "grading.sandbox" in kernel_cmd else 0
+            argv = [arg if arg != self.connection_file else sandbox.INSIDE_CONNECTION
+                    for arg in kernel_cmd[module + 1:]]
+            return warm.spawn(holder, self._mct_cgroup, argv)
+        except (OSError, RuntimeError, ValueError) as error:
+            self._mct_stop()
+            raise RuntimeError(f"{KERNEL_NOT_STARTED} ({error})") from error
 
     async def _mct_open_sockets(self, pid: int) -> dict[str, int]:
         """Wait for the kernel's five sockets, then open each without following links (see open_without_links).
