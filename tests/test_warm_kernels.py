@@ -218,3 +218,26 @@ def test_a_kernel_starts_from_cold_when_the_zygote_fails_it(kernel_env, monkeypa
     assert outside["kernel"] is None  # started from cold, in a sandbox of its own
     assert inside["ids"][0][0] >= sandbox.KERNEL_UIDS[0] and inside["course"] == []
     assert inside["status"]["CapEff"] == "0000000000000000"
+
+
+def test_the_zygote_ends_when_its_grader_is_killed(kernel_env):
+    """nbgrader's process killed outright (no atexit): its zygote sees its parent gone and ends by itself."""
+    script = ("import sys, time\n"
+              "from grading import zygote\n"
+              "print(zygote.current().process.pid, flush=True)\n"
+              "time.sleep(120)\n")
+    out = kernel_env / "out"  # a file, not a pipe: a zygote left behind would hold a pipe open
+    with out.open("w") as stdout:
+        grader = subprocess.Popen([sys.executable, "-c", script], stdout=stdout, stderr=subprocess.DEVNULL,
+                                  env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+        deadline = time.monotonic() + 60
+        while not out.read_text().strip() and time.monotonic() < deadline and grader.poll() is None:
+            time.sleep(0.05)
+        pid = int(out.read_text())
+        assert Path(f"/proc/{pid}").exists()
+        grader.kill()
+        grader.wait()
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists()
