@@ -75,6 +75,45 @@ def _v1_bases() -> dict[str, Path] | None:
     return bases
 
 
+def kernel_group_name(token: str) -> str:
+    """A new kernel's group: named after this (the grading) process, so that one left by a grader that was
+    killed can be told from a live grader's (:func:`sweep_orphans`)."""
+    return f"{PREFIX}{os.getpid()}-{token}"
+
+
+def _owner(name: str) -> int | None:
+    """The grading process that made kernel group ``name`` (None: not named by kernel_group_name)."""
+    owner = name[len(PREFIX):].split("-", 1)[0]
+    return int(owner) if name.startswith(PREFIX) and owner.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def sweep_orphans() -> list[str]:
+    """Remove the kernel groups whose grading process has ended (killed outright, it could not remove them):
+    what is left in them is killed first.  A live grader's groups are never touched, even empty (its launcher
+    may be between making its group and entering it).  The names removed."""
+    bases = [base for base in [_v2_base(), *(_v1_bases() or {}).values()] if base is not None]
+    names = set()
+    for base in bases:
+        try:
+            names.update(entry.name for entry in base.iterdir() if entry.name.startswith(PREFIX))
+        except OSError:
+            continue
+    orphans = sorted(name for name in names if (owner := _owner(name)) is not None and not _alive(owner))
+    for name in orphans:
+        remove(name)
+    return orphans
+
+
 def _write(path: Path, value: str) -> None:
     with open(path, "w") as handle:  # a file of the cgroup filesystem, never a link
         handle.write(value)

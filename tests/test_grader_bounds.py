@@ -349,3 +349,54 @@ def test_no_kernel_is_launched_ahead_without_the_sandbox(kernel_env, monkeypatch
     monkeypatch.setenv(protocol.SANDBOX_ENV, "off")
     in_a_thread(lambda: spare.launch_for_next(grading_execute()))
     assert spare._waiting == []
+
+
+def test_the_kernels_of_a_grader_killed_outright_are_removed_when_the_next_grader_starts_one(kernel_env):
+    """A grader killed (SIGKILL: no clean-up) leaves its kernel running under its launcher's clock, in its
+    control group; the next grading process's first kernel removes both. A live grader's group, even empty
+    (a launcher between making it and entering it), is left alone."""
+    import signal
+    import subprocess
+    from grading import cgroups
+    if cgroups.probe() is None:
+        pytest.skip("no control groups on this machine")
+    script = ("import asyncio, json\n"
+              "from sandboxed_kernels import started\n"
+              "async def main():\n"
+              "    km, kc = await started()\n"
+              "    print(json.dumps({'group': km._mct_cgroup, 'launcher': km.provisioner.process.pid}), flush=True)\n"
+              "    await asyncio.sleep(120)\n"
+              "asyncio.run(main())\n")
+    out = kernel_env / "out"  # a file, not a pipe: the kernel left behind holds what it inherited
+    with out.open("w") as stdout:
+        grader = subprocess.Popen([sys.executable, "-c", script], stdout=stdout, stderr=subprocess.DEVNULL,
+                                  cwd=Path(__file__).parent, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                      [str(Path(__file__).parent.parent), str(Path(__file__).parent)])})
+        deadline = time.monotonic() + 60
+        while "group" not in out.read_text() and time.monotonic() < deadline and grader.poll() is None:
+            time.sleep(0.05)
+        left = json.loads(out.read_text().splitlines()[-1])
+        grader.send_signal(signal.SIGKILL)
+        grader.wait()
+    orphan = cgroups._groups(left["group"])
+    assert orphan and any(cgroups._pids(group) for group in orphan)  # the kernel outlived its grader
+    live = [group.parent / cgroups.kernel_group_name("made-by-hand") for group in orphan]
+    for group in live:
+        group.mkdir()
+    try:
+        kernelmanager._swept = False  # as in a new grading process
+        run_apart(_start_and_stop())
+        assert cgroups._groups(left["group"]) == []
+        deadline = time.monotonic() + 5
+        while Path(f"/proc/{left['launcher']}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not Path(f"/proc/{left['launcher']}").exists()
+        assert all(group.is_dir() for group in live)
+    finally:
+        for group in live:
+            group.rmdir()
+
+
+async def _start_and_stop() -> None:
+    km, kc = await started()
+    await stopped(km, kc)

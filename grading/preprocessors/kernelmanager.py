@@ -256,6 +256,17 @@ class SandboxKernelClient(AsyncKernelClient):
         return socket
 
 
+_swept = False
+
+
+def _sweep_once() -> None:
+    """Once a grading process: remove the kernel groups of graders that were killed (grading.cgroups)."""
+    global _swept
+    if not _swept:
+        _swept = True
+        cgroups.sweep_orphans()
+
+
 class SandboxKernelManager(AsyncKernelManager):
     """A kernel in the sandbox (:mod:`grading.sandbox`), and everything of it gone after it.
 
@@ -313,7 +324,8 @@ class SandboxKernelManager(AsyncKernelManager):
         base.mkdir(parents=True, exist_ok=True)
         self._mct_folder = Path(tempfile.mkdtemp(prefix="kernel-", dir=base))
         self._mct_sandboxed = sandbox.sandbox_wanted()
-        self._mct_cgroup = f"{cgroups.PREFIX}{secrets.token_hex(6)}"
+        self._mct_cgroup = cgroups.kernel_group_name(secrets.token_hex(6))
+        _sweep_once()
         self.mct_budget = MessageBudget(self._mct_stop)
         self.connection_file = str(self._mct_folder / "kernel.json")
         self.ip = INSIDE_IP if self._mct_sandboxed else str(self._mct_folder / "kernel")
