@@ -120,12 +120,8 @@ def _write(path: Path, value: str) -> None:
 
 
 def groups(name: str) -> list[Path]:
-    """The directories of group ``name`` that exist: a process written to their ``cgroup.procs`` joins it."""
-    return _groups(name)
-
-
-def _groups(name: str) -> list[Path]:
-    """The directories of group ``name`` that exist (one in v2, one per controller in v1)."""
+    """The directories of group ``name`` that exist (one in v2, one per controller in v1): a process written
+    to their ``cgroup.procs`` joins it."""
     found = []
     base = _v2_base()
     if base is not None and (base / name).is_dir():
@@ -188,14 +184,14 @@ def _pids(group: Path) -> list[int]:
 
 def remove(name: str, patience: float = 5.0) -> None:
     """Kill every process left in group ``name`` and delete it."""
-    groups = _groups(name)
+    made = groups(name)
     deadline = time.monotonic() + patience
     pause = 0.001  # killed processes are gone within a few milliseconds: look again soon, then less often
-    while groups and time.monotonic() < deadline:
-        pids = {pid for group in groups for pid in _pids(group)}
+    while made and time.monotonic() < deadline:
+        pids = {pid for group in made for pid in _pids(group)}
         if not pids:
             break
-        for group in groups:
+        for group in made:
             if (group / "cgroup.kill").is_file():
                 try:
                     _write(group / "cgroup.kill", "1")
@@ -208,7 +204,7 @@ def remove(name: str, patience: float = 5.0) -> None:
                 pass
         time.sleep(pause)
         pause = min(2 * pause, 0.02)
-    _remove_dirs(groups)
+    _remove_dirs(made)
 
 
 def _remove_dirs(groups: list[Path]) -> None:
@@ -221,7 +217,7 @@ def _remove_dirs(groups: list[Path]) -> None:
 
 def peak_memory(name: str) -> int | None:
     """The most memory group ``name`` has used (bytes), where the hierarchy records it."""
-    for group in _groups(name):
+    for group in groups(name):
         for file in ("memory.peak", "memory.max_usage_in_bytes"):
             if (group / file).is_file():
                 try:

@@ -310,6 +310,11 @@ def preflight(timeout: float = 60.0) -> str | None:
             f"{KERNEL_ADDRESS_SPACE_ENV} enough to start it?")
 
 
+def inside_arguments(argv: list[str], connection_file: str) -> list[str]:
+    """The kernel's arguments as the sandbox sees them: its connection file at INSIDE_CONNECTION."""
+    return [arg if arg != connection_file else INSIDE_CONNECTION for arg in argv]
+
+
 def main(argv: list[str]) -> None:
     if "-f" not in argv:
         raise SystemExit("usage: python -m grading.sandbox -f CONNECTION_FILE")
@@ -326,7 +331,7 @@ def main(argv: list[str]) -> None:
     if bwrap_path() is None:
         print(missing_sandbox_message(), file=sys.stderr)
         raise SystemExit(3)
-    inside = [arg if arg != connection_file else INSIDE_CONNECTION for arg in argv]
+    inside = inside_arguments(argv, connection_file)
     kernel = [sys.executable, "-m", "ipykernel_launcher", *inside]
     if os.environ.get(SANDBOX_HOLDER_ENV) and os.getuid() == 0:  # the kernel is forked in from the zygote
         kernel = holder_command(os.environ[SANDBOX_HOLDER_ENV])

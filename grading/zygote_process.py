@@ -45,7 +45,7 @@ NAMESPACES = ("ipc", "uts", "net", "cgroup", "pid", "mnt")  # the mount namespac
 PR_CAPBSET_DROP, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 24, 4, 38
 LAST_CAPABILITY = 63  # dropping a capability the kernel does not know fails (EINVAL): passed over
 THIRD_PARTY = ("numpy", "zmq", "tornado", "jupyter_client", "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel",
-               "ipykernel.zmqshell", "ipykernel_launcher")
+               "ipykernel.zmqshell")
 REQUEST_BYTES = 1 << 16
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -61,8 +61,7 @@ def warm_up() -> None:
     """Import what every kernel imports (no thread, no ZeroMQ context: a fork copies only the calling thread)."""
     import importlib
     for name in THIRD_PARTY:
-        if name != "ipykernel_launcher":
-            importlib.import_module(name)
+        importlib.import_module(name)
     if len(os.listdir("/proc/self/task")) != 1:
         raise SystemExit("zygote: a thread started while importing; a fork of it would be unsafe")
 

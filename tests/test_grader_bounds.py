@@ -214,7 +214,7 @@ def test_a_kernel_that_died_leaves_nothing_when_its_resources_are_cleaned_up_as_
         return km, watch, folder
 
     km, watch, folder = run_apart(scenario())
-    assert cgroups._groups(km._mct_cgroup) == [], "the kernel's control group is left behind"
+    assert cgroups.groups(km._mct_cgroup) == [], "the kernel's control group is left behind"
     assert not watch._thread.is_alive(), "the watch's thread is still looking at /proc"
     assert not folder.exists(), "the kernel's private folder is left behind"
     assert km._mct_socket_fds is None, "the kernel's socket descriptors are still open"
@@ -242,7 +242,7 @@ def left_of(trace: dict) -> list[str]:
     left = []
     if Path(f"/proc/{trace['pid']}").exists():
         left.append(f"its launcher (pid {trace['pid']}) runs or is unreaped")
-    if cgroups._groups(trace["group"]):
+    if cgroups.groups(trace["group"]):
         left.append("its control group")
     if trace["folder"].exists():
         left.append("its private folder")
@@ -306,7 +306,7 @@ def test_a_kernel_launched_ahead_is_not_taken_once_it_differs_aged_or_died_and_n
         waiting = spare._waiting[0]
         trace = traces(waiting.km)
         launcher_seconds(trace["pid"])  # its sandbox launched, in its control group
-        assert not cgroups.probe() or cgroups._groups(trace["group"]), "the kernel's control group was not made"
+        assert not cgroups.probe() or cgroups.groups(trace["group"]), "the kernel's control group was not made"
         if change == "environment":
             monkeypatch.setenv(protocol.CASES_FILE_HOST_ENV, str(kernel_env / "another-part.json"))
         elif change == "age":
@@ -378,7 +378,7 @@ def test_the_kernels_of_a_grader_killed_outright_are_removed_when_the_next_grade
         left = json.loads(out.read_text().splitlines()[-1])
         grader.send_signal(signal.SIGKILL)
         grader.wait()
-    orphan = cgroups._groups(left["group"])
+    orphan = cgroups.groups(left["group"])
     assert orphan and any(cgroups._pids(group) for group in orphan)  # the kernel outlived its grader
     live = [group.parent / cgroups.kernel_group_name("made-by-hand") for group in orphan]
     for group in live:
@@ -386,7 +386,7 @@ def test_the_kernels_of_a_grader_killed_outright_are_removed_when_the_next_grade
     try:
         kernelmanager._swept = False  # as in a new grading process
         run_apart(_start_and_stop())
-        assert cgroups._groups(left["group"]) == []
+        assert cgroups.groups(left["group"]) == []
         deadline = time.monotonic() + 5
         while Path(f"/proc/{left['launcher']}").exists() and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -347,10 +347,7 @@ class SandboxKernelManager(AsyncKernelManager):
             await self._mct_popen(kernel_cmd, kw)
         self._mct_ahead = None
         if self._mct_sandboxed:
-            pid = await asyncio.get_running_loop().run_in_executor(
-                None, sandbox.sandbox_pid, self.provisioner.process.pid)
-            if pid is None:
-                raise RuntimeError(KERNEL_NOT_STARTED)
+            pid = await self._mct_sandbox_pid()
             self._mct_kernel_pid = None  # (the kernel's own pid where the zygote forked it: tests read it)
             if self._mct_warm is not None:
                 try:
@@ -370,6 +367,10 @@ class SandboxKernelManager(AsyncKernelManager):
         cgroups.remove(self._mct_cgroup)
         env = {name: value for name, value in kw["env"].items() if name != SANDBOX_HOLDER_ENV}
         await super()._async_launch_kernel(kernel_cmd, **{**kw, "env": env})
+        return await self._mct_sandbox_pid()
+
+    async def _mct_sandbox_pid(self) -> int:
+        """The pid of the sandbox the launcher started (bubblewrap's, seen from here), once it runs."""
         pid = await asyncio.get_running_loop().run_in_executor(
             None, sandbox.sandbox_pid, self.provisioner.process.pid)
         if pid is None:
@@ -384,9 +385,8 @@ class SandboxKernelManager(AsyncKernelManager):
             if holder is None:
                 raise RuntimeError("the sandbox's holder did not start")
             module = kernel_cmd.index("grading.sandbox") if "grading.sandbox" in kernel_cmd else 0
-            argv = [arg if arg != self.connection_file else sandbox.INSIDE_CONNECTION
-                    for arg in kernel_cmd[module + 1:]]
-            return warm.spawn(holder, self._mct_cgroup, argv)
+            return warm.spawn(holder, self._mct_cgroup,
+                              sandbox.inside_arguments(kernel_cmd[module + 1:], self.connection_file))
         except (OSError, RuntimeError, ValueError) as error:
             self._mct_stop()
             raise RuntimeError(f"{KERNEL_NOT_STARTED} ({error})") from error
