@@ -310,9 +310,19 @@ def preflight(timeout: float = 60.0) -> str | None:
             f"{KERNEL_ADDRESS_SPACE_ENV} enough to start it?")
 
 
+# A grading kernel has no terminal and no parent to watch: without a parent handle ipykernel prints, into every
+# grading log, that Ctrl-C will not work.  Handle 1 (init) says "no parent" and starts no poller, as now.
+NO_PARENT = "--IPKernelApp.parent_handle=1"
+
+
+def kernel_arguments(argv: list[str]) -> list[str]:
+    """``ipykernel_launcher``'s arguments for a grading kernel: the kernel spec's, and no parent handle."""
+    return [*argv, NO_PARENT]
+
+
 def inside_arguments(argv: list[str], connection_file: str) -> list[str]:
     """The kernel's arguments as the sandbox sees them: its connection file at INSIDE_CONNECTION."""
-    return [arg if arg != connection_file else INSIDE_CONNECTION for arg in argv]
+    return kernel_arguments([arg if arg != connection_file else INSIDE_CONNECTION for arg in argv])
 
 
 def main(argv: list[str]) -> None:
@@ -324,7 +334,7 @@ def main(argv: list[str]) -> None:
     if not sandbox_wanted():
         home = os.environ.get(PRIVATE_DIR_ENV) or "/tmp"
         reveal = os.environ.get(REVEAL_DIR_HOST_ENV)
-        kernel = [sys.executable, "-m", "ipykernel_launcher", *argv]
+        kernel = [sys.executable, "-m", "ipykernel_launcher", *kernel_arguments(argv)]
         os.execve(sys.executable, kernel, {**kernel_env(cases_file, home, os.environ.get(KERNEL_TREE_HOST_ENV),
                                                         str(Path(connection_file).parent)),
                                            **({REVEAL_DIR_ENV: reveal} if reveal else {})})

@@ -233,6 +233,13 @@ def test_the_logs_hold_no_checksum_warning_for_untouched_cells(workflow):
     assert "Sanitizing" in logs and "Attribute 'checksum'" not in logs
 
 
+def test_the_logs_hold_no_kernel_console_note(workflow):
+    """ipykernel tells a console user, once per kernel, that Ctrl-C will not work: in a grading log, one line per
+    notebook graded, about a terminal no one has.  The course's kernels are started with no parent handle."""
+    logs = "".join(log.read_text() for log in (workflow["course"] / "logs").glob("autograde-*.log"))
+    assert "Sanitizing" in logs and "Ctrl-C will not work" not in logs
+
+
 def test_each_notebook_but_a_process_s_first_takes_the_kernel_launched_while_the_one_before_ran(workflow):
     """A notebook's kernel is launched while the notebook before it runs (grading/preprocessors/spare.py): in the
     class, every notebook but the first of each nbgrader process takes it, and none is launched after a process's
