@@ -95,7 +95,7 @@ class Meter:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        resident_peak = _status_bytes("VmHWM")
+        resident_peak = status_bytes("VmHWM")
         files_after = _file_bytes()
         # pages of files mapped again during the call (see the module's docstring): resident at the end, so at
         # most that many of them were in the peak; what remains of the peak is memory the call allocated
@@ -108,7 +108,7 @@ class Meter:
         self.peak_bytes = peak - self.before
         gc.collect()  # what the result keeps alive, not garbage that waits for the collector
         self.kept_bytes = _traced()[0] - self.before
-        resident_after = _status_bytes("VmRSS")
+        resident_after = status_bytes("VmRSS")
         if resident_after is not None and self._resident_before is not None:
             self.resident_kept_bytes = max(resident_after - self._resident_before - mapped_again, 0)
         for name, value in self._saved.items():
@@ -116,7 +116,7 @@ class Meter:
         _stop()
 
 
-def _status_bytes(key: str) -> int | None:
+def status_bytes(key: str) -> int | None:
     """A memory line of ``/proc/self/status`` (``VmRSS``, ``VmHWM``), in bytes; None where there is none."""
     try:
         with open("/proc/self/status", encoding="ascii") as status:
@@ -130,7 +130,7 @@ def _status_bytes(key: str) -> int | None:
 
 def _file_bytes() -> int | None:
     """The resident pages of mapped files and shared memory (``RssFile`` + ``RssShmem``), in bytes."""
-    files, shared = _status_bytes("RssFile"), _status_bytes("RssShmem")
+    files, shared = status_bytes("RssFile"), status_bytes("RssShmem")
     return None if files is None else files + (shared or 0)
 
 
@@ -141,7 +141,7 @@ def _reset_resident_peak() -> int | None:
             clear.write("5")
     except OSError:
         return None
-    return _status_bytes("VmRSS")
+    return status_bytes("VmRSS")
 
 
 def _nothing(*args: Any, **kwargs: Any) -> None:

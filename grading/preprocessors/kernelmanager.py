@@ -22,6 +22,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import DottedObjectName, Type
 
 from .. import cgroups, sandbox, zygote
+from ..meter import status_bytes
 from ..protocol import (CGROUP_NAME_ENV, GRADER_GROWTH_BYTES_ENV, INSIDE_IP, NOTEBOOK_MESSAGE_BYTES_ENV,
                         NOTEBOOK_SECONDS_ENV, PRIVATE_DIR_ENV, SANDBOX_HOLDER_ENV)
 
@@ -78,16 +79,13 @@ GRADER_PEAK_LOG = "the grader's peak resident memory so far"  # logged after eac
 
 
 def peak_resident_bytes() -> int:
-    """This process's peak resident memory (VmHWM of its own /proc/self/status)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    return 0
+    """This process's peak resident memory (VmHWM of its own /proc/self/status; 0 where there is none)."""
+    return status_bytes("VmHWM") or 0
 
 
 def resident_bytes() -> int:
-    """This process's resident memory, from its own /proc/self/statm."""
-    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    """This process's resident memory (VmRSS of its own /proc/self/status; 0 where there is none)."""
+    return status_bytes("VmRSS") or 0
 
 
 class GrowthWatch:
