@@ -109,6 +109,17 @@ def test_a_readme_without_its_size_markers_is_refused():
         table.readme_text("Seven notebooks, forty lessons.", table.course_rows())
 
 
+@pytest.mark.parametrize("text", ["<b>", "</b> x <b>", "<b> x", "x </b>"])
+def test_markers_missing_or_out_of_order_are_refused(text):
+    with pytest.raises(table.TableError, match="README.md has no span between <b> and </b>"):
+        table.between_markers(text, "<b>", "</b>", "y", "span")
+
+
+def test_only_what_stands_between_the_first_markers_is_written():
+    assert table.between_markers("a <b>old</b> c <b>keep</b>", "<b>", "</b>", "new", "span") == \
+        "a <b>new</b> c <b>keep</b>"
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda text: text + NEW_LESSON.replace(NEXT, f"{int(NEXT) + 1:03d}"), f"lesson {int(NEXT) + 1:03d} is out of order"),
     (lambda text: text + NEW_LESSON.replace(NEXT, LAST), f"lesson {LAST} is out of order"),

@@ -501,10 +501,7 @@ RULES_END = "<!-- end of the allow-list -->"
 def readme_rules(text: str) -> str:
     """``text`` (the README) with its list of what graded code may use written from the allow-list itself."""
     from shared.allowlist import rules_markdown
-    start, end = text.find(RULES_START), text.find(RULES_END)
-    if start < 0 or end < start:
-        raise SystemExit(f"README.md has no allow-list between {RULES_START} and {RULES_END}")
-    return f"{text[:start]}{RULES_START}\n{rules_markdown()}{text[end:]}"
+    return course_table.between_markers(text, RULES_START, RULES_END, f"\n{rules_markdown()}", "allow-list")
 
 
 def build_all(only: list[str] | None = None, execute: bool = True) -> dict[Path, str]:

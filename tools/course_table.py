@@ -116,8 +116,17 @@ _ONES = ("zero one two three four five six seven eight nine ten eleven twelve th
 _TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
 SIZE_START = "<!-- the course's size: make build writes this sentence from the masters -->"
 SIZE_END = "<!-- end of the course's size -->"
-_SIZE = re.compile(re.escape(SIZE_START) + r".*?" + re.escape(SIZE_END), re.DOTALL)
 _RANGE_ROW = re.compile(r"^(\| (\d+) \| `notebooks/\w+\.ipynb`[^|\n]*\| )(\d{3})–(\d{3})( \|)", re.MULTILINE)
+
+
+def between_markers(text: str, start: str, end: str, body: str, what: str) -> str:
+    """``text`` (the README) with what stands between its first ``start`` marker and the ``end`` after it
+    written as ``body``, the markers kept; :class:`TableError`, naming ``what``, where they are not both there."""
+    first = text.find(start)
+    last = text.find(end, first + len(start)) if first >= 0 else -1
+    if last < 0:
+        raise TableError(f"README.md has no {what} between {start} and {end}")
+    return f"{text[:first + len(start)]}{body}{text[last:]}"
 
 
 def number_words(n: int) -> str:
@@ -144,9 +153,7 @@ def readme_text(text: str, rows: list[PartRow]) -> str:
     The rest of the README is written by hand: a new part's row (its notebook and what it
     teaches) too; its lesson range is then kept by the build.
     """
-    if not _SIZE.search(text):
-        raise TableError(f"README.md has no course-size sentence between {SIZE_START} and {SIZE_END}")
-    text = _SIZE.sub(lambda _: f"{SIZE_START}{size_sentence(rows)}{SIZE_END}", text, count=1)
+    text = between_markers(text, SIZE_START, SIZE_END, size_sentence(rows), "course-size sentence")
     ranges, first = {}, 1
     for row in rows:
         ranges[row.number] = (f"{first:03d}", f"{first + len(row.functions) - 1:03d}")
