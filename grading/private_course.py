@@ -89,6 +89,17 @@ def autograde(slug: str) -> list[str]:
     return ["autograde", slug, "--student", STUDENT, "--force"]
 
 
+def feedback(slug: str) -> list[str]:
+    """The nbgrader command that writes the feedback page of the learner's graded part ``slug`` (an error in
+    nbgrader's log, and nothing else, where the part could not be graded)."""
+    return ["generate_feedback", slug, "--student", STUDENT, "--force"]
+
+
+def released_notebook(course: Path, slug: str) -> Path:
+    """Where nbgrader writes the released (student) copy of part ``slug``."""
+    return course / "release" / slug / f"{slug}.ipynb"
+
+
 def graded_notebook(course: Path, slug: str) -> Path:
     """Where nbgrader writes the graded copy of part ``slug`` (absent when it could not grade it)."""
     return course / "autograded" / STUDENT / slug / f"{slug}.ipynb"

@@ -1,6 +1,6 @@
 """`make grade`: a learner alone gets the real grade of their own notebooks.
 
-One run of tools/grade.py on two parts, as a learner grades by default (breaking cells are not run):
+One run of tools/grade.py on three parts, as a learner grades by default (breaking cells are not run):
 
 - Part 1 with most lessons solved, one left as the stub, one with a catalogued mistake and one that
   crashes inside the course's helper (lesson 005 hands `params` to linear_forward): each lesson's result
@@ -10,7 +10,9 @@ One run of tools/grade.py on two parts, as a learner grades by default (breaking
 - Part 2 with lesson 012's own cell breaking the rules for graded code (it does not run, and 012 gets no
   points), and every kind of scratch cell a learner writes (help, ?, ??, %timeit, %%time, !ls, a plot,
   show_progress, a print, an import os) outside every lesson and inside lesson 011: the other lessons keep
-  full marks, and each scratch cell that breaks the rules says in one line that it was skipped.
+  full marks, and each scratch cell that breaks the rules says in one line that it was skipped;
+- Part 3 cut off mid-file: named as not graded, with nbgrader's reason; the others are graded and get their
+  pages from the same nbgrader process.
 """
 
 from __future__ import annotations
@@ -56,11 +58,12 @@ def graded(tmp_path_factory):
     second = make_submission("02_gradient_accumulation", {"accumulate_gradients": breaking}, default="reference")
     with_scratch_cells(second, "split_into_micro_batches")
     nbformat.write(second, notebooks / "02_gradient_accumulation.ipynb")
+    (notebooks / "03_activation_checkpointing.ipynb").write_text('{"cells": [')  # damaged: cut off mid-file
     before = (notebooks / "01_mlp_core.ipynb").read_bytes()
     progress = tmp_path / "progress.json"
     env = dict(os.environ, MCT_PROGRESS_FILE=str(progress))
     env.pop(RUN_BROKEN_CELLS_ENV, None)
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "grade.py"), "--part", "01,02",
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "grade.py"), "--part", "01,02,03",
                           "--notebooks", str(notebooks), "--course", str(tmp_path / "course")],
                          env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -74,11 +77,23 @@ def test_make_grade_prints_each_lessons_real_result(graded):
     assert "✗ 003 · Linear forward: 0/5" in out and "the bias is missing" in out
     assert "✗ 008 · ReLU backward: 0/5" in out and "not started" in out
     assert "✗ 005 · MLP forward: 0/5" in out
-    assert "graded: 50/70 XP in 2 part(s)" in graded["out"], graded["out"]
+    assert "graded: 50/90 XP in 3 part(s)" in graded["out"], graded["out"]
     assert (graded["course"] / "feedback" / "me" / "01_mlp_core" / "01_mlp_core.html").is_file()
     results = json.loads(graded["progress"].read_text())["graded"]
     assert results["001"] is True and results["003"] is False and results["005"] is False and results["008"] is False
     assert graded["unchanged"], "grading must never change the learner's notebook"
+
+
+def test_a_damaged_notebook_is_named_and_the_others_are_graded_in_the_same_nbgrader_process(graded):
+    """One nbgrader process releases the parts, grades them and writes their feedback pages (each process
+    takes about two seconds to start): a notebook it cannot read (part 3, cut off mid-file) is named with
+    the reason, gets no page, and costs the other parts nothing."""
+    said = [line for line in graded["out"].splitlines() if line.startswith("Part 03_activation_checkpointing")]
+    assert len(said) == 1 and "could not be graded (" in said[0] and "JSON" in said[0], said
+    log = (graded["course"] / "nbgrader.log").read_text()
+    assert all(f"[{app} |" in log for app in ("GenerateAssignmentApp", "AutogradeApp", "GenerateFeedbackApp")), log
+    pages = graded["course"] / "feedback" / "me"
+    assert sorted(page.name for page in pages.glob("*/*.html")) == ["01_mlp_core.html", "02_gradient_accumulation.html"]
 
 
 def test_a_learner_s_crash_is_shown_at_their_line_and_never_at_the_grader_s_files(graded):

@@ -29,27 +29,29 @@ nbgrader_cli.skip_iri_grammars()  # before nbformat is imported (grading/nbgrade
 # The grading itself is grading.private_course's (the course's validator grades the same way); this is the command.
 
 from grading.course import ROOT, landed_parts  # noqa: E402
-from grading.private_course import (STUDENT, autograde, failure_reason, grading_env,  # noqa: E402
-                                    graded_notebook, nbgrader, prepare, release, submit, unsandboxed_reason,
-                                    verdicts)
+from grading.private_course import (STUDENT, autograde, failure_reason, feedback, grading_env,  # noqa: E402
+                                    graded_notebook, nbgrader, prepare, release, released_notebook, submit,
+                                    unsandboxed_reason, verdicts)
 from shared.lessons import lesson as find_lesson, lessons_of  # noqa: E402
 from shared.progress import record_graded  # noqa: E402
 
 
-def grade_parts(course: Path, notebooks: dict[str, Path], env: dict[str, str]) -> dict[str, bool]:
-    """Autograde the notebooks (part -> file) in one nbgrader process, write their feedback pages in a second,
-    and print each lesson's result; lesson code -> passed."""
+def grade_parts(course: Path, notebooks: dict[str, Path], env: dict[str, str]) -> dict[str, bool] | None:
+    """Release the parts of ``notebooks`` (part -> file), grade each and write its feedback page, all in one
+    nbgrader process (each one takes about two seconds to start), then print each lesson's result; lesson
+    code -> passed.  None when the release failed (the course's own problem, not the learner's: said on stderr)."""
     for slug, notebook in notebooks.items():
         submit(course, slug, notebook)
-    run = nbgrader(course, *[autograde(slug) for slug in notebooks], env=env)
-    log = course / "autograde.log"
+    run = nbgrader(course, *[release(slug) for slug in notebooks], *[autograde(slug) for slug in notebooks],
+                   *[feedback(slug) for slug in notebooks], env=env)
+    log = course / "nbgrader.log"
     log.write_text(run.stdout + run.stderr)
-    graded = {slug: graded_notebook(course, slug) for slug in notebooks}
-    if any(path.is_file() for path in graded.values()):
-        nbgrader(course, *[["generate_feedback", slug, "--student", STUDENT, "--force"]
-                           for slug, path in graded.items() if path.is_file()], env=env)
+    if not all(released_notebook(course, slug).is_file() for slug in notebooks):
+        print(f"the course's notebooks could not be released (log: {log}):\n{run.stderr[-2000:]}", file=sys.stderr)
+        return None
     results = {}
-    for slug, path in graded.items():
+    for slug in notebooks:
+        path = graded_notebook(course, slug)
         if not path.is_file():
             print(f"\nPart {slug}: could not be graded ({failure_reason(run.stdout + run.stderr, slug)}); log: {log}")
             continue
@@ -82,10 +84,6 @@ def main(argv: list[str] | None = None) -> int:
     if unsandboxed:
         print(f"NOTE: grading WITHOUT a sandbox ({unsandboxed}): fine for your own notebooks")
     prepare(course, parts)
-    made = nbgrader(course, *[release(slug) for slug in parts], env=env)
-    if made.returncode != 0:
-        print(made.stderr[-2000:], file=sys.stderr)
-        return 1
     notebooks = {}
     for slug in parts:
         notebook = args.notebooks / f"{slug}.ipynb"
@@ -94,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"\nPart {slug}: no notebook at {notebook}")
     results = grade_parts(course, notebooks, env) if notebooks else {}
+    if results is None:
+        return 1
     record_graded(results)
     earned = sum(find_lesson(code).points for code, ok in results.items() if ok)
     possible = sum(lesson.points for slug in parts for lesson in lessons_of(slug))
