@@ -686,6 +686,24 @@ class _ActiveHTML(HTMLParser):
             if why:
                 self.found.append(f"<{tag} {name}={(value or '')[:30]!r}> ({why})")
 
+    # Comments, declarations, CDATA sections and processing instructions: the course's pages have none in their
+    # body, and they are where this parser and a browser part ways (see active_html), so each one is reported.
+    def handle_comment(self, data):
+        self._markup("a comment", data)
+
+    def handle_decl(self, decl):
+        self._markup("a declaration", decl)
+
+    def unknown_decl(self, data):
+        self._markup("a CDATA section or declaration", data)
+
+    def handle_pi(self, data):
+        self._markup("a processing instruction", data)
+
+    def _markup(self, kind: str, data: str) -> None:
+        if self.in_body:
+            self.found.append(f"{kind} {data[:30]!r} (read otherwise by browsers)")
+
     def reading_state(self) -> tuple | None:
         """Everything that decides how the parser reads what comes next (what it has found and the line and
         column it counts do not), as a hashable tuple; None if some part of it cannot be hashed."""
@@ -745,28 +763,43 @@ def active_html(page: str) -> list[str]:
 
     It reads the page as Python's HTMLParser does, which is not always as a browser does: a browser ends
     ``<!-->``, ``<!--->``, ``--!>`` and ``<![CDATA[`` outside math at their first ``>``, HTMLParser reads on to
-    a later ``-->`` or ``]]>``.  What keeps such markup out of a page is that a notebook's own markup reaches
-    no page as markup (grading/inert.py); the browser tests check that with these forms among the hostile.
+    a later ``-->`` or ``]]>``, so that a tag between the two would be hidden from it.  The course's pages have
+    no comment, declaration, CDATA section or processing instruction in their body, so every one found there is
+    reported, and so is markup left unfinished at the page's end (which HTMLParser would never read): what
+    HTMLParser does not read as a tag or as text is not admitted either.  What keeps such markup out of a page
+    in the first place is that a notebook's own markup reaches no page as markup (grading/inert.py); the
+    browser tests check that with these forms among the hostile.
 
     The parser reads the page a line at a time, as it would read it whole (HTMLParser keeps an unfinished tag
     until the rest comes).  A class's pages repeat most of their lines (the lesson's text, its tests, their
     highlighting): a line in which nothing was found is remembered with the parser's state before and after
     it, and read again from that same state it is not parsed again, the parser put in the state after it."""
     parser = _ActiveHTML()
-    for line in page.splitlines(keepends=True):
+    for line in as_browsers_read(page).splitlines(keepends=True):
         before = parser.reading_state()
         after = _QUIET_LINES.get((before, line)) if before is not None else None
         if after is not None:
             parser.restore(after)
             continue
         found = len(parser.found)
-        parser.feed(line)
+        try:
+            parser.feed(line)
+        except Exception as error:  # noqa: BLE001  (HTMLParser asserts on some malformed declarations)
+            return sorted({*parser.found, f"markup this check cannot read ({type(error).__name__}: {error})"[:200]})
         after = parser.reading_state()
         if before is not None and after is not None and len(parser.found) == found and len(line) <= QUIET_LINE_CHARS:
             if len(_QUIET_LINES) >= QUIET_LINES_KEPT:
                 _QUIET_LINES.clear()
             _QUIET_LINES[(before, line)] = after
+    if parser.in_body and "<" in parser.rawdata:  # an unfinished tag or comment: HTMLParser keeps it unread
+        parser.found.append(f"markup left unfinished at the page's end {parser.rawdata.strip()[:30]!r}")
     return sorted(set(parser.found))
+
+
+def as_browsers_read(page: str) -> str:
+    """``page``'s text as a browser's tokenizer reads it: line ends made ``\\n``, and NUL made U+FFFD (in a tag's or
+    attribute's name a browser reads U+FFFD; HTMLParser would end the tag at NUL and miss the attributes after)."""
+    return page.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "\ufffd")
 
 
 # {(the parser's reading state before a line, the line): its state after it}, for lines in which nothing was found
