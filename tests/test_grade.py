@@ -143,3 +143,20 @@ def test_the_feedback_page_draws_its_math_itself_and_loads_nothing(graded):
     assert page.count("<math") == formulas > 20
     assert "<script" not in page and "<link" not in page
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page), "the page loads something from the network"
+
+
+def test_a_release_that_fails_is_the_course_s_error_said_on_stderr(tmp_path, capsys):
+    """If the course's own notebook cannot be released (here: its source made unreadable), nothing is graded and
+    ``make grade`` fails, showing what nbgrader said while releasing (not the grading errors that follow)."""
+    from course import tool
+    from grading.private_course import grading_env, prepare, unsandboxed_reason
+    grade = tool("grade")
+    slug = "03_activation_checkpointing"
+    course = tmp_path / "course"
+    prepare(course, [slug])
+    (course / "source" / slug / f"{slug}.ipynb").write_text("{cut off")
+    assert grade.grade_parts(course, {slug: ROOT / "notebooks" / f"{slug}.ipynb"},
+                             grading_env(course, unsandboxed_reason())) is None
+    said = capsys.readouterr()
+    assert "could not be released" in said.err and "GenerateAssignmentApp" in said.err and "Autograde" not in said.err
+    assert "Part 03" not in said.out

@@ -47,7 +47,8 @@ def grade_parts(course: Path, notebooks: dict[str, Path], env: dict[str, str]) -
     log = course / "nbgrader.log"
     log.write_text(run.stdout + run.stderr)
     if not all(released_notebook(course, slug).is_file() for slug in notebooks):
-        print(f"the course's notebooks could not be released (log: {log}):\n{run.stderr[-2000:]}", file=sys.stderr)
+        releasing = run.stderr.split("[AutogradeApp |", 1)[0]  # what nbgrader said before it went on to grade
+        print(f"the course's notebooks could not be released (log: {log}):\n{releasing[-2000:]}", file=sys.stderr)
         return None
     results = {}
     for slug in notebooks:
