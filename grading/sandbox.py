@@ -343,7 +343,7 @@ def main(argv: list[str]) -> None:
         raise SystemExit(3)
     inside = inside_arguments(argv, connection_file)
     kernel = [sys.executable, "-m", "ipykernel_launcher", *inside]
-    if os.environ.get(SANDBOX_HOLDER_ENV) and os.getuid() == 0:  # the kernel is forked in from the zygote
+    if os.environ.get(SANDBOX_HOLDER_ENV):  # the kernel is forked in from the zygote
         kernel = holder_command(os.environ[SANDBOX_HOLDER_ENV])
     uid = kernel_uid() if os.getuid() == 0 else os.getuid()
     if os.getuid() == 0:

@@ -10,9 +10,9 @@ the zygote for a kernel in its image (:func:`spawn`).  The zygote's fork takes t
 group, limits, namespaces, root, environment and unprivileged uid, so the kernel is bounded as a cold
 one; the holder ends when the kernel does, and the sandbox with it.
 
-Only where the grader is root (bubblewrap without a user namespace) and the sandbox is on; with
-``MCT_WARM_KERNELS=off``, or when the zygote cannot start or fails, kernels start from cold as before
-(the log says so once).
+Wherever the sandbox is on, the grader root (bubblewrap without a user namespace) or an ordinary user (the
+zygote enters bubblewrap's user namespaces too); with ``MCT_WARM_KERNELS=off``, or when the zygote cannot start
+or fails, kernels start from cold as before (the log says so once).
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ def zygote_env() -> dict[str, str]:
 
 
 def warm_wanted() -> bool:
-    """Kernels forked from the zygote: the grader is root, the sandbox on, and warm kernels not turned off."""
+    """Kernels forked from the zygote: the sandbox on, and warm kernels not turned off."""
     return (os.environ.get(WARM_KERNELS_ENV, "on").lower() not in ("off", "0", "no", "false")
-            and os.getuid() == 0 and sandbox.sandbox_wanted() and sandbox.bwrap_path() is not None)
+            and sandbox.sandbox_wanted() and sandbox.bwrap_path() is not None)
 
 
 def site_folders() -> list[str]:
@@ -77,7 +77,8 @@ def command(source: str, arguments: list[str]) -> list[str]:
 
 
 class Zygote:
-    """A running zygote: its process and socket."""
+    """A zygote: its process and socket.  Made, it is starting (its imports take about 0.3 CPU-seconds, on another
+    core while the grader does its own work); :meth:`wait_ready` waits for it to serve."""
 
     def __init__(self) -> None:
         private = Path(os.environ[PRIVATE_DIR_ENV])
@@ -88,13 +89,21 @@ class Zygote:
         self.process = subprocess.Popen(
             command(SCRIPT.read_text(), arguments), env=zygote_env(), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, close_fds=True, cwd="/", start_new_session=True)
+        self.ready = False
+        atexit.register(self.stop)
+
+    def wait_ready(self) -> None:
+        """Return once the zygote serves (at once after the first time); RuntimeError, and the zygote stopped,
+        when it says nothing within READY_SECONDS or ends."""
+        if self.ready:
+            return
         ready, _, _ = select.select([self.process.stdout], [], [], READY_SECONDS)
         said = self.process.stdout.readline() if ready else b""
         self.process.stdout.close()
         if said.strip() != b"ready":
             self.stop()
             raise RuntimeError(f"the zygote did not start (exit status {self.process.poll()})")
-        atexit.register(self.stop)
+        self.ready = True
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -130,19 +139,27 @@ _said = False
 
 
 def current() -> Zygote | None:
-    """This process's zygote, started on first use (and again if it ended); None: kernels start from cold."""
+    """This process's zygote, ready to serve: started on first use (or by :func:`start_soon`, and again if it
+    ended); None: kernels start from cold."""
     global _zygote
     if not warm_wanted():
-        _say_once(f"kernels start from cold ({WARM_KERNELS_ENV}=off, not root, or the sandbox is off)")
+        _say_once(f"kernels start from cold ({WARM_KERNELS_ENV}=off, or the sandbox is off)")
         return None
-    if _zygote is not None and _zygote.alive():
-        return _zygote
     try:
-        _zygote = Zygote()
-    except (OSError, RuntimeError) as error:
+        start_soon()
+        _zygote.wait_ready()
+    except (OSError, RuntimeError, KeyError) as error:
         _zygote = None
         _say_once(f"kernels start from cold: {error}")
     return _zygote
+
+
+def start_soon() -> None:
+    """Start this process's zygote, if it wants one and has none running, without waiting for it: a grading
+    process calls this when it begins a part, so that the zygote imports while the part's cases are drawn."""
+    global _zygote
+    if warm_wanted() and (_zygote is None or not _zygote.alive()):
+        _zygote = Zygote()
 
 
 def _say_once(what: str) -> None:

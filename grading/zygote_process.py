@@ -10,8 +10,8 @@ install's finder of the course's checkout is never active here and nothing of ``
 is the virtual environment's site-packages (and the folders its ``.pth`` files name), without the checkout.
 This file imports the standard library and third-party modules only.
 
-Used where the grader is root and the sandbox is on (grading.zygote.warm_wanted); a grader that is not root starts
-its kernels from cold (joining bubblewrap's user namespace is not done here).  Measured on 2 cores: a kernel's
+Used wherever the sandbox is on (grading.zygote.warm_wanted), the grader root or an ordinary user (the child then
+enters bubblewrap's user namespaces as well: :func:`_user_namespaces`).  Measured on 2 cores: a kernel's
 start, from its launch to its first answer, costs about 0.19 CPU-seconds warm against 0.40 cold, and the set-up
 cell's ``import numpy`` 0.004 s against 0.07: about 0.3 s of a notebook's 1.5 (tests/test_warm_kernels.py holds
 the isolation, and that the zygote's own memory stays flat over many kernels).
@@ -20,15 +20,17 @@ For each request on its Unix socket (in the grader's private 0700 folder, from i
 child that makes itself a copy of the *holder*, the small process the sandbox's launcher started in the
 notebook's bubblewrap sandbox in place of the kernel (grading/sandbox.py): the child joins the holder's control
 group, takes its resource limits, enters its namespaces (ipc, uts, net, cgroup, pid, mount: the sandbox's root,
-its own ``/tmp``), and forks the kernel, which is born inside the sandbox's process namespace.  The kernel then
-takes the holder's environment (exactly bubblewrap's), drops to the holder's unprivileged uid with no groups and
-no capabilities (``no_new_privs``, as bubblewrap sets it), reseeds its random generators, and runs
+its own ``/tmp``; where the grader is not root, bubblewrap's user namespaces too), and forks the kernel, which is
+born inside the sandbox's process namespace.  The kernel then takes the holder's environment (exactly
+bubblewrap's), drops to the holder's unprivileged uid (with no groups where the grader is root) and no
+capabilities (``no_new_privs``, as bubblewrap sets it), reseeds its random generators, and runs
 ``ipykernel_launcher`` as ``python -m`` would.  So everything that bounds a kernel (its namespaces, control
 group, limits, uid, environment, ``/tmp``, the wall-clock ``timeout`` and the launcher's death) is the
 sandbox's, as for a kernel started from cold; only the imports are done already.
 """
 
 import ctypes
+import fcntl
 import json
 import os
 import random
@@ -42,7 +44,9 @@ import sys
 
 WORK = "/tmp/work"  # grading.protocol.INSIDE_WORK (this script imports nothing of the course)
 NAMESPACES = ("ipc", "uts", "net", "cgroup", "pid", "mnt")  # the mount namespace last: it changes what paths mean
-PR_CAPBSET_DROP, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 24, 4, 38
+PR_CAPBSET_DROP, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 4, 38, 47, 4
+NS_GET_USERNS = 0xB701  # ioctl: the user namespace that owns a namespace
+CAPABILITY_VERSION_3 = 0x20080522
 LAST_CAPABILITY = 63  # dropping a capability the kernel does not know fails (EINVAL): passed over
 THIRD_PARTY = ("numpy", "zmq", "tornado", "jupyter_client", "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel",
                "ipykernel.zmqshell")
@@ -123,9 +127,12 @@ def _enter_and_fork(connection: socket.socket) -> int:
         resource.setrlimit(limit, value)
     root = os.open(f"/proc/{holder}/root", os.O_RDONLY | os.O_DIRECTORY)
     spaces = {name: os.open(f"/proc/{holder}/ns/{name}", os.O_RDONLY) for name in NAMESPACES}
-    for name in NAMESPACES:
-        _check(_libc.setns(spaces[name], 0), f"setns {name}")
-        os.close(spaces[name])
+    owner, inner = _user_namespaces(holder, spaces["ipc"])
+    for name, space in [("user (the sandbox's)", owner), *((name, spaces[name]) for name in NAMESPACES),
+                        ("user (the kernel's)", inner)]:
+        if space is not None:
+            _check(_libc.setns(space, 0), f"setns {name}")
+            os.close(space)
     os.fchdir(root)  # the sandbox's root, whatever the namespace's own root mount is (bubblewrap pivots)
     os.chroot(".")
     os.close(root)
@@ -135,6 +142,24 @@ def _enter_and_fork(connection: socket.socket) -> int:
         connection.close()
         _become_kernel(state, request["argv"])
     return kernel
+
+
+def _user_namespaces(holder: int, ipc: int) -> tuple[int | None, int | None]:
+    """Where the grader is not root, bubblewrap made the sandbox in a user namespace of its own (which owns the
+    sandbox's other namespaces) and ran the holder in one more inside it: the zygote enters the first before the
+    others (it then has the capabilities it needs there, as their owner's user) and the holder's last.  The two
+    as open files, each None where the zygote is in it already (a root grader: no user namespace at all)."""
+    mine = os.stat("/proc/self/ns/user")
+    owner = fcntl.ioctl(ipc, NS_GET_USERNS)
+    inner = os.open(f"/proc/{holder}/ns/user", os.O_RDONLY)
+    seen = [(os.fstat(space).st_dev, os.fstat(space).st_ino) for space in (owner, inner)]
+    if seen[0] == (mine.st_dev, mine.st_ino):
+        os.close(owner)
+        owner = None
+    if seen[1] == (mine.st_dev, mine.st_ino) or (owner is not None and seen[1] == seen[0]):
+        os.close(inner)
+        inner = None
+    return owner, inner
 
 
 def _close_all_but(keep: set[int]) -> None:
@@ -152,12 +177,24 @@ def _holder_state(holder: int) -> dict:
     uid, gid = int(status["Uid"].split()[0]), int(status["Gid"].split()[0])
     if uid == 0 or gid == 0:
         raise PermissionError("the holder runs as root: no kernel is started from it")
+    uid, gid = _inside(holder, "uid_map", uid), _inside(holder, "gid_map", gid)
     with open(f"/proc/{holder}/environ", "rb") as handle:
         pairs = [entry.split(b"=", 1) for entry in handle.read().split(b"\0") if b"=" in entry]
     with open(f"/proc/{holder}/limits") as handle:
         limits = _parse_limits(handle.read())
     return {"uid": uid, "gid": gid, "limits": limits,
             "env": {os.fsdecode(key): os.fsdecode(value) for key, value in pairs}}
+
+
+def _inside(holder: int, map_name: str, outside: int) -> int:
+    """The id that ``outside`` (as this process sees it) is in the holder's user namespace (the same, where the
+    grader is root: then there is none)."""
+    with open(f"/proc/{holder}/{map_name}") as mapping:
+        for line in mapping:
+            first_inside, first_outside, count = (int(field) for field in line.split())
+            if first_outside <= outside < first_outside + count:
+                return first_inside + outside - first_outside
+    raise PermissionError(f"the holder's {map_name} does not map {outside}")
 
 
 #: The lines of /proc/<pid>/limits (prlimit on another process needs CAP_SYS_RESOURCE, which a container may lack).
@@ -220,17 +257,38 @@ def _become_kernel(state: dict, argv: list[str]) -> None:
 
 
 def _drop_privileges(uid: int, gid: int) -> None:
-    """As setpriv --clear-groups --bounding-set=-all --inh-caps=-all under bubblewrap: no groups, no capability
+    """As setpriv --clear-groups --bounding-set=-all --inh-caps=-all under bubblewrap (a root grader's), or as
+    bubblewrap leaves its command in a user namespace (an ordinary user's: groups kept): no capability
     left or gainable, ``no_new_privs``; then dumpable again (a credential change clears it, which would make
     the kernel's own /proc/self files root's: the meter reads and writes them)."""
-    os.setgroups([])
+    if _may_set_groups():
+        os.setgroups([])
     for capability in range(LAST_CAPABILITY + 1):
         if _libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
             _check(-1, f"drop capability {capability}")
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
+    _clear_capabilities()  # (a change from root clears them; in a user namespace the uid does not change)
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
+
+
+def _may_set_groups() -> bool:
+    """Whether this process may set its groups: not in a user namespace whose ``setgroups`` is denied (bubblewrap
+    denies it; the kernel then keeps the grader's groups, unmapped, as a kernel started from cold does)."""
+    try:
+        with open("/proc/self/setgroups") as setgroups:
+            return setgroups.read().strip() != "deny"
+    except OSError:
+        return True
+
+
+def _clear_capabilities() -> None:
+    """No capability left: effective, permitted, inheritable and ambient, as bubblewrap leaves a kernel."""
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    _check(_libc.capset(header, data), "clear capabilities")
+    _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
 
 
 BASE_PATH: list[str] = []  # the kernel's sys.path after its tree: the standard library's folders, then the sites

@@ -13,10 +13,12 @@ marks) and one broken one (a truncated file: listed as not graded, the honest on
   folder that user may not enter (pyenv under /root), the test first gives the user a view of the
   machine in which that folder is enterable (a private mount namespace: an empty folder over it,
   with only Python put back), as an instructor's own Python would be;
+- in that same copy, as that user, the warm kernels' own tests (tests/test_warm_kernels.py: a kernel forked
+  from the zygote into bubblewrap's user namespaces is bounded as a cold one);
 - and a sandbox in which Python cannot start (here: its memory limit set to 1 MB) is an error on
   the grader's side that says why: nobody is graded, so no student gets a 0 for it.
 
-The third case runs on any machine; the first two need root (they skip otherwise).
+The last case runs on any machine; the others need root (they skip otherwise).
 """
 
 from __future__ import annotations
@@ -162,8 +164,12 @@ def as_learner(python_home: Path) -> list[str]:
     return ["unshare", "--mount", "sh", "-c", script, "sh", *user]
 
 
-@as_root
-def test_a_copy_in_an_ordinary_users_home_grades_as_that_user():
+@pytest.fixture(scope="module")
+def learners_copy():
+    """A copy of the checkout in an ordinary user's home folder (0700, theirs), and the command prefix that runs a
+    command as that user: (home, checkout, wrap)."""
+    if os.getuid() != 0:
+        pytest.skip("making another user's home folder needs root")
     base = Path(tempfile.mkdtemp(prefix="mct-users-"))  # stands for /home
     try:
         base.chmod(0o755)
@@ -172,11 +178,28 @@ def test_a_copy_in_an_ordinary_users_home_grades_as_that_user():
         checkout = copy_checkout(home / "course")
         subprocess.run(["chown", "-R", f"{LEARNER_UID}:{LEARNER_UID}", str(home)], check=True)
         home.chmod(0o700)
-        course = home / "class"
-        wrap = as_learner(Path(sys.base_prefix).resolve())
-        check_graded(grade_in(checkout, course, home, wrap), course)
+        yield home, checkout, as_learner(Path(sys.base_prefix).resolve())
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_copy_in_an_ordinary_users_home_grades_as_that_user(learners_copy):
+    home, checkout, wrap = learners_copy
+    course = home / "class"
+    check_graded(grade_in(checkout, course, home, wrap), course)
+
+
+def test_warm_kernels_are_bounded_as_cold_ones_where_the_grader_is_an_ordinary_user(learners_copy):
+    """Warm kernels (grading/zygote.py) where the grader is not root enter bubblewrap's user namespaces too: the
+    copy's own tests/test_warm_kernels.py, run as that user (the probe of a warm kernel against a cold one, the
+    zygote's contents, two kernels apart, its memory, its end), all pass there and none is skipped."""
+    home, checkout, wrap = learners_copy
+    python = str(checkout / ".venv" / "bin" / "python")
+    run = subprocess.run([*wrap, python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--basetemp",
+                          str(home / "pytest"), "tests/test_warm_kernels.py"],
+                         cwd=checkout, env=environment(home, checkout), capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and " passed" in run.stdout and "skipped" not in run.stdout, \
+        run.stdout[-3000:] + run.stderr[-3000:]
 
 
 def test_a_sandbox_where_python_cannot_start_is_the_graders_error_not_a_zero(tmp_path):

@@ -22,8 +22,7 @@ from sandboxed_kernels import kernel_env, run_apart, started, stopped  # noqa: F
 
 from grading import protocol, sandbox, zygote
 
-pytestmark = pytest.mark.skipif(not zygote.warm_wanted(),
-                                reason="warm kernels need the grader to be root, with the sandbox (bubblewrap) on")
+pytestmark = pytest.mark.skipif(not zygote.warm_wanted(), reason="warm kernels need the sandbox (bubblewrap) on")
 COURSE_PACKAGES = ("shared", "grading", "torch_extra")
 
 #: What a kernel reports of itself (one line of JSON): everything that bounds it, seen from inside.
@@ -73,10 +72,25 @@ async def _probe_one() -> tuple[dict, dict]:
             outside["kernel_ns"] = {name: os.readlink(f"/proc/{kernel}/ns/{name}") for name in zygote_spaces()}
             outside["sandbox_ns"] = {name: os.readlink(f"/proc/{sandbox_pid}/ns/{name}") for name in zygote_spaces()}
             outside["kernel_cgroup"] = Path(f"/proc/{kernel}/cgroup").read_text()
+            outside["kernel_user_ns"] = os.readlink(f"/proc/{kernel}/ns/user")
+            outside["holder_user_ns"] = os.readlink(f"/proc/{zygote.holder_pid(sandbox_pid, timeout=1)}/ns/user")
             outside["sandbox_cgroup"] = Path(f"/proc/{sandbox_pid}/cgroup").read_text()
     finally:
         await stopped(km, kc)
     return inside, outside
+
+
+GRADER_IS_ROOT = os.getuid() == 0
+
+
+def assert_a_kernel_s_ids(ids: list) -> None:
+    """A grading kernel's (uid, gid, groups): a uid of its own with no group where the grader is root, the
+    grader's own uid and gid otherwise (bubblewrap's user namespace keeps them)."""
+    (uid, gid, groups) = ids
+    if GRADER_IS_ROOT:
+        assert uid[0] >= sandbox.KERNEL_UIDS[0] and set(uid) == {uid[0]} and set(gid) == {uid[0]} and groups == []
+    else:
+        assert set(uid) == {os.getuid()} and set(gid) == {os.getgid()}
 
 
 def zygote_spaces() -> tuple[str, ...]:
@@ -124,17 +138,22 @@ def test_a_warm_kernel_is_bounded_as_a_cold_one(kernel_env, monkeypatch):
     for key in ("status", "limits", "env", "cwd", "tmp", "path", "executable", "prefix", "argv", "course",
                 "dumpable_status", "cgroup_view"):
         assert warm_inside[key] == cold_inside[key], key
-    (uid, gid, groups) = warm_inside["ids"]
-    assert uid[0] >= sandbox.KERNEL_UIDS[0] and set(uid) == {uid[0]} and set(gid) == {uid[0]} and groups == []
+    assert_a_kernel_s_ids(warm_inside["ids"])
+    if not GRADER_IS_ROOT:  # the grader's own uid, both: the same ids and groups
+        assert warm_inside["ids"] == cold_inside["ids"]
     assert warm_inside["status"]["CapEff"] == "0000000000000000" and warm_inside["status"]["NoNewPrivs"] == "1"
     assert warm_inside["course"] == []
-    # its namespaces are its sandbox's, none the grader's
+    # its namespaces are its sandbox's, none the grader's (and, where the grader is not root, a user namespace of
+    # the sandbox's: the holder's, made by bubblewrap)
     assert warm_outside["kernel_ns"] == warm_outside["sandbox_ns"]
     own = {name: os.readlink(f"/proc/self/ns/{name}") for name in zygote_spaces()}
     assert all(warm_outside["kernel_ns"][name] != own[name] for name in zygote_spaces())
-    # and its control group is its notebook's
+    if not GRADER_IS_ROOT:
+        assert warm_outside["kernel_user_ns"] == warm_outside["holder_user_ns"] != os.readlink("/proc/self/ns/user")
+    # and its control group is its notebook's (where the grader may make one)
     assert warm_outside["kernel_cgroup"] == warm_outside["sandbox_cgroup"]
-    assert warm_outside["cgroup"] in warm_outside["kernel_cgroup"]
+    if GRADER_IS_ROOT:
+        assert warm_outside["cgroup"] in warm_outside["kernel_cgroup"]
 
 
 def test_two_warm_kernels_of_one_zygote_see_nothing_of_each_other(kernel_env):
@@ -216,7 +235,8 @@ def test_a_kernel_starts_from_cold_when_the_zygote_fails_it(kernel_env, monkeypa
     monkeypatch.setattr(zygote.Zygote, "spawn", spawn_after_its_end)
     inside, outside = run_apart(_probe_one())
     assert outside["kernel"] is None  # started from cold, in a sandbox of its own
-    assert inside["ids"][0][0] >= sandbox.KERNEL_UIDS[0] and inside["course"] == []
+    assert_a_kernel_s_ids(inside["ids"])
+    assert inside["course"] == []
     assert inside["status"]["CapEff"] == "0000000000000000"
 
 

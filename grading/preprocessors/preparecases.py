@@ -13,7 +13,7 @@ from typing import Any
 from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from .. import judge, kernel_tree
+from .. import judge, kernel_tree, zygote
 from ..protocol import CASES_FILE_HOST_ENV, KERNEL_TREE_HOST_ENV, REVEAL_DIR_HOST_ENV
 from .base import part_slug
 
@@ -31,6 +31,7 @@ class PrepareCases(NbGraderPreprocessor):
     notebook this nbgrader process grades (bound read-only into each sandbox), and removed at exit."""
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]):
+        _start_the_zygote()  # its imports overlap the part's set-up below (the first notebook's kernel waits for it)
         slug = part_slug(resources)
         drawn = judge.draw_part(slug, RUN_SEED)
         drawn_cases[slug] = drawn
@@ -40,6 +41,15 @@ class PrepareCases(NbGraderPreprocessor):
         os.environ[REVEAL_DIR_HOST_ENV] = str(folder / "reveal")
         self.log.info("grading %s with run seed %d", slug, RUN_SEED)
         return nb, resources
+
+
+def _start_the_zygote() -> None:
+    """Start the warm kernels' zygote (grading/zygote.py) now, if it is wanted and not running; a failure here
+    is said, and met again, when the first kernel asks for it (it then starts from cold)."""
+    try:
+        zygote.start_soon()
+    except (OSError, KeyError):
+        pass
 
 
 _prepared_folders: dict[str, Path] = {}  # part slug -> its cases, tree and reveal folder (this process)
