@@ -76,6 +76,11 @@ def command(source: str, arguments: list[str]) -> list[str]:
     return [sys.executable, "-s", "-S", "-c", source, *arguments]
 
 
+class Refused(RuntimeError):
+    """The zygote ran, and could not start a kernel in a sandbox: on this machine it will not (a namespace it may
+    not enter, say), so this grading process starts its kernels from cold from now on (:func:`give_up`)."""
+
+
 class Zygote:
     """A zygote: its process and socket.  Made, it is starting (its imports take about 0.3 CPU-seconds, on another
     core while the grader does its own work); :meth:`wait_ready` waits for it to serve."""
@@ -130,20 +135,21 @@ class Zygote:
                 answer += chunk
         reply = json.loads(answer or b'{"error": "the zygote ended without an answer"}')
         if "kernel" not in reply:
-            raise RuntimeError(f"the zygote could not start a kernel: {reply['error']}")
+            raise Refused(f"the zygote could not start a kernel: {reply['error']}")
         return int(reply["kernel"])
 
 
 _zygote: Zygote | None = None
 _said = False
+_given_up: str | None = None  # why this process starts its kernels from cold for good (None: it does not)
 
 
 def current() -> Zygote | None:
     """This process's zygote, ready to serve: started on first use (or by :func:`start_soon`, and again if it
     ended); None: kernels start from cold."""
     global _zygote
-    if not warm_wanted():
-        _say_once(f"kernels start from cold ({WARM_KERNELS_ENV}=off, or the sandbox is off)")
+    if not warm_wanted() or _given_up is not None:
+        _say_once(f"kernels start from cold ({_given_up or f'{WARM_KERNELS_ENV}=off, or the sandbox is off'})")
         return None
     try:
         start_soon()
@@ -154,11 +160,21 @@ def current() -> Zygote | None:
     return _zygote
 
 
+def give_up(why: str) -> None:
+    """Start this process's kernels from cold from now on (the zygote refused one: :class:`Refused`), and stop the
+    zygote.  A zygote that merely ended is started again instead (:func:`current`)."""
+    global _zygote, _given_up
+    _given_up = f"warm kernels are off in this grading process: {why}"
+    if _zygote is not None:
+        _zygote.stop()
+        _zygote = None
+
+
 def start_soon() -> None:
     """Start this process's zygote, if it wants one and has none running, without waiting for it: a grading
     process calls this when it begins a part, so that the zygote imports while the part's cases are drawn."""
     global _zygote
-    if warm_wanted() and (_zygote is None or not _zygote.alive()):
+    if warm_wanted() and _given_up is None and (_zygote is None or not _zygote.alive()):
         _zygote = Zygote()
 
 

@@ -101,7 +101,7 @@ def _child(connection: socket.socket) -> None:
             import traceback
             where = traceback.extract_tb(error.__traceback__)[-1]
             connection.sendall(json.dumps({"error": f"{type(error).__name__}: {error} "
-                                                    f"(zygote_process.py line {where.lineno}: {where.line})"}).encode())
+                                                    f"(zygote_process.py line {where.lineno})"}).encode())
         except OSError:
             pass
     os._exit(code)

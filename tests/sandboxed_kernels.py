@@ -47,6 +47,7 @@ def kernel_env(tmp_path, monkeypatch):
     if zygote._zygote is not None:  # this test's zygote: its socket is in this test's folder
         zygote._zygote.stop()
         zygote._zygote = None
+    zygote._given_up = None  # (a test's zygote that refused a kernel: warm kernels again for the next test)
 
 
 async def started() -> tuple[SandboxKernelManager, object]:

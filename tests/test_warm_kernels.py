@@ -240,6 +240,25 @@ def test_a_kernel_starts_from_cold_when_the_zygote_fails_it(kernel_env, monkeypa
     assert inside["status"]["CapEff"] == "0000000000000000"
 
 
+def test_a_zygote_that_refuses_a_kernel_is_not_asked_again(kernel_env, monkeypatch):
+    """A zygote that runs but cannot start a kernel (here it is pointed at pid 1 as the holder, which it refuses:
+    root's, and no sandbox) would refuse the next ones too: that kernel starts from cold, and so does every later
+    kernel of the grading process, without asking the zygote (which is stopped) or launching a holder first."""
+    asked, real_spawn = [], zygote.Zygote.spawn
+
+    def counted(self, *args):
+        asked.append(args)
+        return real_spawn(self, *args)
+
+    monkeypatch.setattr(zygote.Zygote, "spawn", counted)
+    monkeypatch.setattr(zygote, "holder_pid", lambda sandbox_pid, timeout=20.0: 1)
+    first = zygote.current()
+    for _ in range(2):
+        inside, outside = run_apart(_probe_one())
+        assert outside["kernel"] is None and inside["course"] == []
+    assert len(asked) == 1 and zygote.current() is None and not first.alive()
+
+
 def test_the_zygote_ends_when_its_grader_is_killed(kernel_env):
     """nbgrader's process killed outright (no atexit): its zygote sees its parent gone and ends by itself."""
     script = ("import sys, time\n"

@@ -360,7 +360,7 @@ class SandboxKernelManager(AsyncKernelManager):
     async def _mct_relaunch_cold(self, kernel_cmd, kw: dict, why: Exception) -> int:
         """Start this kernel from cold after the zygote failed: the launcher (and its sandbox) stopped, its control
         group removed, and a launcher started as without a zygote; the new sandbox's pid."""
-        print(f"grading.zygote: {why}; this kernel starts from cold", file=sys.stderr)
+        print(f"grading.zygote: {why.__cause__ or why}; this kernel starts from cold", file=sys.stderr)
         await asyncio.get_running_loop().run_in_executor(None, self.provisioner.process.wait)
         cgroups.remove(self._mct_cgroup)
         env = {name: value for name, value in kw["env"].items() if name != SANDBOX_HOLDER_ENV}
@@ -387,6 +387,8 @@ class SandboxKernelManager(AsyncKernelManager):
                               sandbox.inside_arguments(kernel_cmd[module + 1:], self.connection_file))
         except (OSError, RuntimeError, ValueError) as error:
             self._mct_stop()
+            if isinstance(error, zygote.Refused):  # it will refuse the next kernels too: never ask again
+                zygote.give_up(str(error))
             raise RuntimeError(f"{KERNEL_NOT_STARTED} ({error})") from error
 
     async def _mct_open_sockets(self, pid: int) -> dict[str, int]:
