@@ -133,7 +133,9 @@ class Zygote:
             answer = b""
             while chunk := connection.recv(4096):
                 answer += chunk
-        reply = json.loads(answer or b'{"error": "the zygote ended without an answer"}')
+        if not answer:  # it ended (or was ended) meanwhile: the next kernel gets a new one
+            raise RuntimeError("the zygote ended without an answer")
+        reply = json.loads(answer)
         if "kernel" not in reply:
             raise Refused(f"the zygote could not start a kernel: {reply['error']}")
         return int(reply["kernel"])
