@@ -233,6 +233,22 @@ def test_the_bench_fits_a_run_s_fixed_and_marginal_cost_and_plans_the_class_as_t
     assert len(bench.runs_of(parts, bench.CLASS, 2, "feedback")) < len(bench.runs_of(parts, bench.CLASS, 2))
 
 
+def test_the_bench_says_how_much_faster_jobs_2_could_be_from_the_cpu_time_both_used(monkeypatch):
+    from course import tool
+    bench = tool("bench_grading")
+    monkeypatch.setattr(bench.os, "cpu_count", lambda: 2)
+    rows = [("plain nbgrader", "autograde", 1, 30.0, 0.5, 0, 0), ("course grading", "autograde", 1, 10.0, 0.53, 0, 0),
+            ("course grading", "autograde", 2, 6.0, 0.9, 0, 0), ("course grading", "feedback", 2, 1.0, 1.0, 0, 0)]
+    said = bench.speedup_bound(rows, "course grading", "autograde")
+    # 10 s with 1.06 CPUs busy: 10.6 CPU-seconds, at least 5.3 s on two CPUs; 6 s with 1.8 busy: 10.8
+    assert said == ("course grading, autograde: JOBS=1 kept 1.06 CPUs busy, so with the same work JOBS=2 could be "
+                    "at most 1.89x faster on 2 CPUs; it did 1.02x JOBS=1's CPU work, with 1.80 CPUs busy, "
+                    "and is 1.67x faster")
+    monkeypatch.setattr(bench.os, "cpu_count", lambda: 4)  # JOBS=2 runs two at a time, whatever the CPUs
+    assert "at most 1.89x faster on 4 CPUs" in bench.speedup_bound(
+        [(*row[:4], row[4] / 2, 0, 0) for row in rows], "course grading", "autograde")
+
+
 def test_the_bench_grades_a_whole_class_and_prints_the_minutes_it_measured(capsys):
     from course import tool
     bench = tool("bench_grading")

@@ -13,7 +13,8 @@ submissions are graded, one way after the other, on this machine:
 
 It prints a table of seconds per notebook with how busy the machine's CPUs were
 while each step ran (all processes, from /proc/stat: another program running
-beside the benchmark shows there) and the load average, the speed-up of JOBS=2,
+beside the benchmark shows there) and the load average, the speed-up of JOBS=2
+(with the most it could be for the CPU time JOBS=1 used: :func:`speedup_bound`),
 and the time 200 students would take at JOBS=2, autograde and feedback, two ways:
 
 - an upper bound: the seconds per notebook measured here times 1,400 notebooks.
@@ -197,12 +198,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{per[('course grading', 'autograde', jobs)] / per[('plain nbgrader', 'autograde', jobs)]:.2f}x the time")
     for name, step in (("plain nbgrader", "autograde"), ("course grading", "autograde"), ("course grading", "feedback")):
         print(f"{name}, {step}: JOBS=2 is {per[(name, step, 1)] / per[(name, step, 2)]:.2f}x faster than JOBS=1")
+    print(speedup_bound(rows, "course grading", "autograde"))
     print(f"\nprojected for {CLASS} students x {len(parts)} parts at JOBS=2, an upper bound (see above):")
     for name in ("plain nbgrader", "course grading"):
         grading, feedback = (per[(name, step, 2)] * CLASS * len(parts) / 60 for step in ("autograde", "feedback"))
         print(f"  {name}: autograde {grading:.1f} min + feedback {feedback:.1f} min = {grading + feedback:.1f} min")
     if fits:
-        print(f"\nthe course's runs, fitted (seconds: a run's fixed cost + notebooks x marginal, JOBS runs at a time):")
+        print("\nthe course's runs, fitted (seconds: a run's fixed cost + notebooks x marginal, JOBS runs at a time):")
         minutes = {}
         for step, jobs in sorted(fits):
             fixed, marginal = fits[(step, jobs)]
@@ -217,6 +219,23 @@ def main(argv: list[str] | None = None) -> int:
                   f"{total:.1f} min")
     print(f"\nmeasured instead of projected: make bench-class (a class of {CLASS}, about twenty minutes)")
     return 0
+
+
+def speedup_bound(rows: list[tuple], name: str, step: str) -> str:
+    """What limits ``name``'s ``step`` at JOBS=2, from the CPU time both JOBS used (CPUs busy x seconds).
+
+    With the same work, JOBS=2 on C CPUs takes at least JOBS=1's CPU-seconds / min(2, C): it can be no more than
+    min(2, C) / (CPUs JOBS=1 kept busy) times faster.  JOBS=1 keeps more than one CPU busy where a run overlaps its
+    own steps (the course starts the next notebook's kernel while one runs), and JOBS=2 does more work where its
+    runs repeat a set-up that one run does once (each run draws the cases of its parts)."""
+    cpus = os.cpu_count() or 1
+    found = {jobs: (seconds, busy * cpus) for row_name, row_step, jobs, seconds, busy, *_ in rows
+             if (row_name, row_step) == (name, step)}
+    (one, busy_one), (two, busy_two) = found[1], found[2]
+    bound = min(2, cpus) / busy_one
+    return (f"{name}, {step}: JOBS=1 kept {busy_one:.2f} CPUs busy, so with the same work JOBS=2 could be at most "
+            f"{bound:.2f}x faster on {cpus} CPUs; it did {two * busy_two / (one * busy_one):.2f}x JOBS=1's CPU work, "
+            f"with {busy_two:.2f} CPUs busy, and is {one / two:.2f}x faster")
 
 
 def measured(function, base: Path, parts: list[str], students: list[str], jobs: int) -> tuple[float, ...]:
