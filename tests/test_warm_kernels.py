@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import os
 import subprocess
 import sys
@@ -29,6 +30,14 @@ COURSE_PACKAGES = ("shared", "grading", "torch_extra")
 PROBE = r'''
 import json, os, resource, sys
 status = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
+def links():
+    found = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # (the listing's own, closed)
+            pass
+    return found
 print(json.dumps({
     "ids": [os.getresuid(), os.getresgid(), os.getgroups()],
     "status": {key: value.strip() for key, value in status.items()
@@ -41,6 +50,7 @@ print(json.dumps({
     "course": sorted(name for name in sys.modules if name.split(".")[0] in %r),
     "dumpable_status": os.stat("/proc/self/status").st_uid == os.getuid(),
     "cgroup_view": open("/proc/self/cgroup").read(),
+    "fd_table": int(status["FDSize"]), "fds": links(),
 }))
 ''' % (COURSE_PACKAGES,)
 
@@ -143,6 +153,12 @@ def test_a_warm_kernel_is_bounded_as_a_cold_one(kernel_env, monkeypatch):
         assert warm_inside["ids"] == cold_inside["ids"]
     assert warm_inside["status"]["CapEff"] == "0000000000000000" and warm_inside["status"]["NoNewPrivs"] == "1"
     assert warm_inside["course"] == []
+    # born with a descriptor table large enough for its start (grading/zygote_process.py), and no file of the
+    # zygote's left open in it: past its standard streams, only files a cold kernel has open too (its standard
+    # input is the zygote's /dev/null, a cold kernel's its launcher's pipe: a kernel reads neither)
+    table = re.search(r"^FD_TABLE_SIZE = (\d+)", zygote.SCRIPT.read_text(), re.M)
+    assert table and warm_inside["fd_table"] >= int(table[1]) > cold_inside["fd_table"]
+    assert open_files(warm_inside["fds"]) <= open_files(cold_inside["fds"])
     # its namespaces are its sandbox's, none the grader's (and, where the grader is not root, a user namespace of
     # the sandbox's: the holder's, made by bubblewrap)
     assert warm_outside["kernel_ns"] == warm_outside["sandbox_ns"]
@@ -154,6 +170,12 @@ def test_a_warm_kernel_is_bounded_as_a_cold_one(kernel_env, monkeypatch):
     assert warm_outside["kernel_cgroup"] == warm_outside["sandbox_cgroup"]
     if GRADER_IS_ROOT:
         assert warm_outside["cgroup"] in warm_outside["kernel_cgroup"]
+
+
+def open_files(fds: dict[str, str]) -> set[str]:
+    """The files open past the standard streams, but IPython's history (its database and journal come and go)."""
+    return {target for fd, target in fds.items()
+            if int(fd) > 2 and target.startswith("/") and not target.startswith("/tmp/.ipython/")}
 
 
 def test_two_warm_kernels_of_one_zygote_see_nothing_of_each_other(kernel_env):
