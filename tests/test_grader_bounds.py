@@ -21,7 +21,7 @@ import pytest
 from jupyter_client.session import Session
 from sandboxed_kernels import in_a_thread, kernel_env, run_apart, started, stopped  # noqa: F401 (a fixture)
 
-from grading import protocol, sandbox
+from grading import protocol, sandbox, zygote
 from grading.preprocessors import kernelmanager
 from grading.preprocessors.kernelmanager import SandboxKernelManager
 
@@ -275,7 +275,13 @@ def test_a_kernel_launched_ahead_is_taken_by_the_next_notebook_and_is_a_new_kern
         assert spare.take(execute) is None, "a kernel launched ahead can be taken twice"
         seconds = launcher_seconds(km.provisioner.process.pid)
         trace = traces(km)
+        forked_ahead = None
+        if zygote.warm_wanted():  # the kernel itself is forked into its sandbox before its notebook takes it
+            assert km._mct_found_ahead is not None, "a warm kernel launched ahead is not forked ahead"
+            _, forked_ahead = km._mct_found_ahead.result(timeout=60)
+            assert isinstance(forked_ahead, int) and Path(f"/proc/{forked_ahead}").exists(), forked_ahead
         run_sync(km.start_kernel)(extra_arguments=list(execute.extra_arguments))
+        assert km._mct_kernel_pid == forked_ahead, "the kernel started is not the one forked ahead"
         kc = km.client()
         kc.start_channels()
         run_sync(kc.wait_for_ready)(timeout=60)
@@ -319,6 +325,45 @@ def test_a_kernel_launched_ahead_is_not_taken_once_it_differs_aged_or_died_and_n
     taken, trace = in_a_thread(scenario)
     assert taken is None, f"a kernel launched ahead was taken after its {change} changed"
     assert spare._waiting == []
+    assert left_of(trace) == []
+
+
+def test_a_sandbox_that_ends_while_its_kernel_is_forked_ahead_leaves_warm_kernels_on(kernel_env, monkeypatch):
+    """The zygote cannot fork a kernel into a sandbox that has ended (here: its holder killed, its launcher ended,
+    just before the fork); that refusal is the sandbox's doing, not the zygote's, so the next kernels stay warm.
+    The spare is not taken, and nothing of it is left."""
+    from grading import zygote
+    from grading.preprocessors import spare
+    if not zygote.warm_wanted():
+        pytest.skip("warm kernels are off here")
+    found = zygote.holder_pid
+
+    def ended_first(sandbox_pid: int, timeout: float = 20.0) -> int | None:
+        holder = found(sandbox_pid, timeout)
+        launcher = sandbox_pid
+        while not Path(f"/proc/{launcher}/exe").resolve().name == "timeout":  # up from bubblewrap to the launcher
+            launcher = int(Path(f"/proc/{launcher}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        os.kill(holder, 9)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{launcher}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":  # ended, unreaped
+            assert time.monotonic() < deadline, "the launcher did not end with its sandbox"
+            time.sleep(0.01)
+        return holder
+
+    monkeypatch.setattr(zygote, "holder_pid", ended_first)
+    execute = grading_execute()
+
+    def scenario():
+        spare.launch_for_next(execute)
+        km = spare._waiting[0].km
+        trace = traces(km)
+        _, kernel = km._mct_found_ahead.result(timeout=60)
+        return kernel, spare.take(execute), trace
+
+    kernel, taken, trace = in_a_thread(scenario)
+    assert isinstance(kernel, RuntimeError) and "could not start a kernel" in str(kernel), kernel
+    assert zygote._given_up is None, "warm kernels were turned off for a sandbox that had ended"
+    assert taken is None and spare._waiting == []
     assert left_of(trace) == []
 
 

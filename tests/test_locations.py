@@ -14,7 +14,8 @@ marks) and one broken one (a truncated file: listed as not graded, the honest on
   machine in which that folder is enterable (a private mount namespace: an empty folder over it,
   with only Python put back), as an instructor's own Python would be;
 - in that same copy, as that user, the warm kernels' own tests (tests/test_warm_kernels.py: a kernel forked
-  from the zygote into bubblewrap's user namespaces is bounded as a cold one);
+  from the zygote into bubblewrap's user namespaces is bounded as a cold one) and those of a kernel launched
+  ahead (tests/test_grader_bounds.py);
 - and a sandbox in which Python cannot start (here: its memory limit set to 1 MB) is an error on
   the grader's side that says why: nobody is graded, so no student gets a 0 for it.
 
@@ -189,14 +190,22 @@ def test_a_copy_in_an_ordinary_users_home_grades_as_that_user(learners_copy):
     check_graded(grade_in(checkout, course, home, wrap), course)
 
 
+KERNELS_LAUNCHED_AHEAD = [f"tests/test_grader_bounds.py::{name}" for name in (
+    "test_a_kernel_launched_ahead_is_taken_by_the_next_notebook_and_is_a_new_kernel_of_its_own",
+    "test_a_kernel_launched_ahead_is_not_taken_once_it_differs_aged_or_died_and_nothing_of_it_is_left",
+    "test_a_sandbox_that_ends_while_its_kernel_is_forked_ahead_leaves_warm_kernels_on",
+    "test_no_kernel_launched_ahead_is_left_when_the_grader_ends")]
+
+
 def test_warm_kernels_are_bounded_as_cold_ones_where_the_grader_is_an_ordinary_user(learners_copy):
     """Warm kernels (grading/zygote.py) where the grader is not root enter bubblewrap's user namespaces too: the
     copy's own tests/test_warm_kernels.py, run as that user (the probe of a warm kernel against a cold one, the
-    zygote's contents, two kernels apart, its memory, its end), all pass there and none is skipped."""
+    zygote's contents, two kernels apart, its memory, its end), and its tests of a kernel launched (and forked)
+    while the notebook before runs, all pass there and none is skipped."""
     home, checkout, wrap = learners_copy
     python = str(checkout / ".venv" / "bin" / "python")
     run = subprocess.run([*wrap, python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--basetemp",
-                          str(home / "pytest"), "tests/test_warm_kernels.py"],
+                          str(home / "pytest"), "tests/test_warm_kernels.py", *KERNELS_LAUNCHED_AHEAD],
                          cwd=checkout, env=environment(home, checkout), capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and " passed" in run.stdout and "skipped" not in run.stdout, \
         run.stdout[-3000:] + run.stderr[-3000:]

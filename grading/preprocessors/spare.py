@@ -16,8 +16,9 @@ notebook has at least ``MCT_NOTEBOOK_SECONDS`` and at most ``SPARE_SECONDS`` mor
 left when the process ends, is killed and everything of it removed (control group, folder).  Without the sandbox
 (``MCT_SANDBOX=off``) a kernel works in the notebook's own folder: no spare is launched then, nor after the last
 notebook of an nbgrader command (the next command grades another part).
-With warm kernels (grading.zygote: the grader is root) what is launched ahead is the sandbox with its holder; the
-kernel itself is forked into it from the zygote when the next notebook takes it.
+With warm kernels (grading.zygote) what is launched ahead is the sandbox with its holder, and the kernel itself is
+forked into it from the zygote as soon as it runs, in a thread of the grader's (``SandboxKernelManager.launch_ahead``),
+so that the next notebook finds its kernel started.
 """
 
 from __future__ import annotations
