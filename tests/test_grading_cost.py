@@ -283,7 +283,7 @@ def test_the_page_check_reads_a_line_at_a_time_what_it_reads_whole_and_parses_a_
         parser.feed(page)
         return sorted(set(parser.found))
 
-    monkeypatch.setattr(instructor, "_QUIET_LINES", {})
+    monkeypatch.setattr(instructor, "_READ_LINES", {})
     assert whole(pages[1]), "the hostile page has active HTML to find"
     for page in pages + pages[::-1]:
         assert instructor.active_html(page) == whole(page)

@@ -177,3 +177,16 @@ def test_the_page_check_reports_whatever_a_browser_would_run(page):
     missed = [text for text, document, found in zip(fragments, documents, runs)
               if found and not instructor.active_html(document)]
     assert missed == [], f"{len(missed)} pages run something in a browser that the page check passes: {missed[:5]}"
+
+
+def test_the_page_check_admits_only_the_elements_the_course_s_pages_are_made_of():
+    """An allow-list (tools/instructor.py's ``_BODY_ELEMENTS``): any element outside it is reported, whatever it is
+    (raw text, a template, a form control, one no browser knows), with no attribute at all; the elements of a
+    page's text, code and formulas are not."""
+    for tag in ("script", "style", "textarea", "xmp", "noscript", "template", "select", "button", "marquee", "svg",
+                "x-widget", "dialog"):
+        assert instructor.active_html(f"<body><p><{tag}>x</{tag}></p></body>") == [f"<{tag}>"], tag
+    text = ("<body><main><div class='cell'><h2 id='a'>A</h2><p><em>b</em> <strong>c</strong> <code>d</code></p>"
+            "<ul><li>e</li></ul><pre><span style='color: rgb(1, 2, 3)'>f</span></pre><table><tr><td>g</td></tr>"
+            "</table><math><mrow><mi>x</mi><mo>=</mo><mn>1</mn></mrow></math></div></main></body>")
+    assert instructor.active_html(text) == []

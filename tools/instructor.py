@@ -665,9 +665,20 @@ def feedback_problems(folder: Path, slug: str) -> list[str]:
     return problems
 
 
+# The elements a page's body is made of: nbconvert's page (cells, outputs, error tracebacks), the course's own text
+# rendered from markdown, an output's image, and the MathML of the course's formulas (grading/feedback_math.py).
+# Nothing else is admitted: not the raw-text, template and foreign elements where HTML parsers part ways (script,
+# style, textarea, xmp, noscript, template, svg, annotation-xml, ...), frames, forms, objects, links or metas.
+_BODY_ELEMENTS = frozenset({
+    "body", "main", "div", "span", "p", "a", "img", "pre", "code", "em", "strong", "b", "i", "u", "s", "del",
+    "sup", "sub", "kbd", "blockquote", "hr", "br", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li", "dl", "dt",
+    "dd", "table", "thead", "tbody", "tfoot", "tr", "th", "td", "caption"}) | MATHML_TAGS
+
+
 class _ActiveHTML(HTMLParser):
-    """Every attribute in a page's <body> must be one the course's pages use, with a value of the kind they
-    use (nbconvert's own scripts and styles sit in <head>): anything else, from a notebook, is reported."""
+    """Every element in a page's <body> must be one the course's pages are made of (:data:`_BODY_ELEMENTS`), and
+    every attribute one they use, with a value of the kind they use (nbconvert's own scripts and styles sit in
+    <head>): anything else, from a notebook, is reported."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -677,8 +688,7 @@ class _ActiveHTML(HTMLParser):
         self.in_body = self.in_body or tag == "body"
         if not self.in_body:
             return
-        if tag in ("script", "iframe", "object", "embed", "form", "input", "button", "style", "link", "meta",
-                   "base", "svg", "annotation-xml", "foreignobject"):
+        if tag not in _BODY_ELEMENTS:
             self.found.append(f"<{tag}>")
         for name, value in attrs:
             why = _unsafe_mathml_attribute(tag, name, value or "") if tag in MATHML_TAGS \
@@ -772,14 +782,16 @@ def active_html(page: str) -> list[str]:
 
     The parser reads the page a line at a time, as it would read it whole (HTMLParser keeps an unfinished tag
     until the rest comes).  A class's pages repeat most of their lines (the lesson's text, its tests, their
-    highlighting): a line in which nothing was found is remembered with the parser's state before and after
-    it, and read again from that same state it is not parsed again, the parser put in the state after it."""
+    highlighting): a line is remembered with the parser's state before and after it and what was found in it,
+    and read again from that same state it is not parsed again: the parser is put in the state after it, and
+    what was found in it is found again."""
     parser = _ActiveHTML()
     for line in as_browsers_read(page).splitlines(keepends=True):
         before = parser.reading_state()
-        after = _QUIET_LINES.get((before, line)) if before is not None else None
-        if after is not None:
-            parser.restore(after)
+        known = _READ_LINES.get((before, line)) if before is not None else None
+        if known is not None:
+            parser.restore(known[0])
+            parser.found.extend(known[1])
             continue
         found = len(parser.found)
         try:
@@ -787,10 +799,10 @@ def active_html(page: str) -> list[str]:
         except Exception as error:  # noqa: BLE001  (HTMLParser asserts on some malformed declarations)
             return sorted({*parser.found, f"markup this check cannot read ({type(error).__name__}: {error})"[:200]})
         after = parser.reading_state()
-        if before is not None and after is not None and len(parser.found) == found and len(line) <= QUIET_LINE_CHARS:
-            if len(_QUIET_LINES) >= QUIET_LINES_KEPT:
-                _QUIET_LINES.clear()
-            _QUIET_LINES[(before, line)] = after
+        if before is not None and after is not None and len(line) <= READ_LINE_CHARS:
+            if len(_READ_LINES) >= READ_LINES_KEPT:
+                _READ_LINES.clear()
+            _READ_LINES[(before, line)] = (after, tuple(parser.found[found:]))
     if parser.in_body and "<" in parser.rawdata:  # an unfinished tag or comment: HTMLParser keeps it unread
         parser.found.append(f"markup left unfinished at the page's end {parser.rawdata.strip()[:30]!r}")
     return sorted(set(parser.found))
@@ -802,10 +814,10 @@ def as_browsers_read(page: str) -> str:
     return page.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "\ufffd")
 
 
-# {(the parser's reading state before a line, the line): its state after it}, for lines in which nothing was found
-_QUIET_LINES: dict[tuple, tuple] = {}
-QUIET_LINES_KEPT = 100_000  # (a class's seven parts hold some tens of thousands of distinct lines)
-QUIET_LINE_CHARS = 2_000  # longer lines (an image's data) are seldom repeated; at most 200 MB kept
+# {(the parser's reading state before a line, the line): (its state after it, what was found in it)}
+_READ_LINES: dict[tuple, tuple[tuple, tuple[str, ...]]] = {}
+READ_LINES_KEPT = 100_000  # (a class's seven parts hold some tens of thousands of distinct lines)
+READ_LINE_CHARS = 2_000  # longer lines (an image's data) are seldom repeated; at most 200 MB kept
 
 
 # --------------------------------------------------------------------------
