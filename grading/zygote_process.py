@@ -52,7 +52,7 @@ THIRD_PARTY = ("numpy", "zmq", "tornado", "jupyter_client", "IPython", "ipykerne
                "ipykernel.zmqshell")
 REQUEST_BYTES = 1 << 16
 FD_TABLE_SIZE = 256  # the descriptor table every kernel is born with (see size_the_descriptor_table)
-TABLE_HOLDER = FD_TABLE_SIZE - 1  # the descriptor that holds the table that large until the kernel is forked
+TABLE_KEEPER = FD_TABLE_SIZE - 1  # the descriptor that holds the table that large until the kernel is forked
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -73,7 +73,7 @@ def warm_up() -> None:
 
 
 def size_the_descriptor_table() -> None:
-    """Hold a descriptor (``/dev/null``) at ``TABLE_HOLDER``, so that every kernel is forked with a table of
+    """Hold a descriptor (``/dev/null``) at ``TABLE_KEEPER``, so that every kernel is forked with a table of
     ``FD_TABLE_SIZE`` entries: a fork copies the table as far as its highest open descriptor, so the zygote's child
     keeps this one open until it has forked the kernel, and the kernel closes it but keeps the table.
 
@@ -81,7 +81,7 @@ def size_the_descriptor_table() -> None:
     already; Linux grows a table shared by threads only after an RCU grace period (``expand_fdtable``), which
     ``perf`` showed as about 13 ms of every kernel's start spent waiting, in a 64-entry table."""
     null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, TABLE_HOLDER, inheritable=False)
+    os.dup2(null, TABLE_KEEPER, inheritable=False)
     os.close(null)
 
 
@@ -132,7 +132,7 @@ def _enter_and_fork(connection: socket.socket) -> int:
         raise ValueError("a request without the launcher's stdout and stderr")
     os.dup2(fds[0], 1)
     os.dup2(fds[1], 2)
-    _close_all_but({0, 1, 2, connection.fileno(), TABLE_HOLDER})  # (the kernel closes the holder: it is forked below)
+    _close_all_but({0, 1, 2, connection.fileno(), TABLE_KEEPER})  # (the kernel closes the keeper: it is forked below)
     holder = int(request["holder"])
     state = _holder_state(holder)
     for procs in request["cgroup_procs"]:  # the notebook's control group (the launcher made it and is in it)
@@ -155,7 +155,7 @@ def _enter_and_fork(connection: socket.socket) -> int:
     kernel = os.fork()  # born in the sandbox's process namespace: killed with it
     if kernel == 0:
         connection.close()
-        os.close(TABLE_HOLDER)  # its table stays as large (see size_the_descriptor_table)
+        os.close(TABLE_KEEPER)  # its table stays as large (see size_the_descriptor_table)
         _become_kernel(state, request["argv"])
     return kernel
 
