@@ -23,8 +23,14 @@ only the allowed modules, and must be admitted:
    no private (``_x``) attribute; no string that spells a dunder name.
 4. **Nothing is rewired**: no attribute assigned or deleted, no name the course
    gives (``np``, ``Cluster``) or Python gives (``len``) rebound at the top level,
-   no three-argument ``type(...)``; ``getattr``/``hasattr`` only with a constant,
-   public name (then they are a plain attribute read).
+   no class made from computed names (``type`` only as ``type(x)`` in a comparison, no
+   ``metaclass=``); ``getattr``/``hasattr`` only with a constant, public name (then they
+   are a plain attribute read); ``.format`` only on a written string whose fields name
+   arguments (``"{0.x}"`` would read an attribute the tree does not show).
+5. **Every name in the tree is read** as what it is where the tree holds it
+   (:data:`SYNTAX_NAMES`): a name bound, a keyword, the attributes a ``match`` class
+   pattern reads.  A string in any other field is a construct the rules do not read,
+   and breaks them.
 
 The code is first read as IPython reads a cell (``x?``, ``%timeit``, ``!ls`` become
 the calls they stand for), so a scratch cell is never "a syntax error"; those calls
@@ -40,6 +46,7 @@ import ast
 import builtins
 import importlib
 import re
+import string
 import symtable
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -64,6 +71,22 @@ _DUNDER = re.compile(r"^__\w+__$")
 _HISTORY = re.compile(r"^_(i{1,3}|i\d+|\d+)$")  # IPython's _i, _ii, _i3, _3 ...
 _NDARRAY = np.ndarray  # admitted for isinstance; called directly, it views a buffer of your choosing
 _UNKNOWN = object()  # a value whose object cannot be known by reading (a parameter, a call's result)
+
+#: Every field of Python's syntax tree that holds a name (a string), and what the name is there.  A string in
+#: any other field (a construct of a newer Python: ``type X = ...``, ``def f[T]()``) breaks the rules: what the
+#: rules do not read, they do not admit.
+SYNTAX_NAMES = {
+    **dict.fromkeys([("Name", "id"), ("Attribute", "attr")], "read where it is visited"),
+    **dict.fromkeys([("Constant", "value"), ("Constant", "kind")], "text"),
+    **dict.fromkeys([("alias", "name"), ("ImportFrom", "module")], "imported, read with the import"),
+    **dict.fromkeys([("FunctionDef", "name"), ("AsyncFunctionDef", "name"), ("ClassDef", "name"), ("arg", "arg"),
+                     ("alias", "asname"), ("ExceptHandler", "name"), ("Global", "names"), ("Nonlocal", "names"),
+                     ("MatchAs", "name"), ("MatchStar", "name"), ("MatchMapping", "rest")], "binds"),
+    ("keyword", "arg"): "keyword",
+    ("MatchClass", "kwd_attrs"): "reads of the subject",  # case C(x=p) reads subject.x
+}
+#: The classes whose one positional pattern is the subject itself: ``case float(x)``.
+_SELF_MATCHING = (bool, bytearray, bytes, dict, float, frozenset, int, list, set, str, tuple)
 
 
 @dataclass(frozen=True)
@@ -310,9 +333,26 @@ class _Checker(ast.NodeVisitor):
                 self.flag(node, node.id, found.why)
         elif isinstance(found, type(allowlist)):
             self.module_only_named(node, found)
+        elif found is type and not self.type_compared(node):
+            self.flag(node, "type", "type is admitted as type(x) in a comparison (type(x) is float): a class's class "
+                                    "makes classes from computed names (use isinstance)")
         elif node.id in vars(builtins) and node.id not in ALLOWED_BUILTINS and node.id not in self.course \
                 and node.id not in self.imported:
             self.flag(node, node.id, "a built-in that reaches code, files or the interpreter")
+
+    def type_compared(self, node: ast.Name) -> bool:
+        """Whether ``node`` (a name of ``type``) is ``type(x)`` compared with something: ``type(x) is float``.
+        Anywhere else ``type`` hands out classes' classes, and a class's class makes a class from computed
+        names (``type(name, bases, namespace)`` by any name): its dunder methods, named by strings, would run
+        where the interpreter calls them."""
+        call = self.parents.get(id(node))
+        if not (isinstance(call, ast.Call) and call.func is node):
+            return False
+        if len(call.args) == 3:
+            return True  # type(name, bases, namespace): flagged with the call
+        if len(call.args) != 1 or call.keywords or isinstance(call.args[0], ast.Starred):
+            return False
+        return isinstance(self.parents.get(id(call)), ast.Compare)
 
     def module_only_named(self, node: ast.AST, module: Any) -> None:
         """A module is a namespace, never a value: ``np.linalg.norm(x)``, but not ``la = np.linalg`` nor
@@ -324,6 +364,10 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self.check_attribute(node, node.value, node.attr)
+        if node.attr in _FORMATTING and not isinstance(self.resolve(node.value), type(allowlist)):
+            why = _format_problem(node.value)
+            if why:
+                self.flag(node, f".{node.attr}", why)
         found = self.resolve(node)
         if isinstance(found, type(allowlist)) and isinstance(node.ctx, ast.Load):
             self.module_only_named(node, found)
@@ -368,11 +412,9 @@ class _Checker(ast.NodeVisitor):
             self.flag(node, "ndarray(...)", "an array over a buffer of your choosing (use np.empty, np.zeros, ...)")
         if name == "type" and len(node.args) == 3:
             self.flag(node, "type(name, bases, namespace)", "makes a class from computed attributes")
-        for keyword in node.keywords:
+        for keyword in node.keywords:  # (a dunder keyword is flagged with the tree's names)
             if keyword.arg == "refcheck":
                 self.flag(node, "refcheck=...", "resizes an array under other arrays' feet (raw memory)")
-            elif keyword.arg and _DUNDER.match(keyword.arg):
-                self.flag(node, f"{keyword.arg}=...", "a dunder name")
         self.generic_visit(node)
 
     # definitions -----------------------------------------------------------
@@ -382,25 +424,67 @@ class _Checker(ast.NodeVisitor):
         if why:
             self.flag(node, name, why)
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        self._definition(node, node.name)
-        self.generic_visit(node)
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self._definition(node, node.name)
+        for keyword in node.keywords:  # class A(B, metaclass=M, x=1): how the class is made, by code of your choosing
+            self.flag(node, f"class {node.name}({keyword.arg or '**'}=...)",
+                      "a class statement's keyword (metaclass=...) chooses how the class is made")
         self.generic_visit(node)
 
-    def visit_arg(self, node: ast.arg) -> None:
-        self._definition(node, node.arg)
+    # match statements --------------------------------------------------------
+
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        """``case C(a, b, x=p)`` reads attributes of the subject: ``x`` by the name written (checked with the
+        tree's other names, :meth:`check_names`), ``a`` and ``b`` by the names ``C.__match_args__`` lists."""
+        if node.patterns:
+            why = self.positional_pattern_problem(node.cls, len(node.patterns))
+            if why:
+                self.flag(node, "case C(...)", why)
         self.generic_visit(node)
 
-    def visit_Global(self, node: ast.Global) -> None:
-        for name in node.names:
-            self._definition(node, name)
+    def positional_pattern_problem(self, cls_node: ast.AST, count: int) -> str | None:
+        cls = self.resolve(cls_node)
+        if isinstance(cls, _Refused):
+            return None  # the class's name is flagged itself
+        if cls is _UNKNOWN:
+            return ("a class pattern's positional parts read the attributes its class names in __match_args__, "
+                    "which reading cannot know (name them: case C(x=...))")
+        if count == 1 and any(cls is kind for kind in _SELF_MATCHING):
+            return None  # case float(x): x is the subject itself
+        names = getattr(cls, "__match_args__", None)
+        if not isinstance(names, tuple) or len(names) < count or not all(isinstance(n, str) for n in names):
+            return f"{_name_of(cls)} does not name {count} attribute(s) for positional patterns"
+        for name in names[:count]:
+            why = attribute_problem(_UNKNOWN, name)
+            if why:
+                return f"reads .{name} ({why})"
+        return None
 
-    visit_Nonlocal = visit_Global
+    # the tree's names --------------------------------------------------------
+
+    def check_names(self, tree: ast.AST) -> None:
+        """Every string the tree holds, wherever it is: each field that holds one is in :data:`SYNTAX_NAMES`,
+        which says what the string is there; a string anywhere else is a construct the rules do not read.
+
+        Names used, attributes and constants are checked where they are visited (they need their context);
+        here, the names the code binds, the keywords it passes and the attributes a class pattern reads."""
+        for node in ast.walk(tree):
+            for field, value in ast.iter_fields(node):
+                strings = [item for item in (value if isinstance(value, list) else [value]) if isinstance(item, str)]
+                if not strings:
+                    continue
+                role = SYNTAX_NAMES.get((type(node).__name__, field))
+                if role is None:
+                    self.flag(node, f"{type(node).__name__}.{field} {strings[0]!r}",
+                              "a construct whose names the rules do not read")
+                for name in strings:
+                    if role == "binds":
+                        self._definition(node, name)
+                    elif role == "keyword" and _DUNDER.match(name):
+                        self.flag(node, f"{name}=...", "a dunder name")
+                    elif role == "reads of the subject":
+                        why = attribute_problem(_UNKNOWN, name)
+                        if why:
+                            self.flag(node, f"case C({name}=...)", why)
 
 
 def attribute_problem(base: Any, attribute: str) -> str | None:
@@ -430,6 +514,29 @@ def attribute_problem(base: Any, attribute: str) -> str | None:
     except Exception:  # no such attribute (or reading it fails): nothing admitted is there
         return f"not an attribute of {_name_of(base)}"
     return None if allowlist.why_not_admitted(found, attribute) is None else allowlist.value_attribute_problem(attribute)
+
+
+_FORMATTING = ("format", "format_map")  # str.format: its fields ({0.x}, {0[k]}) read attributes and items
+
+
+def _format_problem(template: ast.AST) -> str | None:
+    """Why ``template.format(...)`` may read what the code does not name, or None: the template is a string
+    written in the code whose fields name only arguments (``"{} of {n:.3f}"``), never an attribute or an item
+    of one (``"{0.__class__}"``), which the rules would otherwise never see."""
+    if not (isinstance(template, ast.Constant) and isinstance(template.value, str)):
+        return "formats a string that is not written here: its fields could read any attribute (use an f-string)"
+    pending = [template.value]
+    while pending:
+        try:
+            fields = list(string.Formatter().parse(pending.pop()))
+        except ValueError:
+            return None  # not a valid template: .format raises before it reads anything
+        for _, field, spec, _ in fields:
+            if field and any(mark in field for mark in ".["):
+                return f"the field {{{field}}} reads an attribute or an item of an argument (use an f-string)"
+            if spec:
+                pending.append(spec)  # "{0:{1}}": a field inside a field's format
+    return None
 
 
 def _name_of(obj: Any) -> str:
@@ -462,6 +569,7 @@ def check_source(source: str, *, course: Mapping[str, str] | None = None) -> lis
     except (SyntaxError, ValueError) as error:
         return [Break(getattr(error, "lineno", 0) or 0, "a syntax error", "code that does not parse cannot be checked")]
     checker = _Checker(dict(course or {}), tree, top_level)
+    checker.check_names(tree)
     checker.visit(tree)
     unique = {(b.line, b.construct): b for b in checker.breaks}
     return sorted(unique.values(), key=lambda b: (b.line, b.construct))

@@ -8,6 +8,7 @@ a cell that breaks them is placed in its lesson's region or outside every lesson
 
 from __future__ import annotations
 
+import ast
 import json
 import textwrap
 from pathlib import Path
@@ -62,6 +63,28 @@ HONEST = {
         from dataclasses import replace
         def f(config, xs):
             return replace(config, steps=math.ceil(2.5)), list(itertools.accumulate(xs)), functools.reduce(max, xs)
+    """,
+    "match with literal, sequence, mapping and self-matching class patterns": """
+        def f(x):
+            match x:
+                case 0 | 1:
+                    return "bit"
+                case [first, *rest]:
+                    return first, rest
+                case {"steps": steps, **others}:
+                    return steps, others
+                case float(value) if value > 0:
+                    return value
+                case np.ndarray(shape=(n,), dtype=dtype):
+                    return n, dtype
+                case _:
+                    return None
+    """,
+    "type(x) compared, a format string with plain fields": """
+        def f(x, n):
+            if type(x) is float or type(x) == int:
+                return "{} of {n:.3f}".format(x, n=n)
+            return f"{x!r:>10}"
     """,
     "from __future__ import annotations and type hints": """
         from __future__ import annotations
@@ -175,6 +198,26 @@ ATTACKS = {  # what the attacks of tests/adversarial.py (and the issue that foun
     "a writeable flag": ("received.setflags(write=True)", {".setflags"}),
     "an array's base": ("received.base", {".base"}),
     "the lesson lock": ("from shared.answers import unlock", {"from shared.answers import ..."}),
+    # Names the tree holds outside Name and Attribute nodes (the red team of session 15): each read as what it is.
+    "a class pattern's keyword reads a dunder": ("def f(g):\n    match f:\n        case object(__globals__=g):\n"
+                                                "            return g", {"case C(__globals__=...)"}),
+    "a class pattern's keyword reads a private name": ("match x:\n    case object(_getframe=g):\n        pass",
+                                                       {"case C(_getframe=...)"}),
+    "a class pattern's keyword reads a door": ("match x:\n    case object(gi_frame=g):\n        pass",
+                                               {"case C(gi_frame=...)"}),
+    "a class pattern of the learner's class reads what __match_args__ names": (
+        "match f:\n    case C(g):\n        pass", {"case C(...)"}),
+    "a match binding a dunder name": ("match x:\n    case {'a': __builtins__}:\n        pass", {"__builtins__"}),
+    "an exception bound to a dunder name": ("try:\n    pass\nexcept Exception as __builtins__:\n    pass",
+                                            {"__builtins__"}),
+    "an import bound to a dunder name": ("import numpy as __builtins__", {"__builtins__"}),
+    "three-argument type by another name": ("T = type\nT('A', (), {'_' * 2 + 'eq' + '_' * 2: f})", {"type"}),
+    "a class's class called": ("type(B)('A', (), {})", {"type"}),
+    "a metaclass keyword": ("class A(metaclass=M):\n    pass", {"class A(metaclass=...)"}),
+    "a format string reading attributes": ("'{0.__class__.__init__.__globals__}'.format(f)", {".format"}),
+    "a computed format string": ("('{0.' + '_' * 2 + 'class' + '_' * 2 + '}').format(f)", {".format"}),
+    "str.format by its class": ("str.format('{0.__class__}', f)", {".format"}),
+    "format_map reading items": ("'{d[__builtins__]}'.format_map(m)", {".format_map"}),
 }
 
 
@@ -183,6 +226,53 @@ def test_every_door_out_of_plain_computation_breaks_the_rules(name):
     source, expected = ATTACKS[name]
     found = set(constructs(source))
     assert expected <= found, (found, expected)
+
+
+def _syntax_fields():
+    """Every (node class, field) of this Python's syntax tree."""
+    def below(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from below(sub)
+    # (ast.Str, ast.Num, ... of old Pythons make Constant nodes: a parser never makes one of theirs)
+    classes = {cls for cls in below(ast.AST) if cls.__module__ == "ast" and cls._fields and type(cls()) is cls}
+    return [(cls, field) for cls in sorted(classes, key=lambda c: c.__name__) for field in cls._fields]
+
+
+# Where a field's names are read by the visitor of their node (they need its context): code that puts a
+# dunder name there.
+READ_WHERE_VISITED = {("Name", "id"): "__globals__", ("Attribute", "attr"): "f.__globals__",
+                      ("Constant", "value"): "'__globals__'", ("alias", "name"): "import __globals__",
+                      ("ImportFrom", "module"): "from __globals__ import x"}
+
+
+@pytest.mark.parametrize("cls, field", _syntax_fields(), ids=lambda v: getattr(v, "__name__", v))
+def test_a_name_in_any_field_of_the_syntax_tree_is_read_by_the_rules(cls, field):
+    """The search for escapes through syntax: every field of every node of Python's syntax tree, holding a
+    dunder name, is flagged, whatever the field is (a name bound, a keyword, an attribute a class pattern reads,
+    a field of a construct the rules do not know). Names are the only way code names what it reaches, so no
+    name in a tree goes unread."""
+    from shared.policy import SYNTAX_NAMES, _Checker
+    key = (cls.__name__, field)
+    if key in READ_WHERE_VISITED:
+        assert constructs(READ_WHERE_VISITED[key], course={}), key
+        return
+    if key == ("Constant", "kind"):  # "u" of u"text": not a name, and source can put nothing else there
+        assert SYNTAX_NAMES[key] == "text"
+        return
+    for value in ("__globals__", ["__globals__"]):
+        node = cls()
+        setattr(node, field, value)
+        checker = _Checker({}, ast.Module(body=[], type_ignores=[]), {})
+        checker.check_names(node)
+        assert checker.breaks, (key, value)
+
+
+def test_the_tree_s_name_fields_that_the_rules_read_are_all_fields_of_this_python():
+    """SYNTAX_NAMES names no field that does not exist (a typo there would leave the real field unread)."""
+    from shared.policy import SYNTAX_NAMES
+    fields = {(cls.__name__, field) for cls, field in _syntax_fields()}
+    assert set(SYNTAX_NAMES) <= fields, set(SYNTAX_NAMES) - fields
 
 
 def test_a_break_names_the_construct_and_its_line_and_the_message_says_what_is_allowed():
