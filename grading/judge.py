@@ -46,7 +46,7 @@ from shared.mistakes import mistakes_of
 
 from . import wire
 from .course import lesson_spec, lesson_specs, reference_function  # noqa: F401  (the judge's, and its callers')
-from .protocol import CASES_FILE_ENV, MESSAGE_CUT, RUN_SEED_ENV, Reason
+from .protocol import CASES_FILE_ENV, MESSAGE_CUT, RUN_SEED_ENV, Reason, printable
 from .spec import Case, LessonSpec, Raises, draw_cases
 
 def run_seed() -> int:
@@ -207,6 +207,7 @@ class Verdict:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "reason", Reason(self.reason))  # ValueError for an unknown reason
+        object.__setattr__(self, "message", printable(self.message))  # it quotes what the learner's code said
 
     @property
     def points(self) -> int:

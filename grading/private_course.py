@@ -25,7 +25,7 @@ import nbformat
 
 from grading import nbgrader_cli
 from grading.course import source_notebook, write_course_config
-from grading.protocol import COURSE_DIR_ENV, SANDBOX_ENV
+from grading.protocol import COURSE_DIR_ENV, SANDBOX_ENV, printable
 from grading.sandbox import bwrap_path, preflight, sandbox_wanted
 from shared.lessons import lesson_of_grade_id
 
@@ -106,7 +106,8 @@ def graded_notebook(course: Path, slug: str) -> Path:
 
 
 def verdicts(graded: Path) -> list[tuple[str, bool, str]]:
-    """(lesson code, passed, message) of every test cell of an autograded notebook."""
+    """(lesson code, passed, message) of every test cell of an autograded notebook (each message as
+    :func:`grading.protocol.printable` shows it: a terminal prints it)."""
     results = []
     for cell in nbformat.read(graded, as_version=4).cells:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
@@ -117,9 +118,9 @@ def verdicts(graded: Path) -> list[tuple[str, bool, str]]:
         error = next((o for o in outputs if o.get("output_type") == "error"), None)
         if error is None:
             text = "".join(o.get("text", "") for o in outputs).strip()
-            results.append((lesson.code, True, text))
+            results.append((lesson.code, True, printable(text)))
         else:
-            results.append((lesson.code, False, error.get("evalue", "")))
+            results.append((lesson.code, False, printable(error.get("evalue", ""))))
     return results
 
 

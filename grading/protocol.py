@@ -88,6 +88,16 @@ ANSWERS_MIME = "application/vnd.mct.answers+json"
 #: crash on as many (shared.checking.recognise_crashing_mistake), so that a long message still matches.
 MESSAGE_CUT = 2000
 
+
+def printable(text: str) -> str:
+    """``text`` with every character that a terminal or a page would act on rather than show (an ANSI escape
+    that moves the cursor or rewrites a line, a carriage return, a bidirectional override, a zero-width
+    character) written as its Python escape (``\\x1b``, ``\\r``, ``\\u202e``); lines and tabs are kept.
+
+    A message quotes what the learner's code raised or returned: it must show that text, never let it
+    draw over the grader's own lines ("✓ 018: 5/5")."""
+    return "".join(c if c.isprintable() or c in "\n\t" else c.encode("unicode_escape").decode("ascii") for c in text)
+
 # --------------------------------------------------------------------------
 # Why a lesson got its points, or not
 # --------------------------------------------------------------------------

@@ -624,6 +624,10 @@ def test_a_flag_s_reason_is_its_first_line_cut_after_a_whole_sentence():
     assert "[" not in instructor.short_reason(not_run) and "]" not in instructor.short_reason(not_run)
     assert instructor.short_reason("[not run: the kernel died at cell 31] (this notebook needs a human look)") == \
         "not run: the kernel died at cell 31"
+    # A reason printed in the instructor's terminal and CSV file: what would act on a terminal is shown escaped,
+    # and a carriage return does not cut the line early.
+    assert instructor.short_reason("cell 3 raised \x1b[2K\rok\u202e (this notebook needs a human look)") == \
+        "cell 3 raised \\x1b[2K\\rok\\u202e"
 
 
 def test_a_lesson_flagged_in_its_solution_and_its_test_cell_is_one_row_with_the_verdict_s_reason():

@@ -225,6 +225,20 @@ def test_a_stub_is_reported_as_not_started():
     assert not verdict.passed and "not started" in verdict.message
 
 
+def test_what_the_learner_s_code_raised_is_quoted_and_never_acts_on_the_terminal_that_shows_it():
+    """A message that would rewrite the grader's lines ("\\x1b[1A ✓ 003: 5/5") is shown, escaped: every
+    character a terminal or a page acts on (ANSI escapes, carriage returns, bidirectional overrides)."""
+    namespace = reference_namespace("003")
+
+    def linear_forward(x, W, b):
+        raise ValueError("\x1b[2K\r\x1b[1A✓ 003 · forged: 5/5\u202e")
+    namespace["linear_forward"] = linear_forward
+    verdict = grade_in_process("003", namespace)
+    assert not verdict.passed and verdict.reason == "crash"
+    assert "\\x1b[2K\\r\\x1b[1A✓ 003 · forged: 5/5\\u202e" in verdict.message, verdict.message
+    assert all(c.isprintable() or c in "\n\t" for c in verdict.message)
+
+
 def test_refusals_that_given_code_makes_leave_a_skeleton_not_started():
     """A skeleton may give its input checks before the first stub: refusals as the cases expect, and
     NotImplementedError everywhere else, are still "not started"; any other answer is judged as usual."""

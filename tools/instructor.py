@@ -60,7 +60,7 @@ from grading.judge import run_seed  # noqa: E402
 from grading.course import landed_parts, source_notebook, write_course_config
 from grading.cgroups import describe as describe_limits, probe as probe_limits
 from grading.feedback_math import MATHML_TAGS, mathml_attribute_allowed
-from grading.protocol import ANSWERS_MIME, COURSE_DIR_ENV, RUN_SEED_ENV, SANDBOX_ENV
+from grading.protocol import ANSWERS_MIME, COURSE_DIR_ENV, RUN_SEED_ENV, SANDBOX_ENV, printable
 from grading.sandbox import bwrap_path, missing_sandbox_message, preflight, sandbox_wanted
 from grading.review import waiting_grades
 from grading.tampering import Change, notebook_changes
@@ -332,8 +332,9 @@ NOT_RUN = "[not run: "  # how the grader's note on a cell it did not run begins 
 
 
 def short_reason(text: str) -> str:
-    """The first line of ``text``, cut after its last whole sentence within REASON_CHARS (or with "…")."""
-    line = (text.strip().splitlines() or [""])[0].strip()
+    """The first line of ``text``, cut after its last whole sentence within REASON_CHARS (or with "…"); a
+    character a terminal would act on shown as its escape (:func:`grading.protocol.printable`)."""
+    line = (printable(text).strip().splitlines() or [""])[0].strip()
     if line.startswith(NOT_RUN):  # "[not run: why] (...)": the bracket closes, or goes, with what it holds
         line = "not run: " + line[len(NOT_RUN):].replace("]", "", 1)
     line = re.sub(r"\s*\((?:this notebook needs a human look|listed for a human look)\)", "", line)
