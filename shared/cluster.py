@@ -54,6 +54,9 @@ DEFAULT_LATENCY = 10e-6
 DEFAULT_SECONDS_PER_BYTE = 1e-9
 
 SUMMARY_KEYS = ("bytes_sent", "bytes_received", "messages_sent", "messages_received", "rounds")
+#: The dtype kinds a message may hold (bool, signed and unsigned integers, floats, complex): numbers, whose
+#: ``nbytes`` is what a link carries.  An object array's nbytes counts its pointers (8 bytes for an 8 MB array).
+SENDABLE_KINDS = "biufc"
 
 
 @dataclass
@@ -244,7 +247,7 @@ class Cluster:
             self._mailboxes.setdefault((src, dst), deque()).append(array)
 
     def send(self, src: int, dst: int, array: np.ndarray) -> None:
-        """Worker ``src`` sends a copy of ``array`` (any shape and dtype) to worker ``dst``.
+        """Worker ``src`` sends a copy of ``array`` (any shape, a dtype of numbers) to worker ``dst``.
 
         Must be called inside ``with cluster.round():``; the ledger counts ``array.nbytes``
         bytes and one message for both workers when the round ends.
@@ -257,6 +260,10 @@ class Cluster:
             raise ValueError(f"worker {src} cannot send a message to itself")
         if type(array) is not np.ndarray:
             raise TypeError(f"send() sends NumPy arrays, got {type(array).__name__}")
+        if array.dtype.kind not in SENDABLE_KINDS:
+            raise TypeError(f"send() sends arrays of numbers (bool, integer, float, complex), got dtype "
+                            f"{array.dtype}: the ledger counts nbytes, which for objects counts pointers, not what "
+                            f"they point to")
         self._in_flight.append((src, dst, _delivered_copy(array)))
 
     def receive(self, dst: int, src: int) -> np.ndarray:

@@ -88,6 +88,25 @@ def test_an_empty_round_is_not_a_round_and_a_failed_round_sends_nothing():
         cluster.receive(1, 0)
 
 
+def test_a_message_holds_numbers_whose_bytes_the_ledger_counts():
+    """Every dtype of numbers is sent and counted at its nbytes; an array of any other kind is refused: an
+    object array's nbytes counts pointers (one 8-byte pointer to an 8 MB array), a string's is not traffic
+    any lesson sends."""
+    cluster = Cluster(2)
+    numbers = [np.zeros(3, dtype) for dtype in (bool, np.int8, np.uint16, np.float16, np.float32, np.complex64)]
+    with cluster.round():
+        for array in numbers:
+            cluster.send(0, 1, array)
+    assert cluster.ledger.summary()["bytes_sent"] == [sum(array.nbytes for array in numbers), 0]
+    wrapped = np.empty(1, dtype=object)
+    wrapped[0] = np.zeros(1_000_000)
+    for array in (wrapped, np.array(["abc"]), np.zeros(2, dtype=[("x", "f8")]), np.zeros(2, "datetime64[s]")):
+        with pytest.raises(TypeError, match="arrays of numbers"):
+            with cluster.round():
+                cluster.send(0, 1, array)
+    assert cluster.ledger.summary()["bytes_sent"] == [sum(array.nbytes for array in numbers), 0]
+
+
 def test_messages_between_two_workers_arrive_in_order():
     cluster = Cluster(2)
     for value in (1.0, 2.0):
