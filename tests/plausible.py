@@ -634,6 +634,22 @@ def forward_whole_pass_for_one_segment(X, params, segment_size):
     return forward_checkpointed_einsum(X, params, segment_size)
 
 
+@expensive("015", "every activation A kept, the checkpoints picked afterwards")
+def forward_keeping_every_activation(X, params, segment_size):
+    """015 the expensive way without the Z's: every layer's A kept in a list (each Z let go as soon as its A is
+    made), the checkpoints picked from the list at the end.  Half of what the standard cache keeps, and still
+    what checkpointing is meant to save: one array per layer where a checkpoint per segment is allowed."""
+    if segment_size < 1:
+        raise ValueError("segment_size must be at least 1")
+    layers = mlp.num_layers(params)
+    activations = [X]
+    for i in range(1, layers + 1):
+        z = activations[-1] @ params[f"W{i}"] + params[f"b{i}"]
+        if i < layers:
+            activations.append(np.maximum(z, 0))
+    return z, {i: activations[i] for i in range(0, layers, segment_size)}
+
+
 @right("015", "einsum")
 def forward_checkpointed_einsum(X, params, segment_size):
     return _forward_keeping(X, params, segment_size, _layer, keep=lambda a: a)
@@ -709,6 +725,24 @@ def backward_checkpointed_without_bias(d_out, params, checkpoints, segment_size)
 def backward_checkpointed_segments_overlap(d_out, params, checkpoints, segment_size):
     """017 the expensive way: each segment's cache kept while the next is recomputed."""
     return backward_checkpointed_einsum(d_out, params, checkpoints, segment_size, overlap=True)
+
+
+@expensive("017", "the whole forward recomputed from X keeping every A, then an ordinary backward")
+def backward_whole_forward_every_activation(d_out, params, checkpoints, segment_size):
+    """017 the expensive way: no checkpoint but the first is used; the whole forward pass is recomputed from
+    checkpoints[0] = X keeping each layer's A (not its Z: the mask is read from A), then the ordinary backward
+    runs over the list.  Every activation is alive at once, as without checkpointing."""
+    layers = mlp.num_layers(params)
+    activations = [checkpoints[0]]
+    for i in range(1, layers):
+        activations.append(np.maximum(activations[-1] @ params[f"W{i}"] + params[f"b{i}"], 0))
+    grads, delta = {}, d_out
+    for i in range(layers, 0, -1):
+        a_prev = activations[i - 1]
+        grads[f"W{i}"], grads[f"b{i}"] = a_prev.T @ delta, delta.sum(axis=0)
+        if i > 1:
+            delta = (delta @ params[f"W{i}"].T) * (a_prev > 0)
+    return {key: grads[key] for key in params}
 
 
 @right("017", "einsum")

@@ -8,7 +8,9 @@ under the bound; each shortcut gives the same numbers (for 024: within float16
 rounding), breaks the bound, and the verdict names it and shows measured and
 allowed bytes.  The shortcuts live in the catalogue of plausible wrong answers
 (tests/catalogue.py), whose contract test also requires the visible tests to catch
-them on a small case.
+them on a small case.  Every other expensive way of the catalogue (tests/plausible.py) scores 0 for its memory
+too, and the measured cases of 015 and 017 are deep enough that an answer keeping every activation at once (even
+without the Z's) needs well over the bound, not just over it.
 
 Lesson 040's loop is graded on what it does (the ledger of the grader's cluster, what every
 worker holds at the end, its measured peak on three cases): a loop that ignores any one switch
@@ -48,6 +50,60 @@ def test_the_reference_keeps_the_bound_and_the_shortcut_scores_zero_named(code, 
     else:
         assert "gives the right numbers but allocated" in verdict.message
         assert "MiB at its peak, and this lesson allows" in verdict.message
+
+
+# Every other expensive way of the catalogue (tests/plausible.py, @expensive) loses the points for its memory too,
+# and its verdict says so with the lesson's shortcut (040's are graded switch by switch below).
+EXPENSIVE = [pytest.param(code, what, function, id=f"{code}-{what}", marks=tagged(find_lesson(code)).marks)
+             for code, entries in catalogue.EXPENSIVE.items() if code != "040" for what, function in entries]
+
+
+@pytest.mark.parametrize("code, what, function", EXPENSIVE)
+def test_each_expensive_way_scores_zero_for_its_memory(code, what, function):
+    verdict = grade_in_process(code, {**namespace(code), find_lesson(code).function: function}, 0)
+    assert not verdict.passed and verdict.points == 0, what
+    assert verdict.reason == Reason.MEMORY, (what, verdict.message)
+    assert lesson_spec(code).memory.shortcut in verdict.message, (what, verdict.message)
+
+
+def _no_checkpointing():
+    """lesson -> the catalogue's answers that checkpoint in name only: every activation alive at once."""
+    import plausible
+    return {"015": (catalogue.store_everything_forward, plausible.forward_keeping_every_activation),
+            "017": (catalogue.recompute_everything_backward, plausible.backward_whole_forward_every_activation)}
+
+
+#: The most of its bound the reference may use on a measured case: 015's bound is the reference's own working set
+#: (four arrays and 64 KiB; measured 0.89 and 0.94 of it), 017's has room to spare (measured 0.68 and 0.74).
+REFERENCE_AT_MOST = {"015": 1.0, "017": 0.8}
+
+
+@pytest.mark.parametrize("code", [tagged(find_lesson(code), code) for code in ("015", "017")])
+def test_no_real_checkpointing_needs_far_more_than_the_bound(code):
+    """The measured cases of 015 and 017 are deep enough (16 layers) that keeping every activation fails
+    clearly: even keeping only the A's, not the Z's, needs at least 1.4 times the bound (measured: 1.5 to 7).
+    With 8 layers, 017's whole forward recomputed from X keeping each A, then an ordinary backward, peaked at
+    0.92 of its bound and earned the points."""
+    import copy
+
+    from grading.judge import case_seed
+    from grading.meter import Meter
+    from grading.spec import Case, draw_cases
+    spec, reference = lesson_spec(code), reference_function(find_lesson(code))
+
+    def peak(function, args):
+        args = copy.deepcopy(args)
+        with Meter() as meter:  # the grading kernel's meter
+            function(**args)
+        return meter.peak_bytes
+    for seed in (0, 1):
+        for case in draw_cases(spec, case_seed(seed, code)):
+            if not (isinstance(case, Case) and case.measure):
+                continue
+            allowed = spec.memory.allowed(case.args)
+            assert peak(reference, case.args) <= REFERENCE_AT_MOST[code] * allowed, case.about
+            for wasteful in _no_checkpointing()[code]:
+                assert peak(wasteful, case.args) >= 1.4 * allowed, (wasteful.__name__, case.about)
 
 
 # Part 7: lesson 040's loop is graded on what it does, never on what it reports: the ledger of the cluster the

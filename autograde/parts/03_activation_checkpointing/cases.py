@@ -118,8 +118,14 @@ def backward_cases(rng):
     return cases
 
 
-# The memory cases of 015 and 017: large enough that one array is a megabyte.
-MEMORY_BATCH, MEMORY_WIDTH, MEMORY_LAYERS, MEMORY_SEGMENT = 1024, 128, 8, 2
+# The memory cases of 015 and 017: one (batch, width) array is a megabyte, and the network is deep enough that
+# keeping every layer's activation cannot hide in the room the bounds leave for one segment and the working
+# space.  With 8 layers it could: 017 recomputing the whole forward from X, keeping each A (not Z), then an
+# ordinary backward peaked at 0.92 of its bound and earned the points.  With 16 layers, every answer that keeps
+# all the activations needs 1.5 to 7 times its bound (tests/test_technique.py requires 1.4).  Tall and narrow
+# (4096 x 32, not 1024 x 128): 017's allowance for the gradients (twice the parameters) grows with the depth
+# times the width squared, and at 16 layers of width 128 it was four arrays, room for two segments alive at once.
+MEMORY_BATCH, MEMORY_WIDTH, MEMORY_LAYERS, MEMORY_SEGMENT = 4096, 32, 16, 2
 
 
 def _memory_network(rng):

@@ -126,14 +126,14 @@ check(list(kept) == [0], f"with one segment only X is kept; got checkpoints at {
 for bad in (0, -1):
     check_raises(mlp_forward_checkpointed, {"X": X6, "params": params6, "segment_size": bad}, ValueError,
                  f"segment_size is {bad}")
-# The point of the lesson: only the checkpoints are kept. 8 layers in segments of 2 keep 3 arrays
-# besides X, in one segment none; allowed: those plus 4 arrays of working space, the (512, 4) output
-# twice (z, then z + b) and 64 KiB for small objects.
-params_mem = mlp.init_params([64] * 8 + [4], seed=6)
-X_mem = rng.standard_normal((512, 64))
-for s, stored in ((2, 3), (8, 0)):
+# The point of the lesson: only the checkpoints are kept. 16 layers in segments of 2 keep 7 arrays
+# besides X, in one segment none; allowed: those plus 4 arrays of working space, the (2048, 4) output
+# twice (z, then z + b) and 64 KiB for small objects. Keeping every layer's A (15 arrays) is far beyond.
+params_mem = mlp.init_params([16] * 16 + [4], seed=6)
+X_mem = rng.standard_normal((2048, 16))
+for s, stored in ((2, 7), (16, 0)):
     check_memory(mlp_forward_checkpointed, {"X": X_mem, "params": params_mem, "segment_size": s},
-                 (stored + 4) * X_mem.nbytes + 2 * 512 * 4 * 8 + 64 * 1024,
+                 (stored + 4) * X_mem.nbytes + 2 * 2048 * 4 * 8 + 64 * 1024,
                  "the stored checkpoints plus four activation arrays of working space: keep only each "
                  "segment's input while you go forward (with one segment, only X)")
 lesson_passed("015")
@@ -320,14 +320,16 @@ for s in (1, 2, 3, 7):
     check_call(mlp_backward_checkpointed, {"d_out": d_out7, "params": params7, "checkpoints": ck,
                                            "segment_size": s},
                standard, mistakes=mistakes_of("mlp_backward_checkpointed"), rtol=1e-9, atol=1e-12)
-# The point of the lesson: one recomputed segment alive at a time. 8 layers in segments of s:
+# The point of the lesson: one recomputed segment alive at a time. 16 layers in segments of s:
 # allowed 2 x s recomputed arrays plus 5 of working space, plus the gradients (twice the parameters).
-params_mem = mlp.init_params([64] * 8 + [4], seed=6)
-X_mem = rng.standard_normal((512, 64))
-for s in (2, 3):  # segments of 2 and of 3: a segment kept past its use shows at either
+# All 15 activations alive at once (the whole network recomputed before going backward) is far beyond.
+# Narrow (width 16), so that the gradients' allowance stays small next to one activation array.
+params_mem = mlp.init_params([16] * 16 + [4], seed=6)
+X_mem = rng.standard_normal((2048, 16))
+for s in (2, 3):  # segments of 2 and of 3: a segment kept past its use shows at 3 beyond doubt
     _, ck_mem = mlp_forward_checkpointed(X_mem, params_mem, s)
     allowed = (2 * s + 5) * X_mem.nbytes + 2 * sum(v.nbytes for v in params_mem.values())
-    check_memory(mlp_backward_checkpointed, {"d_out": rng.standard_normal((512, 4)), "params": params_mem,
+    check_memory(mlp_backward_checkpointed, {"d_out": rng.standard_normal((2048, 4)), "params": params_mem,
                                              "checkpoints": ck_mem, "segment_size": s},
                  allowed, "one recomputed segment plus five activation arrays of working space, plus the "
                           "gradients: recompute a segment, use it, and let it go before the next one")
