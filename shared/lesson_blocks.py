@@ -28,7 +28,7 @@ def make_synthetic_regression_batch(batch_size, in_features, out_features, seed)
     """A reproducible regression batch ``(X, Y)``.
 
     Args:
-        batch_size, in_features, out_features: positive ints.
+        batch_size, in_features, out_features: positive integers (a Python int or a NumPy integer).
         seed: int, the seed of ``np.random.default_rng``.
 
     Returns:
@@ -38,11 +38,12 @@ def make_synthetic_regression_batch(batch_size, in_features, out_features, seed)
            is drawn second, from the same generator.
 
     Raises:
-        ValueError: if a size is not a positive integer.
+        ValueError: if a size is not a positive integer: less than 1, or not an int at all
+            (a float, even 3.0, or a bool).
     """
     for name, size in (("batch_size", batch_size), ("in_features", in_features),
                        ("out_features", out_features)):
-        if int(size) != size or size < 1:
+        if isinstance(size, (bool, np.bool_)) or not isinstance(size, (int, np.integer)) or size < 1:
             raise ValueError(f"{name} must be a positive integer, got {size!r}")
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((batch_size, in_features))

@@ -64,7 +64,7 @@ def source_of(function: Callable) -> str:
 
 def _positive_sizes(*sizes):
     for size in sizes:
-        if isinstance(size, bool) or int(size) != size or size < 1:
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
             raise ValueError(f"bad size {size!r}")
 
 
@@ -99,7 +99,7 @@ def batch_as_list(batch_size, in_features, out_features, seed):
 def batch_without_outputs_refused(batch_size, in_features, out_features, seed):
     """001 wrong: the batch's sizes refused below 1, but out_features only when negative: 0 gives a (b, 0) Y."""
     _positive_sizes(batch_size, in_features)
-    if int(out_features) != out_features or out_features < 0:
+    if isinstance(out_features, bool) or not isinstance(out_features, (int, np.integer)) or out_features < 0:
         raise ValueError(f"bad out_features {out_features!r}")
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((batch_size, in_features))

@@ -65,10 +65,19 @@ def test_the_helper_batch_is_lesson_001s_function_generated_from_its_master():
 
 
 @pytest.mark.lesson_001
-@pytest.mark.parametrize("bad", [0, -3, 2.5])
-def test_batch_rejects_bad_sizes(bad):
+@pytest.mark.parametrize("bad", [0, -3, 2.5, 3.0, np.float64(3.0), True, np.bool_(True)])
+@pytest.mark.parametrize("position", range(3))
+def test_batch_rejects_bad_sizes(bad, position):
+    sizes = [4, 3, 2]
+    sizes[position] = bad
     with pytest.raises(ValueError, match="positive integer"):
-        REF.make_synthetic_regression_batch(bad, 3, 2, 0)
+        REF.make_synthetic_regression_batch(*sizes, 0)
+
+
+@pytest.mark.lesson_001
+def test_batch_takes_numpy_integer_sizes():
+    X, Y = REF.make_synthetic_regression_batch(np.int32(4), np.int64(3), np.uint8(2), 0)
+    assert np.array_equal(X, REF.make_synthetic_regression_batch(4, 3, 2, 0)[0]) and Y.shape == (4, 2)
 
 
 @pytest.mark.lesson_002

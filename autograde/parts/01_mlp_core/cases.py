@@ -48,14 +48,20 @@ def batch_cases(rng):
         cases.append(Raises({**good, name: 0}, ValueError, f"{name} is 0"))
     cases.append(Raises({**good, "in_features": -1}, ValueError, "in_features is negative"))
     cases.append(Raises({**good, "out_features": 2.5}, ValueError, "out_features is 2.5, not a whole number"))
+    cases.append(Raises({**good, "batch_size": 3.0}, ValueError, "batch_size is 3.0, a float"))
+    cases.append(Raises({**good, "in_features": True}, ValueError, "in_features is True, a bool"))
+    b, d, m = (np.int64(n) for n in _sizes(rng, 3, 1, 12))
+    cases.append(Case({"batch_size": b, "in_features": d, "out_features": m, "seed": int(rng.integers(0, 2**31))},
+                      "NumPy integer sizes"))
     return cases
 
 
 SIZES = ("batch_size", "in_features", "out_features")
 BATCH_REFUSALS = (
     Refusal("a size is less than 1", ValueError, lambda a: min(a[name] for name in SIZES) < 1),
-    Refusal("a size is not a whole number", ValueError,
-            lambda a: any(not float(a[name]).is_integer() for name in SIZES)),
+    Refusal("a size is not an int (a float, even 3.0, or a bool)", ValueError,
+            lambda a: any(isinstance(a[name], (bool, np.bool_)) or not isinstance(a[name], (int, np.integer))
+                          for name in SIZES)),
 )
 
 

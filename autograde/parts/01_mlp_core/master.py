@@ -77,7 +77,7 @@ def make_synthetic_regression_batch(batch_size, in_features, out_features, seed)
     """A reproducible regression batch ``(X, Y)``.
 
     Args:
-        batch_size, in_features, out_features: positive ints.
+        batch_size, in_features, out_features: positive integers (a Python int or a NumPy integer).
         seed: int, the seed of ``np.random.default_rng``.
 
     Returns:
@@ -87,12 +87,13 @@ def make_synthetic_regression_batch(batch_size, in_features, out_features, seed)
            is drawn second, from the same generator.
 
     Raises:
-        ValueError: if a size is not a positive integer.
+        ValueError: if a size is not a positive integer: less than 1, or not an int at all
+            (a float, even 3.0, or a bool).
     """
     ### BEGIN SOLUTION
     for name, size in (("batch_size", batch_size), ("in_features", in_features),
                        ("out_features", out_features)):
-        if int(size) != size or size < 1:
+        if isinstance(size, (bool, np.bool_)) or not isinstance(size, (int, np.integer)) or size < 1:
             raise ValueError(f"{name} must be a positive integer, got {size!r}")
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((batch_size, in_features))
@@ -125,10 +126,14 @@ check(np.array_equal(X, X_again) and np.array_equal(Y, Y_again),
       "the same seed must give the same batch: create the generator from `seed` inside the function")
 X_other, _ = call(make_synthetic_regression_batch, 2, 3, 2, seed=1, returns=("X", "Y"))
 check(not np.array_equal(X, X_other), "different seeds should give different batches")
-# Bad sizes are refused with ValueError (0, negative, or not a whole number):
+# NumPy integers are sizes too:
+X_numpy, _ = call(make_synthetic_regression_batch, np.int64(2), np.int64(3), np.int64(2), seed=0, returns=("X", "Y"))
+check(np.array_equal(X, X_numpy), "np.int64(2) is a size like 2: accept NumPy integers (np.integer)")
+# Bad sizes are refused with ValueError (0, negative, or not an int: 2.5, 3.0 and True are not):
 good = {"batch_size": 4, "in_features": 3, "out_features": 2, "seed": 0}
-for name, bad in (("batch_size", 0), ("in_features", -1), ("out_features", 0), ("out_features", 2.5)):
-    check_raises(make_synthetic_regression_batch, {**good, name: bad}, ValueError, f"{name} is {bad}")
+for name, bad in (("batch_size", 0), ("in_features", -1), ("out_features", 0), ("out_features", 2.5),
+                  ("batch_size", 3.0), ("in_features", True)):
+    check_raises(make_synthetic_regression_batch, {**good, name: bad}, ValueError, f"{name} is {bad!r}")
 lesson_passed("001")
 
 # %% [markdown]
