@@ -380,11 +380,12 @@ def scale_loss(loss, d_out, loss_scale):
         loss: the batch's loss, a float (computed in float32).
         d_out: (batch, outputs) float32 array (float16 is accepted too): the gradient of the
             loss w.r.t. the network's output.
-        loss_scale: S, a positive finite number, e.g. 65536.0 = 2**16.
+        loss_scale: S, a positive finite number (a Python or NumPy float), e.g. 65536.0 = 2**16.
 
     Returns:
-        (scaled_loss, scaled_d_out): ``loss * S`` as a Python float, and ``d_out * S`` computed
-        in float32 and returned as a new float16 array (products beyond 65504 become inf).
+        (scaled_loss, scaled_d_out): ``loss * S`` as a Python float (computed in float64, whatever the
+        types of loss and S), and ``d_out * S`` computed in float32 and returned as a new float16 array
+        (products beyond 65504 become inf).
 
     Raises:
         ValueError: if loss_scale is not finite, or not positive.
@@ -393,7 +394,7 @@ def scale_loss(loss, d_out, loss_scale):
     check_loss_scale(loss_scale)  # ValueError: S not finite, or not positive
     with np.errstate(over="ignore"):  # an overflow becomes inf, which the scaler detects later
         scaled_d_out = (d_out.astype(np.float32) * np.float32(loss_scale)).astype(np.float16)
-    return float(loss) * loss_scale, scaled_d_out
+    return float(loss) * float(loss_scale), scaled_d_out
 
 
 @answers("022")

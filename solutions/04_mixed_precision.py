@@ -55,11 +55,12 @@ def scale_loss(loss, d_out, loss_scale):
         loss: the batch's loss, a float (computed in float32).
         d_out: (batch, outputs) float32 array (float16 is accepted too): the gradient of the
             loss w.r.t. the network's output.
-        loss_scale: S, a positive finite number, e.g. 65536.0 = 2**16.
+        loss_scale: S, a positive finite number (a Python or NumPy float), e.g. 65536.0 = 2**16.
 
     Returns:
-        (scaled_loss, scaled_d_out): ``loss * S`` as a Python float, and ``d_out * S`` computed
-        in float32 and returned as a new float16 array (products beyond 65504 become inf).
+        (scaled_loss, scaled_d_out): ``loss * S`` as a Python float (computed in float64, whatever the
+        types of loss and S), and ``d_out * S`` computed in float32 and returned as a new float16 array
+        (products beyond 65504 become inf).
 
     Raises:
         ValueError: if loss_scale is not finite, or not positive.
@@ -68,7 +69,7 @@ def scale_loss(loss, d_out, loss_scale):
     check_loss_scale(loss_scale)  # ValueError: S not finite, or not positive
     with np.errstate(over="ignore"):  # an overflow becomes inf, which the scaler detects later
         scaled_d_out = (d_out.astype(np.float32) * np.float32(loss_scale)).astype(np.float16)
-    return float(loss) * loss_scale, scaled_d_out
+    return float(loss) * float(loss_scale), scaled_d_out
 
 
 def unscale_gradients(grads, loss_scale):
@@ -109,7 +110,7 @@ def mixed_precision_step(master_params, X, Y, scaler_state, learning_rate, growt
         master_params: dict of float32 arrays, the master weights of the helper MLP; not modified.
         X: (batch, features) inputs; Y: (batch, outputs) targets (float32, or any float dtype:
             X is cast to float16 for the forward pass, Y to float32 for the loss).
-        scaler_state: dict {"scale": float, "growth_tracker": int}; not modified.
+        scaler_state: dict {"scale": float (a Python or NumPy float), "growth_tracker": int}; not modified.
         learning_rate: float.
         growth_interval: N >= 1, the number of clean steps in a row after which the scale doubles.
 
@@ -117,7 +118,7 @@ def mixed_precision_step(master_params, X, Y, scaler_state, learning_rate, growt
         (new_master_params, new_scaler_state, skipped):
         - new_master_params: dict of float32 arrays, ``master - learning_rate * g`` with g the
           unscaled gradients; when the step is skipped, the master weights bit for bit unchanged;
-        - new_scaler_state: dict {"scale": float, "growth_tracker": int} after the GradScaler rules;
+        - new_scaler_state: dict {"scale": a Python float, "growth_tracker": int} after the GradScaler rules;
         - skipped: True when a gradient was inf or NaN (and the step skipped), else False.
     Use your ``cast_to_half_precision``, ``scale_loss``, ``unscale_gradients`` and
     ``has_non_finite_gradients`` with ``mlp.forward``, ``mlp.mse_loss_and_grad`` and ``mlp.backward``.
@@ -134,7 +135,7 @@ def mixed_precision_step(master_params, X, Y, scaler_state, learning_rate, growt
                             f"(make them with make_master_params)")
     if growth_interval < 1:
         raise ValueError(f"growth_interval must be at least 1, got {growth_interval}")
-    scale = scaler_state["scale"]
+    scale = float(scaler_state["scale"])  # a NumPy scale, too, comes back as a Python float
     with np.errstate(over="ignore", invalid="ignore"):  # overflow in float16 is expected: the scaler handles it
         half = cast_to_half_precision(master_params)
         out, cache = mlp.forward(X.astype(np.float16), half)

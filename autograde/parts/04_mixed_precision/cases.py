@@ -168,6 +168,10 @@ def scale_cases(rng):
     cases.append(case(_small_gradients(rng, shape()), _power_of_two(rng, -4, -1), "S below 1 (after many backoffs)"))
     cases.append(case(_small_gradients(rng, shape(), np.float16), 65536.0,
                       "d_out already float16 and S = 2**16, beyond float16's range: the product is float32's"))
+    cases.append(case(_small_gradients(rng, shape()), np.float16(_power_of_two(rng, 4, 15)),
+                      "S a NumPy float16 (return loss * S as a Python float, computed in float64)"))
+    cases.append(case(_small_gradients(rng, shape()), np.float32(rng.uniform(100.0, 5000.0)),
+                      "S a NumPy float32, not a power of two (return loss * S as a Python float)"))
     d_out = _small_gradients(rng, (3, 2))
     for bad, why in ((0.0, "loss_scale is 0"), (-_power_of_two(rng, 0, 16), "loss_scale is negative"),
                      (np.inf, "loss_scale is infinite"), (np.nan, "loss_scale is NaN")):
@@ -360,6 +364,10 @@ def step_cases(rng):
         interval = int(rng.integers(3, 10))
         return Case(_step(master, X, Y, scale, int(rng.integers(0, interval - 1)), interval), about, **STEP)
 
+    def numpy_scale(case):
+        case.args["scaler_state"]["scale"] = np.float32(case.args["scaler_state"]["scale"])
+        return case
+
     widths = [MEMORY_WIDTH] * MEMORY_LAYERS + [1]
     memory = Case(_step(_master(rng, widths), _normal(rng, (MEMORY_BATCH, MEMORY_WIDTH), np.float32),
                         _normal(rng, (MEMORY_BATCH, 1), np.float32), _power_of_two(rng, 6, 10),
@@ -380,7 +388,10 @@ def step_cases(rng):
              clean("X and Y in float64 (cast them)", data=np.float64),
              clean("a deeper MLP with unequal widths", widths=[int(n) for n in rng.integers(2, 7, size=6)]),
              clean_at("a clean step at S = 2**16, GradScaler's default start (inf in float16)", 2.0**16),
-             clean_at("a clean step at S = 2**24, after many growths (S itself is inf in float16)", 2.0**24)]
+             clean_at("a clean step at S = 2**24, after many growths (S itself is inf in float16)", 2.0**24),
+             numpy_scale(clean("the scale a NumPy float32, the clean step that doubles it (a Python float back)",
+                               tracker=-1)),
+             numpy_scale(overflow("the scale a NumPy float32, a skipped step (half of it, a Python float, back)"))]
     for case in cases:  # tracker=-1 stands for "one step from the growth interval"
         state = case.args["scaler_state"]
         if state["growth_tracker"] < 0:
@@ -531,7 +542,7 @@ LESSONS = (
     LessonSpec("020", master_cases, exact=True, refuses=(NOT_FLOAT,)),
     LessonSpec("021", scale_cases, **HALF, refuses=_scale_refusals("loss_scale", lambda a: a["loss_scale"]),
                corners=SCALE_CORNERS,
-               # loss * S: the text multiplies in float32 (S not a power of two rounds once more), float64 is as right
+               # loss * S: the docstring computes it in float64; float32 is as right (one more rounding)
                key_tolerances={0: {"rtol": 1e-6, "atol": 0.0}}),
     LessonSpec("022", unscale_cases, **SINGLE, refuses=_scale_refusals("loss_scale", lambda a: a["loss_scale"]),
                corners=UNSCALE_CORNERS),

@@ -284,9 +284,12 @@ lesson_passed("020")
 # - The backward pass starts from `d_out` $= \partial L / \partial\,\text{out}$,
 #   so scaling $L$ by $S$ means scaling `d_out` by $S$.
 # - `loss` (a float) and `d_out` (batch, outputs) come in **float32**. Multiply
-#   in float32, then cast the product to float16 for the backward pass: in
+#   `d_out` in float32, then cast the product to float16 for the backward pass: in
 #   float16, $2^{16} = 65536$ is itself `inf`, and a gradient cast *before*
 #   scaling has already underflowed.
+# - The scaled loss is `float(loss) * float(S)`, a Python float computed in float64,
+#   even when `loss` or $S$ is a NumPy float (a NumPy float16 $S$ would round
+#   `loss * S` to float16).
 # - Products beyond 65504 become `inf`: no error, the step will be skipped.
 # - The given `check_loss_scale` refuses a `loss_scale` that is not positive and
 #   finite (`ValueError`).
@@ -310,11 +313,12 @@ def scale_loss(loss, d_out, loss_scale):
         loss: the batch's loss, a float (computed in float32).
         d_out: (batch, outputs) float32 array (float16 is accepted too): the gradient of the
             loss w.r.t. the network's output.
-        loss_scale: S, a positive finite number, e.g. 65536.0 = 2**16.
+        loss_scale: S, a positive finite number (a Python or NumPy float), e.g. 65536.0 = 2**16.
 
     Returns:
-        (scaled_loss, scaled_d_out): ``loss * S`` as a Python float, and ``d_out * S`` computed
-        in float32 and returned as a new float16 array (products beyond 65504 become inf).
+        (scaled_loss, scaled_d_out): ``loss * S`` as a Python float (computed in float64, whatever the
+        types of loss and S), and ``d_out * S`` computed in float32 and returned as a new float16 array
+        (products beyond 65504 become inf).
 
     Raises:
         ValueError: if loss_scale is not finite, or not positive.
@@ -324,7 +328,7 @@ def scale_loss(loss, d_out, loss_scale):
     ### BEGIN SOLUTION
     with np.errstate(over="ignore"):  # an overflow becomes inf, which the scaler detects later
         scaled_d_out = (d_out.astype(np.float32) * np.float32(loss_scale)).astype(np.float16)
-    return float(loss) * loss_scale, scaled_d_out
+    return float(loss) * float(loss_scale), scaled_d_out
     ### END SOLUTION
 
 # %% [markdown]
@@ -339,6 +343,10 @@ check_call(scale_loss, {"loss": 0.125, "d_out": np.array([[0.5, -2.0**-22]], dty
            (1.0, np.array([[4.0, -2.0**-19]], dtype=np.float16)), mistakes=mistakes_of("scale_loss"), exact=True)
 check_call(scale_loss, {"loss": np.float32(0.25), "d_out": d_out[:2], "loss_scale": 4.0},   # the loss as a NumPy float32
            (1.0, np.array([[2.0**-28], [2.0**-18]], dtype=np.float16)), mistakes=mistakes_of("scale_loss"), exact=True)
+# S as a NumPy float: the scaled loss is still a Python float, computed in float64
+check_call(scale_loss, {"loss": 1.2345678901234567, "d_out": d_out[:1], "loss_scale": np.float16(1024.0)},
+           (1264.1975194864197, np.array([[2.0**-20]], dtype=np.float16)), mistakes=mistakes_of("scale_loss"),
+           rtol=1e-6, atol=0.0)
 for bad, why in ((0.0, "loss_scale is 0"), (-1024.0, "loss_scale is negative"),
                  (np.inf, "loss_scale is infinite"), (np.nan, "loss_scale is NaN")):
     expect_error(scale_loss, [0.5, d_out, bad], ["loss", "d_out", "loss_scale"], ValueError, why)
@@ -531,7 +539,8 @@ lesson_passed("023")
 #
 # - `master_params`: float32 master weights (020); `X`, `Y`: the batch, any
 #   float dtype; `scaler_state`: `{"scale": float, "growth_tracker": int}`, the
-#   scale and the clean steps since it last changed.
+#   scale and the clean steps since it last changed. The new scale is a Python
+#   float, even when the old one is a NumPy float.
 # - The step, in order:
 #   1. `half = cast_to_half_precision(master_params)`;
 #   2. the forward pass in float16: `out, cache = mlp.forward(X.astype(np.float16), half)`;
@@ -572,7 +581,7 @@ def mixed_precision_step(master_params, X, Y, scaler_state, learning_rate, growt
         master_params: dict of float32 arrays, the master weights of the helper MLP; not modified.
         X: (batch, features) inputs; Y: (batch, outputs) targets (float32, or any float dtype:
             X is cast to float16 for the forward pass, Y to float32 for the loss).
-        scaler_state: dict {"scale": float, "growth_tracker": int}; not modified.
+        scaler_state: dict {"scale": float (a Python or NumPy float), "growth_tracker": int}; not modified.
         learning_rate: float.
         growth_interval: N >= 1, the number of clean steps in a row after which the scale doubles.
 
@@ -580,7 +589,7 @@ def mixed_precision_step(master_params, X, Y, scaler_state, learning_rate, growt
         (new_master_params, new_scaler_state, skipped):
         - new_master_params: dict of float32 arrays, ``master - learning_rate * g`` with g the
           unscaled gradients; when the step is skipped, the master weights bit for bit unchanged;
-        - new_scaler_state: dict {"scale": float, "growth_tracker": int} after the GradScaler rules;
+        - new_scaler_state: dict {"scale": a Python float, "growth_tracker": int} after the GradScaler rules;
         - skipped: True when a gradient was inf or NaN (and the step skipped), else False.
     Use your ``cast_to_half_precision``, ``scale_loss``, ``unscale_gradients`` and
     ``has_non_finite_gradients`` with ``mlp.forward``, ``mlp.mse_loss_and_grad`` and ``mlp.backward``.
@@ -598,7 +607,7 @@ def mixed_precision_step(master_params, X, Y, scaler_state, learning_rate, growt
     if growth_interval < 1:
         raise ValueError(f"growth_interval must be at least 1, got {growth_interval}")
     ### BEGIN SOLUTION
-    scale = scaler_state["scale"]
+    scale = float(scaler_state["scale"])  # a NumPy scale, too, comes back as a Python float
     with np.errstate(over="ignore", invalid="ignore"):  # overflow in float16 is expected: the scaler handles it
         half = cast_to_half_precision(master_params)
         out, cache = mlp.forward(X.astype(np.float16), half)
@@ -660,6 +669,14 @@ check_call(mixed_precision_step, {"master_params": master4, "X": X4, "Y": Y_near
 # targets 1000 times larger: the scaled gradients overflow float16 (the loss stays finite) -> skipped
 check_call(mixed_precision_step, {"master_params": master4, "X": X4, "Y": 1000 * Y4, "scaler_state": {"scale": 1024.0,
            "growth_tracker": 2}, "learning_rate": 0.1, "growth_interval": 3},
+           (master4, {"scale": 512.0, "growth_tracker": 0}, True), mistakes=steps, exact=True)
+# the scale as a NumPy float32: the new scale is a Python float, after a clean step and after a skipped one
+check_call(mixed_precision_step, {"master_params": master4, "X": X4, "Y": Y4, "scaler_state": {
+           "scale": np.float32(1024.0), "growth_tracker": 2}, "learning_rate": 0.1, "growth_interval": 3},
+           (expected_master(master4, X4, Y4, 1024.0, 0.1), {"scale": 2048.0, "growth_tracker": 0}, False),
+           mistakes=steps, rtol=1e-6, atol=1e-9)
+check_call(mixed_precision_step, {"master_params": master4, "X": X4, "Y": 1000 * Y4, "scaler_state": {
+           "scale": np.float32(1024.0), "growth_tracker": 2}, "learning_rate": 0.1, "growth_interval": 3},
            (master4, {"scale": 512.0, "growth_tracker": 0}, True), mistakes=steps, exact=True)
 state = {"scale": 1024.0, "growth_tracker": 0}
 for bad, why in (({"scale": 0.0, "growth_tracker": 0}, "the scale is 0"),
