@@ -70,8 +70,8 @@ def all_reduce_mean(worker_arrays, cluster=None):
         cluster: the ``Cluster(N)`` to run on (a new one when None).
 
     Returns:
-        (results, traffic): results a list of N new arrays (same shape and dtype), each
-        worker's own copy of the element-wise mean (worker r > 0's the array it received);
+        (results, traffic): results a list of N new arrays (same shape and dtype, 0-d arrays
+        included), each worker's own copy of the element-wise mean (worker r > 0's the array it received);
         traffic ``cluster.ledger.summary()`` after the two rounds (1: every worker r > 0 sends
         its array to worker 0; 2: worker 0 sends the mean to every worker r > 0). Every
         message sent is received.
@@ -92,7 +92,7 @@ def all_reduce_mean(worker_arrays, cluster=None):
     total = worker_arrays[0]
     for rank in range(1, num_workers):
         total = total + cluster.receive(0, rank)
-    mean = total / num_workers
+    mean = np.asarray(total / num_workers)  # of 0-d arrays, total / N is a NumPy scalar: an array again
     with cluster.round():
         for rank in range(1, num_workers):
             cluster.send(0, rank, mean)

@@ -1381,7 +1381,7 @@ def all_to_all_mean(worker_arrays, cluster=None):
         for src in range(N):
             if src != dst:
                 total = total + cluster.receive(dst, src)
-        results.append(total / N)
+        results.append(np.asarray(total / N))  # of 0-d arrays, total / N is a NumPy scalar
     return results, cluster.ledger.summary()
 
 
@@ -1394,7 +1394,7 @@ def _stacked_mean_at_the_root(worker_arrays, cluster):
         for r in range(1, N):
             cluster.send(r, 0, worker_arrays[r])
     mean = np.mean(np.stack([worker_arrays[0]] + [cluster.receive(0, r) for r in range(1, N)]), axis=0)
-    mean = mean.astype(worker_arrays[0].dtype)
+    mean = np.asarray(mean).astype(worker_arrays[0].dtype)  # of 0-d arrays, np.mean gives a NumPy scalar
     with cluster.round():
         for r in range(1, N):
             cluster.send(0, r, mean)
@@ -1459,7 +1459,7 @@ def naive_mean_wide_accumulator(worker_arrays, cluster=None):
     total = worker_arrays[0].astype(np.float64)
     for r in range(1, n):
         total = np.add(total, cluster.receive(0, r), dtype=np.float64)
-    mean = (total / n).astype(dtype)
+    mean = np.asarray(total / n).astype(dtype)  # of 0-d arrays, total / n is a NumPy scalar
     with cluster.round():
         for r in range(1, n):
             cluster.send(0, r, mean)

@@ -136,6 +136,11 @@ def naive_cases(rng):
     cases.append(Case({"worker_arrays": _workers(rng, 3, (4,))}, "no cluster given: a new Cluster(N) of its own",
                       own_cluster=True))
     cases.append(Case({"worker_arrays": _workers(rng, 1, (4,))}, "one worker: nothing to send"))
+    N = int(rng.integers(2, 6))
+    cases.append(Case({"worker_arrays": _workers(rng, N, ())},
+                      f"{N} workers, 0-d arrays (the mean of 0-d arrays is a NumPy scalar: an array again)"))
+    cases.append(Case({"worker_arrays": _workers(rng, 1, (), np.float32)},
+                      "one worker, a 0-d float32 array: a 0-d float32 array back"))
     cases += _bad_collective_cases(rng)
     return cases
 

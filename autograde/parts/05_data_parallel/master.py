@@ -310,6 +310,9 @@ lesson_passed("026")
 # - Return the results and `cluster.ledger.summary()`. The grader passes in its
 #   own cluster and reads its ledger, byte for byte. Every message must be
 #   received: a worker's result is what it received.
+# - A 0-d array (one number per worker) is an array too, but arithmetic on 0-d
+#   arrays gives NumPy scalars, which `send` refuses: make the mean an array
+#   again with `np.asarray`.
 #
 # ### Math
 #
@@ -334,8 +337,8 @@ def all_reduce_mean(worker_arrays, cluster=None):
         cluster: the ``Cluster(N)`` to run on (a new one when None).
 
     Returns:
-        (results, traffic): results a list of N new arrays (same shape and dtype), each
-        worker's own copy of the element-wise mean (worker r > 0's the array it received);
+        (results, traffic): results a list of N new arrays (same shape and dtype, 0-d arrays
+        included), each worker's own copy of the element-wise mean (worker r > 0's the array it received);
         traffic ``cluster.ledger.summary()`` after the two rounds (1: every worker r > 0 sends
         its array to worker 0; 2: worker 0 sends the mean to every worker r > 0). Every
         message sent is received.
@@ -357,7 +360,7 @@ def all_reduce_mean(worker_arrays, cluster=None):
     total = worker_arrays[0]
     for rank in range(1, num_workers):
         total = total + cluster.receive(0, rank)
-    mean = total / num_workers
+    mean = np.asarray(total / num_workers)  # of 0-d arrays, total / N is a NumPy scalar: an array again
     with cluster.round():
         for rank in range(1, num_workers):
             cluster.send(0, rank, mean)
@@ -390,6 +393,13 @@ check_call(all_reduce_mean, {"worker_arrays": alone},
 one, _ = call(all_reduce_mean, alone, returns=("results", "traffic"))
 check(not np.shares_memory(one[0], alone[0]), "with one worker the result must still be a new array, "
       "not worker_arrays[0] itself")
+# 0-d arrays, one number per worker: the means are 0-d arrays too (of 0-d arrays, total / N is a NumPy scalar)
+check_call(all_reduce_mean, {"worker_arrays": [np.array(1.0), np.array(4.0)]},
+           ([np.array(2.5)] * 2, {"bytes_sent": [8, 8], "bytes_received": [8, 8], "messages_sent": [1, 1],
+                                  "messages_received": [1, 1], "rounds": 2}), mistakes=mistakes_of("all_reduce_mean"))
+check_call(all_reduce_mean, {"worker_arrays": [np.array(3.0, dtype=np.float32)]},
+           ([np.array(3.0, dtype=np.float32)], {"bytes_sent": [0], "bytes_received": [0], "messages_sent": [0],
+                                               "messages_received": [0], "rounds": 0}))
 # On a cluster that you pass in, the traffic is recorded in its ledger
 check_sends_on_given_cluster(all_reduce_mean, (arrays,), naive_traffic, "all_reduce_mean(arrays, cluster)",
                              "each worker's result comes from what it received (worker r > 0 keeps the mean "
