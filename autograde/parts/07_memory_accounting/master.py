@@ -695,6 +695,13 @@ plt.show()
 #   inf by inf); every worker sees this in its new vector and skips the step: nothing changes,
 #   the scale halves. After `growth_interval` clean steps in a row it doubles. Without mixed
 #   precision the scale is 1.0 and no step is skipped.
+# - **Sum, then divide.** The ring all-reduce (and ZeRO's reduce-scatter) adds the workers'
+#   float16 gradients, each $S$ times too large, and divides by $N$ only at the end; the weight
+#   $N n_r / B$, above 1 for a worker with more rows, is applied in float16 too. So the sum can
+#   overflow where each worker's gradient fits: a step that one worker with the whole batch would
+#   take is skipped, and the scale settles up to about $N$ times lower than on one worker.
+#   PyTorch's DDP divides before the all-reduce to avoid this, and risks underflow of small
+#   gradients instead.
 # - **The history**: `"loss"` holds the batch's mean loss before each step, `"loss_scale"` the
 #   scale each step used. The given checks raise `ValueError`; a `TrainingConfig` refuses bad
 #   fields itself.
