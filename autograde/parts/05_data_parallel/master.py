@@ -821,9 +821,11 @@ lesson_passed("029")
 # into **buckets** of up to 25 MiB, one all-reduce per bucket, filled in
 # *reverse* parameter order: backward produces the last layer's gradients
 # first, so the first bucket is ready early and its all-reduce overlaps with
-# the rest of backward. (This lesson's rule simplifies PyTorch's, which cuts its
-# first buckets in forward order, reverses the list, and after the first
-# iteration rebuilds them in the order the gradients became ready.)
+# the rest of backward. (This lesson's rule differs from PyTorch's: PyTorch adds
+# a tensor first and closes the bucket once it reaches the cap, so its buckets
+# can exceed the cap; here a bucket is closed before a tensor would take it over.
+# PyTorch also cuts its first buckets in forward order, reverses the list, and
+# after the first iteration rebuilds them in the order the gradients became ready.)
 #
 # ### Concepts
 #
