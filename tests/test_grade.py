@@ -40,6 +40,20 @@ CRASHING_005 = reference_code("01_mlp_core", "mlp_forward").replace('Z1 = linear
                                                                    CRASHING_LINE)
 
 
+def copy_course_cells(notebook) -> None:
+    """What JupyterLab's copy and paste does to a notebook (the copy keeps the cell's nbgrader metadata): lesson
+    011's solution cell and 013's test cell copied, each pasted below itself, and 014's test cell given a
+    grade_id the course does not have (as the cell's metadata editor allows)."""
+    import copy
+    for grade_id in ("solution_011_split_into_micro_batches", "lesson_013_scale_accumulated_gradients"):
+        index = next(i for i, cell in enumerate(notebook.cells) if grade_id_of(cell) == grade_id)
+        twin = copy.deepcopy(notebook.cells[index])
+        twin.pop("id", None)
+        notebook.cells.insert(index + 1, twin)
+    renamed = next(cell for cell in notebook.cells if grade_id_of(cell) == "lesson_014_grad_accumulation_step")
+    renamed.metadata["nbgrader"]["grade_id"] = "my_tests_014"
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("grade")
@@ -57,6 +71,7 @@ def graded(tmp_path_factory):
                 "def accumulate_gradients(accumulated, micro_grads, micro_batch_size):\n    return micro_grads\n")
     second = make_submission("02_gradient_accumulation", {"accumulate_gradients": breaking}, default="reference")
     with_scratch_cells(second, "split_into_micro_batches")
+    copy_course_cells(second)
     nbformat.write(second, notebooks / "02_gradient_accumulation.ipynb")
     (notebooks / "03_activation_checkpointing.ipynb").write_text('{"cells": [')  # damaged: cut off mid-file
     before = (notebooks / "01_mlp_core.ipynb").read_bytes()
@@ -131,6 +146,20 @@ def test_graded_code_that_breaks_the_rules_is_not_run_and_scratch_cells_cost_not
     assert not any("Skipped while grading" in o.get("text", "") for o in outputs["print(split_into_micro_batches)"])
     not_run = [c for c in notebook.cells if c.cell_type == "code" and c.outputs and "not run:" in c.outputs[0].get("evalue", "")]
     assert len(not_run) == 1 and not graded["ran"].exists()  # lesson 012's own cell
+
+
+def test_copied_and_renamed_course_cells_are_ordinary_cells_and_cost_nothing(graded):
+    """Part 2 holds a copy of lesson 011's solution cell and of 013's test cell, each with the original's
+    nbgrader metadata (as copy and paste leaves it), and 014's test cell under a grade_id the course does not
+    have: the part is graded (nbgrader itself ended with a KeyError), the copies run as ordinary cells, 014's
+    test cell is put back, and every lesson keeps its points."""
+    out = graded["out"].split("Part 02_gradient_accumulation")[1].split("Part 03_activation_checkpointing")[0]
+    assert "could not be graded" not in out, out
+    for lesson in ("011 · Split into micro batches", "013 · Scale accumulated gradients", "014 · Grad accumulation step"):
+        assert f"✓ {lesson}: 5/5" in out, out
+    notebook = read(graded["course"] / "autograded" / "me" / "02_gradient_accumulation" / "02_gradient_accumulation.ipynb")
+    ids = [grade_id_of(cell) for cell in notebook.cells if grade_id_of(cell)]
+    assert len(ids) == len(set(ids)) and "lesson_014_grad_accumulation_step" in ids and "my_tests_014" not in ids
 
 
 def test_the_feedback_page_draws_its_math_itself_and_loads_nothing(graded):

@@ -7,12 +7,22 @@ cell of every notebook differs, touched or not, so the warning says nothing.  Wh
 of the course's cells is named by the instructor's tool against the release (grading/tampering.py); here the
 checksum goes to the debug log, and every other change (a cell's type, points, grade or solution flag) is
 warned of as nbgrader does.
+
+And a submission whose course cells were copied, renamed or stripped of their metadata is graded, not lost to a
+KeyError inside nbgrader: JupyterLab's copy and paste keeps a cell's nbgrader metadata, so a learner who copies a
+graded or test cell hands in its grade_id twice.  nbgrader keeps the first (``DeduplicateIds``) and empties the
+copies' metadata, and drops the grade_id of a cell the gradebook does not know, but then reads
+``metadata.nbgrader.grade_id`` of every cell that has an ``nbgrader`` entry (``add_missing_task_cells``), and
+puts a missing test cell after the course's cell before it only if that one is still there
+(``add_missing_grade_cells``).  Here such a cell becomes an ordinary cell of the learner's (its ``nbgrader``
+entry goes), and a missing test cell goes after the nearest earlier course cell the submission still has.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from nbformat import NotebookNode
 from nbgrader.preprocessors import OverwriteCells
 
 
@@ -22,3 +32,33 @@ class CourseOverwriteCells(OverwriteCells):
             self.log.debug("checksum of cell %s differs from the gradebook's (the release's own): %s, %s", name, old, new)
             return
         super().report_change(name, attr, old, new)
+
+    def preprocess_cell(self, cell: NotebookNode, resources: dict[str, Any], cell_index: int):
+        cell, resources = super().preprocess_cell(cell, resources, cell_index)
+        entry = cell.metadata.get("nbgrader")
+        if "nbgrader" in cell.metadata and not (isinstance(entry, dict) and entry.get("grade_id")):
+            self.log.warning("cell %d is graded as an ordinary cell: its nbgrader metadata names no cell of the "
+                             "course (a copy of one, or a grade_id the gradebook does not have)", cell_index + 1)
+            del cell.metadata["nbgrader"]
+        return cell, resources
+
+    def add_missing_grade_cells(self, nb: NotebookNode, resources: dict[str, Any]):
+        """Every test cell of the course the submission lacks, put back after the nearest earlier course cell it
+        still has (at the top when it has none), in the course's order."""
+        source = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
+        order = [cell.name for cell in source.source_cells]
+        by_name = {cell.name: cell for cell in source.source_cells}
+        points = {cell.name: cell.max_score for cell in source.grade_cells}
+        solutions = {cell.name for cell in source.solution_cells}
+        for position, name in enumerate(order):
+            if name not in points:
+                continue
+            present = {cell.metadata["nbgrader"]["grade_id"]: index for index, cell in enumerate(nb.cells)
+                       if cell.metadata.get("nbgrader", {}).get("grade_id")}
+            if name in present:
+                continue
+            self.log.warning("Missing grade cell %s encountered, adding to notebook", name)
+            before = next((present[earlier] for earlier in reversed(order[:position]) if earlier in present), -1)
+            nb.cells.insert(before + 1, self.missing_cell_transform(by_name[name], points[name],
+                                                                     is_solution=name in solutions))
+        return nb, resources
