@@ -23,8 +23,8 @@ only the allowed modules, and must be admitted:
    no private (``_x``) attribute; no string that spells a dunder name.
 4. **Nothing is rewired**: no attribute assigned or deleted, no name the course
    gives (``np``, ``Cluster``) or Python gives (``len``) rebound at the top level,
-   no class made from computed names (``type`` only as ``type(x)`` in a comparison, no
-   ``metaclass=``); ``getattr``/``hasattr`` only with a constant, public name (then they
+   no class made from computed names (``type`` only as ``type(x)`` compared or called with
+   one value, no ``metaclass=``); ``getattr``/``hasattr`` only with a constant, public name (then they
    are a plain attribute read); ``.format`` only on a written string whose fields name
    arguments (``"{0.x}"`` would read an attribute the tree does not show).
 5. **Every name in the tree is read** as what it is where the tree holds it
@@ -333,16 +333,17 @@ class _Checker(ast.NodeVisitor):
                 self.flag(node, node.id, found.why)
         elif isinstance(found, type(allowlist)):
             self.module_only_named(node, found)
-        elif found is type and not self.type_compared(node):
-            self.flag(node, "type", "type is admitted as type(x) in a comparison (type(x) is float): a class's class "
-                                    "makes classes from computed names (use isinstance)")
+        elif found is type and not self.type_admitted(node):
+            self.flag(node, "type", "type is admitted as type(x) in a comparison (type(x) is float) or called with one "
+                                    "value (type(x)(v)): a class's class makes classes from computed names")
         elif node.id in vars(builtins) and node.id not in ALLOWED_BUILTINS and node.id not in self.course \
                 and node.id not in self.imported:
             self.flag(node, node.id, "a built-in that reaches code, files or the interpreter")
 
-    def type_compared(self, node: ast.Name) -> bool:
-        """Whether ``node`` (a name of ``type``) is ``type(x)`` compared with something: ``type(x) is float``.
-        Anywhere else ``type`` hands out classes' classes, and a class's class makes a class from computed
+    def type_admitted(self, node: ast.Name) -> bool:
+        """Whether ``node`` (a name of ``type``) is ``type(x)`` compared with something (``type(x) is float``) or
+        called at once with one value (``type(x)("nan")``: a value of x's type).  Anywhere else ``type`` hands
+        out classes' classes, and a class's class called with three arguments makes a class from computed
         names (``type(name, bases, namespace)`` by any name): its dunder methods, named by strings, would run
         where the interpreter calls them."""
         call = self.parents.get(id(node))
@@ -350,9 +351,10 @@ class _Checker(ast.NodeVisitor):
             return False
         if len(call.args) == 3:
             return True  # type(name, bases, namespace): flagged with the call
-        if len(call.args) != 1 or call.keywords or isinstance(call.args[0], ast.Starred):
+        if not _one_plain_argument(call):
             return False
-        return isinstance(self.parents.get(id(call)), ast.Compare)
+        use = self.parents.get(id(call))
+        return isinstance(use, ast.Compare) or isinstance(use, ast.Call) and use.func is call and _one_plain_argument(use)
 
     def module_only_named(self, node: ast.AST, module: Any) -> None:
         """A module is a namespace, never a value: ``np.linalg.norm(x)``, but not ``la = np.linalg`` nor
@@ -514,6 +516,11 @@ def attribute_problem(base: Any, attribute: str) -> str | None:
     except Exception:  # no such attribute (or reading it fails): nothing admitted is there
         return f"not an attribute of {_name_of(base)}"
     return None if allowlist.why_not_admitted(found, attribute) is None else allowlist.value_attribute_problem(attribute)
+
+
+def _one_plain_argument(call: ast.Call) -> bool:
+    """``f(x)``: one positional argument, not unpacked, and no keyword."""
+    return len(call.args) == 1 and not isinstance(call.args[0], ast.Starred) and not call.keywords
 
 
 _FORMATTING = ("format", "format_map")  # str.format: its fields ({0.x}, {0[k]}) read attributes and items

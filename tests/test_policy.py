@@ -83,7 +83,7 @@ HONEST = {
     "type(x) compared, a format string with plain fields": """
         def f(x, n):
             if type(x) is float or type(x) == int:
-                return "{} of {n:.3f}".format(x, n=n)
+                return "{} of {n:.3f}".format(x, n=n), type(x)("nan")
             return f"{x!r:>10}"
     """,
     "from __future__ import annotations and type hints": """
