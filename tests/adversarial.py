@@ -1064,7 +1064,8 @@ def stalls(slug: str) -> Adversary:
         insert_after_setup(notebook, "import time\ntime.sleep(5)", f"adversarial-sleep-{i}", offset=i)
     insert_after_setup(notebook, "while True:\n    try:\n        while True:\n            pass\n"
                                  "    except KeyboardInterrupt:\n        pass", "adversarial-swallow", offset=6)
-    return Adversary("stalls", slug, notebook, all_lessons(slug, 0), flagged=("kernel died",),
+    return Adversary("stalls", slug, notebook, all_lessons(slug, 0, "the grading kernel stopped at cell"),
+                     flagged=("kernel died",),
                      description="5-second sleeps in many cells, then a loop that swallows KeyboardInterrupt: "
                                  "the kernel is killed (MCT_NOTEBOOK_SECONDS at the latest), the notebook "
                                  "listed for a human look")

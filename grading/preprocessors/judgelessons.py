@@ -74,7 +74,11 @@ class JudgeLessons(NbGraderPreprocessor):
             meta = cell.metadata.get("nbgrader", {})
             lesson = lesson_of_grade_id(str(meta.get("grade_id", "")))
             if meta.get("grade") and lesson is not None and meta.get("grade_id") == lesson.grade_id:
-                verdicts.append(self._judge(lesson.code, index, last_code, answers, refused, drawn))
+                died_at = mct.get("died_at")  # (sandboxedexecute: the cell where the kernel died, if it did)
+                if answers.get(index) is None and died_at is not None and died_at <= index:
+                    verdicts.append(_stopped_by(lesson.code, index, died_at, nb))
+                else:
+                    verdicts.append(self._judge(lesson.code, index, last_code, answers, refused, drawn))
                 cells[lesson.code] = cell
                 last_code = max(last_code, lesson.code)
             else:
@@ -96,6 +100,22 @@ class JudgeLessons(NbGraderPreprocessor):
             return judge.Verdict(code, False, f"answers refused: {mine[0]}; no points (this notebook needs a human "
                                               f"look)")
         return judge.judge_lesson(code, drawn.get(code, []), answers.get(index))
+
+
+def _stopped_by(code: str, index: int, died_at: int, nb: NotebookNode) -> judge.Verdict:
+    """The verdict of a lesson whose test cell sent no answers because the kernel died at cell ``died_at``
+    (0-based, as ``index``): where, and whose cell that was, so that the learner knows which cell to fix."""
+    if died_at == index:
+        where = "while this test cell ran"
+    else:
+        grade_id = str(nb.cells[died_at].get("metadata", {}).get("nbgrader", {}).get("grade_id", ""))
+        owner = lesson_of_grade_id(grade_id)
+        whose = f"lesson {owner.code}'s cell" if owner is not None else "a cell of your own, not a lesson's"
+        where = f"at cell {died_at + 1} ({whose}), before this test cell ran"
+    return judge.Verdict(code, False, f"no answers reached the grader: the grading kernel stopped {where} "
+                                      f"(os._exit, a crash, or one of the sandbox's limits on memory, processes or "
+                                      f"time); fix or remove what that cell does, and the lessons after it run again",
+                         Reason.NO_ANSWERS)
 
 
 def _refusal_output(why: str) -> NotebookNode:

@@ -214,12 +214,13 @@ class SandboxedExecute(Execute):
         if self._died_at is not None:
             if cell.cell_type == "code":
                 cell.outputs = [NotebookNode(output_type="stream", name="stdout",
-                                             text=f"[not run: the kernel died at cell {self._died_at}]\n")]
+                                             text=f"[not run: the kernel died at cell {self._died_at + 1}]\n")]
             return cell, resources
         try:
             return super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             self._died_at = index
+            self._mct["died_at"] = index  # the judge names it in the verdicts of the lessons it stopped
             budget = getattr(self.km, "mct_budget", None)  # stopped for what it sent (kernelmanager.MessageBudget)
             why = (budget.stopped if budget is not None else None) or KERNEL_DIED
             self.log.warning("the kernel died at cell %d: %s", index, why)
