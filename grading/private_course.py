@@ -15,6 +15,7 @@ changes the process's environment), started by :mod:`grading.nbgrader_cli`.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -24,7 +25,7 @@ from pathlib import Path
 import nbformat
 
 from grading import nbgrader_cli
-from grading.course import source_notebook, write_course_config
+from grading.course import landed_parts, source_notebook, write_course_config
 from grading.protocol import COURSE_DIR_ENV, SANDBOX_ENV, printable
 from grading.sandbox import bwrap_path, preflight, sandbox_wanted
 from shared.lessons import lesson_of_grade_id
@@ -127,3 +128,41 @@ def verdicts(graded: Path) -> list[tuple[str, bool, str]]:
 def failure_reason(log: str, slug: str) -> str:
     """The telling line of why nbgrader could not grade the learner's submission of part ``slug``."""
     return nbgrader_cli.failure_reason(log, STUDENT, slug)
+
+
+def part_of_notebook(path: Path) -> str:
+    """The slug of the course part that the notebook at ``path`` is a copy of, from its lessons' test cells.
+
+    Raises ValueError, saying why, for a file that is not a notebook of one of the course's parts."""
+    try:
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"the notebook could not be read: {error}") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"the file is not a notebook: it is not valid JSON ({error})") from None
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    if not isinstance(cells, list):
+        raise ValueError("the file is not a notebook: it has no list of cells")
+    parts = set()
+    for cell in cells:
+        metadata = cell.get("metadata") if isinstance(cell, dict) else None
+        nbgrader_meta = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+        grade_id = nbgrader_meta.get("grade_id") if isinstance(nbgrader_meta, dict) else None
+        lesson = lesson_of_grade_id(grade_id) if isinstance(grade_id, str) else None
+        if lesson is not None:
+            parts.add(lesson.part.slug)
+    if len(parts) != 1:
+        found = "no lesson's cells" if not parts else f"the lessons of several parts ({', '.join(sorted(parts))})"
+        raise ValueError(f"this is not one of the course's notebooks: it holds {found}; the grader "
+                         f"checks the notebooks of notebooks/ only")
+    return parts.pop()
+
+
+def saved_as_another_part(path: Path, slug: str) -> str | None:
+    """Why the notebook at ``path``, which holds part ``slug``'s lessons, is named as another part's (an
+    instructor grades a file by its name: ``01_mlp_core.ipynb`` as part 01, whatever it holds), or None."""
+    named = next((part for part in landed_parts() if path.name == f"{part}.ipynb"), None)
+    if named is None or named == slug:
+        return None
+    return (f"{path.name} holds the lessons of part {slug}, not of part {named}: handed in under this name it is "
+            f"graded as part {named} and scores nothing there (save part {slug}'s work as {slug}.ipynb)")

@@ -43,9 +43,10 @@ from pathlib import Path
 from nbgrader.validator import Validator
 
 from grading.course import ROOT
-from grading.private_course import (autograde, failure_reason, graded_notebook, grading_env, nbgrader, prepare,
+from grading.private_course import (autograde, failure_reason, graded_notebook, grading_env, nbgrader,
+                                    part_of_notebook, prepare, saved_as_another_part,
                                     release, submit, unsandboxed_reason, verdicts)
-from shared.lessons import lesson as find_lesson, lesson_of_grade_id, lessons_of
+from shared.lessons import lesson as find_lesson, lessons_of
 from shared.progress import record_graded
 
 #: How the judge's verdict on a lesson whose function still raises NotImplementedError begins
@@ -104,34 +105,6 @@ class Validation:
         return MAKE_GRADE.format(number=self.slug[:2])
 
 
-def part_of_notebook(path: Path) -> str:
-    """The slug of the course part that the notebook at ``path`` is a copy of, from its lessons' test cells.
-
-    Raises ValueError, saying why, for a file that is not a notebook of one of the course's parts."""
-    try:
-        notebook = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
-        raise ValueError(f"the notebook could not be read: {error}") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(f"the file is not a notebook: it is not valid JSON ({error})") from None
-    cells = notebook.get("cells") if isinstance(notebook, dict) else None
-    if not isinstance(cells, list):
-        raise ValueError("the file is not a notebook: it has no list of cells")
-    parts = set()
-    for cell in cells:
-        metadata = cell.get("metadata") if isinstance(cell, dict) else None
-        nbgrader_meta = metadata.get("nbgrader") if isinstance(metadata, dict) else None
-        grade_id = nbgrader_meta.get("grade_id") if isinstance(nbgrader_meta, dict) else None
-        lesson = lesson_of_grade_id(grade_id) if isinstance(grade_id, str) else None
-        if lesson is not None:
-            parts.add(lesson.part.slug)
-    if len(parts) != 1:
-        found = "no lesson's cells" if not parts else f"the lessons of several parts ({', '.join(sorted(parts))})"
-        raise ValueError(f"this is not one of the course's notebooks: it holds {found}; the grader "
-                         f"checks the notebooks of notebooks/ only")
-    return parts.pop()
-
-
 def grade_notebook(path: str | Path) -> Validation:
     """Grade the notebook at ``path`` as ``make grade`` grades its part; the notebook itself is only read.
 
@@ -142,6 +115,10 @@ def grade_notebook(path: str | Path) -> Validation:
         validation.slug = part_of_notebook(notebook)
     except ValueError as error:
         validation.problem = str(error)
+        return validation
+    named = saved_as_another_part(notebook, validation.slug)
+    if named:
+        validation.problem = named  # "Success!" for the lessons it holds would hide that it scores nothing there
         return validation
     validation.unsandboxed = unsandboxed_reason()
     course = Path(tempfile.mkdtemp(prefix="mct-validate-"))  # one per validation: two may run at once

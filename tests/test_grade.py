@@ -162,6 +162,22 @@ def test_copied_and_renamed_course_cells_are_ordinary_cells_and_cost_nothing(gra
     assert len(ids) == len(set(ids)) and "lesson_014_grad_accumulation_step" in ids and "my_tests_014" not in ids
 
 
+def test_one_part_saved_under_another_part_s_name_is_said_so(tmp_path, capsys):
+    """make grade grades a file by its name, as an instructor does; when it holds another part's lessons the
+    learner reads why it scores nothing, before the verdicts."""
+    import shutil
+    sys.path.insert(0, str(ROOT / "tools"))
+    import grade
+    from course import solved_path
+    misnamed = tmp_path / "01_mlp_core.ipynb"
+    shutil.copy(solved_path("02_gradient_accumulation"), misnamed)
+    grade.print_if_another_part(misnamed, "01_mlp_core")
+    assert "NOTE, part 01_mlp_core: 01_mlp_core.ipynb holds the lessons of part 02_gradient_accumulation" in \
+        capsys.readouterr().out
+    grade.print_if_another_part(solved_path("01_mlp_core"), "01_mlp_core")
+    assert capsys.readouterr().out == ""
+
+
 def test_the_feedback_page_draws_its_math_itself_and_loads_nothing(graded):
     """Learners read feedback offline: every formula of the notebook is MathML in the page, and the page
     has no script and fetches nothing (nbgrader's template loaded MathJax from a CDN)."""

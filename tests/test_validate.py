@@ -187,6 +187,24 @@ def test_a_file_that_is_not_a_course_notebook_is_said_so(tmp_path, content, says
     assert "VALIDATION FAILED" in report(validation)
 
 
+def test_one_part_saved_under_another_part_s_name_is_said_so_and_is_no_success(tmp_path):
+    """Part 2's solved notebook saved as 01_mlp_core.ipynb: an instructor grades it as part 01, where it scores
+    nothing, so Validate says that instead of "Success!" for the lessons of part 02 it holds; a copy under a
+    name of no part (an attempt of one's own) is validated as the part it holds."""
+    import shutil
+    from course import solved_path
+    from grading.validate import grade_notebook, report
+
+    misnamed = tmp_path / "01_mlp_core.ipynb"
+    shutil.copy(solved_path("02_gradient_accumulation"), misnamed)
+    validation = grade_notebook(misnamed)
+    assert "holds the lessons of part 02_gradient_accumulation, not of part 01_mlp_core" in validation.problem
+    assert "Success" not in report(validation) and "VALIDATION FAILED" in report(validation)
+    from grading.private_course import saved_as_another_part
+    assert saved_as_another_part(tmp_path / "my-attempt.ipynb", "02_gradient_accumulation") is None
+    assert saved_as_another_part(tmp_path / "02_gradient_accumulation.ipynb", "02_gradient_accumulation") is None
+
+
 def test_a_failure_is_html_escaped_for_the_button():
     """The button shows ``error`` as HTML: a message quoting the learner's output shows as text."""
     from grading.validate import LessonResult, Validation, nbgrader_results

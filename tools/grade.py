@@ -30,7 +30,8 @@ nbgrader_cli.skip_iri_grammars()  # before nbformat is imported (grading/nbgrade
 
 from grading.course import ROOT, landed_parts  # noqa: E402
 from grading.private_course import (STUDENT, autograde, failure_reason, feedback, grading_env,  # noqa: E402
-                                    graded_notebook, nbgrader, prepare, release, released_notebook, submit,
+                                    graded_notebook, nbgrader, part_of_notebook, prepare, release,
+                                    released_notebook, saved_as_another_part, submit,
                                     unsandboxed_reason, verdicts)
 from shared.lessons import lesson as find_lesson, lessons_of  # noqa: E402
 from shared.progress import record_graded  # noqa: E402
@@ -68,6 +69,19 @@ def grade_parts(course: Path, notebooks: dict[str, Path], env: dict[str, str]) -
     return results
 
 
+def print_if_another_part(notebook: Path, slug: str) -> None:
+    """Say so when the notebook that is graded as part ``slug`` holds another part's lessons (one part saved
+    under another's name): graded as ``slug`` it scores nothing, and the lessons' verdicts alone would not say
+    why."""
+    try:
+        held = part_of_notebook(notebook)
+    except ValueError:
+        return  # not a notebook of one part: grading says what it is
+    why = saved_as_another_part(notebook, held)
+    if why:
+        print(f"\nNOTE, part {slug}: {why}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", default=os.environ.get("PART", ""),
@@ -90,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         notebook = args.notebooks / f"{slug}.ipynb"
         if notebook.is_file():
             notebooks[slug] = notebook
+            print_if_another_part(notebook, slug)
         else:
             print(f"\nPart {slug}: no notebook at {notebook}")
     results = grade_parts(course, notebooks, env) if notebooks else {}
