@@ -75,8 +75,11 @@ class JudgeLessons(NbGraderPreprocessor):
             lesson = lesson_of_grade_id(str(meta.get("grade_id", "")))
             if meta.get("grade") and lesson is not None and meta.get("grade_id") == lesson.grade_id:
                 died_at = mct.get("died_at")  # (sandboxedexecute: the cell where the kernel died, if it did)
+                below = _solution_below(lesson, index, answers.get(index), nb)
                 if answers.get(index) is None and died_at is not None and died_at <= index:
                     verdicts.append(_stopped_by(lesson.code, index, died_at, nb))
+                elif below is not None:
+                    verdicts.append(below)
                 else:
                     verdicts.append(self._judge(lesson.code, index, last_code, answers, refused, drawn))
                 cells[lesson.code] = cell
@@ -116,6 +119,21 @@ def _stopped_by(code: str, index: int, died_at: int, nb: NotebookNode) -> judge.
                                       f"(os._exit, a crash, or one of the sandbox's limits on memory, processes or "
                                       f"time); fix or remove what that cell does, and the lessons after it run again",
                          Reason.NO_ANSWERS)
+
+
+def _solution_below(lesson, index: int, payload: dict | None, nb: NotebookNode) -> judge.Verdict | None:
+    """The verdict of a lesson whose function was not defined when its test cell (cell ``index``) ran because
+    its Implementation cell stands below the test cell (moved, or pasted there), else None: "not defined"
+    alone would send the learner looking for a cell that is there."""
+    if not (isinstance(payload, dict) and payload.get("status") == "not_defined"):
+        return None
+    found = next((at for at, cell in enumerate(nb.cells) if cell.get("metadata", {}).get("nbgrader", {})
+                  .get("grade_id") == lesson.solution_grade_id), None)
+    if found is None or found < index:
+        return None
+    return judge.Verdict(lesson.code, False, f"`{lesson.function}` was not defined when its test cell (cell "
+                                             f"{index + 1}) ran: its Implementation cell is below it (cell "
+                                             f"{found + 1}); move it back above its test cell", Reason.NOT_STARTED)
 
 
 def _refusal_output(why: str) -> NotebookNode:
