@@ -140,6 +140,11 @@ def part_of_notebook(path: Path) -> str:
         raise ValueError(f"the notebook could not be read: {error}") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"the file is not a notebook: it is not valid JSON ({error})") from None
+    if isinstance(notebook, dict) and isinstance(notebook.get("nbformat"), int) and notebook["nbformat"] < 4:
+        try:  # an older format (cells in "worksheets"), which the grader converts as it reads it
+            notebook = nbformat.reads(json.dumps(notebook), as_version=4)
+        except Exception:  # nbformat says it is not a notebook after all: so is it said below
+            pass
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
     if not isinstance(cells, list):
         raise ValueError("the file is not a notebook: it has no list of cells")

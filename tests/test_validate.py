@@ -205,6 +205,16 @@ def test_one_part_saved_under_another_part_s_name_is_said_so_and_is_no_success(t
     assert saved_as_another_part(tmp_path / "02_gradient_accumulation.ipynb", "02_gradient_accumulation") is None
 
 
+def test_a_notebook_of_nbformat_3_is_read_as_the_grader_reads_it(tmp_path):
+    """The grader converts an nbformat 3 notebook (its cells in "worksheets") as it reads it: so does Validate."""
+    from course import solved_path
+    from grading.private_course import part_of_notebook
+    old = tmp_path / "01_mlp_core.ipynb"
+    old.write_text(nbformat.writes(nbformat.convert(nbformat.read(solved_path("01_mlp_core"), 4), 3), version=3))
+    assert "worksheets" in json.loads(old.read_text())
+    assert part_of_notebook(old) == "01_mlp_core"
+
+
 def test_a_failure_is_html_escaped_for_the_button():
     """The button shows ``error`` as HTML: a message quoting the learner's output shows as text."""
     from grading.validate import LessonResult, Validation, nbgrader_results
