@@ -351,7 +351,8 @@ def collect_answers(code: str, namespace: MutableMapping[str, Any]) -> dict[str,
     if how == "timeout":
         return {"lesson": code, "status": "timeout",
                 "message": f"{lesson['function']} did not finish its hidden cases within "
-                           f"{lesson.get('time_limit', 20):g} s (an endless loop?)"}
+                           f"{lesson.get('time_limit', 20):g} s (an endless loop, or far more work or memory "
+                           f"than the lesson needs?)"}
     if how == "exited" and value == 0 and text:
         return json.loads(text)
     if how == "killed":
