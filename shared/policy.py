@@ -354,7 +354,8 @@ class _Checker(ast.NodeVisitor):
         if not _one_plain_argument(call):
             return False
         use = self.parents.get(id(call))
-        return isinstance(use, ast.Compare) or isinstance(use, ast.Call) and use.func is call and _one_plain_argument(use)
+        called = isinstance(use, ast.Call) and use.func is call and _one_plain_argument(use)
+        return isinstance(use, ast.Compare) or called
 
     def module_only_named(self, node: ast.AST, module: Any) -> None:
         """A module is a namespace, never a value: ``np.linalg.norm(x)``, but not ``la = np.linalg`` nor

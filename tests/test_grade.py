@@ -155,9 +155,11 @@ def test_copied_and_renamed_course_cells_are_ordinary_cells_and_cost_nothing(gra
     test cell is put back, and every lesson keeps its points."""
     out = graded["out"].split("Part 02_gradient_accumulation")[1].split("Part 03_activation_checkpointing")[0]
     assert "could not be graded" not in out, out
-    for lesson in ("011 · Split into micro batches", "013 · Scale accumulated gradients", "014 · Grad accumulation step"):
+    for lesson in ("011 · Split into micro batches", "013 · Scale accumulated gradients",
+                   "014 · Grad accumulation step"):
         assert f"✓ {lesson}: 5/5" in out, out
-    notebook = read(graded["course"] / "autograded" / "me" / "02_gradient_accumulation" / "02_gradient_accumulation.ipynb")
+    part = "02_gradient_accumulation"
+    notebook = read(graded["course"] / "autograded" / "me" / part / f"{part}.ipynb")
     ids = [grade_id_of(cell) for cell in notebook.cells if grade_id_of(cell)]
     assert len(ids) == len(set(ids)) and "lesson_014_grad_accumulation_step" in ids and "my_tests_014" not in ids
 
