@@ -213,8 +213,9 @@ class SandboxedExecute(Execute):
     def _run_cell(self, cell, resources, index):
         if self._died_at is not None:
             if cell.cell_type == "code":
+                # (nbclient's index, from 0: the feedback page names the cell as a learner counts, with its lesson)
                 cell.outputs = [NotebookNode(output_type="stream", name="stdout",
-                                             text=f"[not run: the kernel died at cell {self._died_at + 1}]\n")]
+                                             text=f"[not run: the kernel died at cell {self._died_at}]\n")]
             return cell, resources
         try:
             return super().preprocess_cell(cell, resources, index)
