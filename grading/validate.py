@@ -119,6 +119,7 @@ def grade_notebook(path: str | Path) -> Validation:
     named = saved_as_another_part(notebook, validation.slug)
     if named:
         validation.problem = named  # "Success!" for the lessons it holds would hide that it scores nothing there
+        validation.slug = notebook.stem  # the part it is graded as (`make grade PART=..` grades this file so)
         return validation
     validation.unsandboxed = unsandboxed_reason()
     course = Path(tempfile.mkdtemp(prefix="mct-validate-"))  # one per validation: two may run at once

@@ -200,6 +200,7 @@ def test_one_part_saved_under_another_part_s_name_is_said_so_and_is_no_success(t
     validation = grade_notebook(misnamed)
     assert "holds the lessons of part 02_gradient_accumulation, not of part 01_mlp_core" in validation.problem
     assert "Success" not in report(validation) and "VALIDATION FAILED" in report(validation)
+    assert "make grade PART=01" in report(validation)  # what grades this file: as part 01
     from grading.private_course import saved_as_another_part
     assert saved_as_another_part(tmp_path / "my-attempt.ipynb", "02_gradient_accumulation") is None
     assert saved_as_another_part(tmp_path / "02_gradient_accumulation.ipynb", "02_gradient_accumulation") is None
