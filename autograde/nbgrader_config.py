@@ -108,6 +108,8 @@ c.FeedbackExporter.template_file = "course.html.j2"
 # The formgrader's view of a submission: nbgrader's formgrade template with the verdicts whole, line by line and in
 # the feedback page's words (formgrade/course.html.j2; the formgrader's exporter is a plain HTMLExporter).
 c.HTMLExporter.template_file = "course.html.j2"
+# Its template writes the student's id and names raw: they are made text first (grading/preprocessors/escapepeople.py).
+c.HTMLExporter.preprocessors = ["grading.preprocessors.escapepeople.EscapePeople"]
 
 # Private folders of this nbgrader process (nbgrader reads this file several times: once is
 # enough): the kernelspec that starts kernels in the sandbox, and the kernels' socket folder.

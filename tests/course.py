@@ -340,10 +340,12 @@ def hard_coded_answer(function: str, answers: dict[str, object]) -> str:
         "    return _copy.deepcopy(answer)\n")
 
 
-def formgrader_page(notebook: nbformat.NotebookNode, slug: str | None = None, course: bool = True) -> str:
+def formgrader_page(notebook: nbformat.NotebookNode, slug: str | None = None, course: bool = True,
+                    people: dict[str, str] | None = None) -> str:
     """An autograded notebook as nbgrader's formgrader shows it with the course's configuration: its exporter and its
     formgrade template (as nbgrader's FormgradeExtension sets them), with the course's template, filters and
-    sanitizer (autograde/nbgrader_config.py); ``course=False``: nbgrader's own template and nbconvert's filters."""
+    sanitizer (autograde/nbgrader_config.py); ``course=False``: nbgrader's own template and nbconvert's filters.
+    ``people``: the student's id and names as the gradebook gives them (its resources)."""
     import nbgrader
     from nbconvert.exporters import HTMLExporter
     from traitlets.config import Config
@@ -359,7 +361,9 @@ def formgrader_page(notebook: nbformat.NotebookNode, slug: str | None = None, co
                                        "plain_words": "grading.feedback_text.plain_words"}
         config.HTMLExporter.sanitize_html = True
         config.HTMLExporter.template_file = "course.html.j2"
+        config.HTMLExporter.preprocessors = ["grading.preprocessors.escapepeople.EscapePeople"]
     resources = {"assignment_id": slug, "notebook_id": slug, "submission_id": "abc", "index": 0, "total": 1,
-                 "base_url": "", "student": "s", "last_name": "L", "first_name": "F", "notebook_path": "/x.ipynb"}
+                 "base_url": "", "student": "s", "last_name": "L", "first_name": "F", "notebook_path": "/x.ipynb",
+                 **(people or {})}
     page, _ = HTMLExporter(config=config).from_notebook_node(notebook, resources=resources)
     return page

@@ -90,6 +90,26 @@ def live_marks(page: str) -> list[str]:
     return parser.found
 
 
+def test_the_student_s_id_and_names_are_text_in_the_formgrader(course, monkeypatch):
+    """nbgrader's formgrade template writes the student's id (a folder's name under submitted/), the gradebook's
+    names and the notebook's path raw, and the formgrader's page runs inline scripts: a red team opened a
+    terminal in the instructor's session with a last name. The course escapes them first (EscapePeople);
+    nbgrader's own exporter, without it, writes the script as it came."""
+    notebook = sanitized(read(ROOT / "notebooks" / f"{SLUG}.ipynb"), course, monkeypatch)
+    script = "<script>document.title='PWNED'</script>"
+    frame = "<iframe srcdoc=\"<script>parent.document.title='PWNED'</script>\">"
+    people = {"student": f"s1{frame}", "first_name": script, "last_name": f'"><img src=x onerror=alert(1)>{frame}',
+              "notebook_path": f"/autograded/s1{script}/01_mlp_core.ipynb"}
+    page = formgrader_page(notebook, people=people)
+    assert "PWNED" in page and "<script>document.title" not in page and "<iframe" not in page.lower()
+    assert "onerror=alert" not in page.replace("onerror=alert(1)&gt;", ""), "an attribute left live"
+    assert "&lt;script&gt;document.title=" in page  # shown, as text
+    only_id = formgrader_page(notebook, people={**people, "first_name": "", "last_name": ""})
+    assert "s1&lt;iframe srcdoc=" in only_id and "<iframe" not in only_id.lower()  # the id, where no names are
+    raw = formgrader_page(notebook, people=people, course=False)
+    assert "<script>document.title='PWNED'</script>" in raw  # what the escaping stands between
+
+
 def test_the_course_text_is_kept_and_the_learner_s_is_shown_as_text(course, monkeypatch):
     release = read(ROOT / "notebooks" / f"{SLUG}.ipynb")
     nb = sanitized(hostile(release), course, monkeypatch)
