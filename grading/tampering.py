@@ -17,6 +17,7 @@ learner's code as code: the two notebooks are compared as JSON.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,8 +55,12 @@ def _source(cell: dict) -> str:
 
 
 def _quote(line: str) -> str:
+    """A learner's line, cut, as a markdown code span: the feedback page renders a comment as markdown, where
+    the line's own HTML or links would be live (a page the page check then withholds from its learner)."""
     line = line.strip()
-    return repr(line if len(line) <= QUOTE_CHARS else line[:QUOTE_CHARS] + "…")
+    text = repr(line if len(line) <= QUOTE_CHARS else line[:QUOTE_CHARS] + "…")
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}"
 
 
 def _edit(released: dict, submitted: dict) -> str | None:
