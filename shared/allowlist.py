@@ -106,6 +106,9 @@ DOORS = {
     "functools.update_wrapper": "sets attributes by computed names",
     "functools.wraps": "sets attributes by computed names",
     "dataclasses.make_dataclass": "makes a class with attributes named by computed strings",
+    "functools.singledispatch": "runs a string annotation as code when a function is registered (get_type_hints)",
+    "functools.singledispatchmethod": "runs a string annotation as code when a function is registered "
+                                      "(get_type_hints)",
 }
 
 #: Attributes of values that are doors, by the type that has them, each with why.

@@ -19,8 +19,10 @@ only the allowed modules, and must be admitted:
    machinery (``get_ipython``, ``display``, ``In``, ``Out``, the history) is not.
 3. **Attributes**: of a resolved object (``np.linalg.norm``), the attribute must be
    an admitted object; of any other value (``x.sum``, ``cluster.ledger``), an
-   admitted attribute name of the values graded code computes with.  No dunder and
-   no private (``_x``) attribute; no string that spells a dunder name.
+   admitted attribute name of the values graded code computes with (of a class, one the
+   class itself has, not its metaclass's such as ``Mapping.register``).  No dunder and
+   no private (``_x``) attribute; no string that spells a dunder name; ``np.ndarray``
+   only to check a type.
 4. **Nothing is rewired**: no attribute assigned or deleted, no name the course
    gives (``np``, ``Cluster``) or Python gives (``len``) rebound at the top level,
    no class made from computed names (``type`` only as ``type(x)`` compared or called with
@@ -70,6 +72,8 @@ NOTEBOOK_MACHINERY = {
 _DUNDER = re.compile(r"^__\w+__$")
 _HISTORY = re.compile(r"^_(i{1,3}|i\d+|\d+)$")  # IPython's _i, _ii, _i3, _3 ...
 _NDARRAY = np.ndarray  # admitted for isinstance; called directly, it views a buffer of your choosing
+_NDARRAY_WHY = ("np.ndarray is admitted only to check a type (isinstance(x, np.ndarray), an annotation): called, "
+                "subclassed or held, it makes an array over a buffer of your choosing (raw memory)")
 _UNKNOWN = object()  # a value whose object cannot be known by reading (a parameter, a call's result)
 
 #: Every field of Python's syntax tree that holds a name (a string), and what the name is there.  A string in
@@ -333,12 +337,34 @@ class _Checker(ast.NodeVisitor):
                 self.flag(node, node.id, found.why)
         elif isinstance(found, type(allowlist)):
             self.module_only_named(node, found)
+        elif found is _NDARRAY and not self.checks_a_type(node):
+            self.flag(node, node.id, _NDARRAY_WHY)
         elif found is type and not self.type_admitted(node):
             self.flag(node, "type", "type is admitted as type(x) in a comparison (type(x) is float) or called with one "
                                     "value (type(x)(v)): a class's class makes classes from computed names")
         elif node.id in vars(builtins) and node.id not in ALLOWED_BUILTINS and node.id not in self.course \
                 and node.id not in self.imported:
             self.flag(node, node.id, "a built-in that reaches code, files or the interpreter")
+
+    def only_read(self, node: ast.Attribute) -> bool:
+        """Whether ``node`` (``x.flags``) is read through at once, an attribute or an item loaded from it."""
+        use = self.parents.get(id(node))
+        return isinstance(use, (ast.Attribute, ast.Subscript)) and use.value is node and isinstance(use.ctx, ast.Load)
+
+    def checks_a_type(self, node: ast.AST) -> bool:
+        """Whether ``node`` (naming np.ndarray) only names the type to check against: ``isinstance(x, np.ndarray)``
+        (alone or in a tuple there), an annotation, ``case np.ndarray(...)``, a comparison (``type(x) is ...``)."""
+        child, parent = node, self.parents.get(id(node))
+        while isinstance(parent, ast.Tuple):  # isinstance(x, (list, np.ndarray))
+            child, parent = parent, self.parents.get(id(parent))
+        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) \
+                and parent.func.id in ("isinstance", "issubclass") and len(parent.args) == 2 and parent.args[1] is child:
+            return True
+        if isinstance(parent, ast.arg) and parent.annotation is child or isinstance(parent, ast.AnnAssign) \
+                and parent.annotation is child or isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and parent.returns is child:
+            return True
+        return isinstance(parent, ast.MatchClass) and parent.cls is child or isinstance(parent, ast.Compare)
 
     def type_admitted(self, node: ast.Name) -> bool:
         """Whether ``node`` (a name of ``type``) is ``type(x)`` compared with something (``type(x) is float``) or
@@ -367,10 +393,11 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self.check_attribute(node, node.value, node.attr)
-        if node.attr in _FORMATTING and not isinstance(self.resolve(node.value), type(allowlist)):
-            why = _format_problem(node.value)
-            if why:
-                self.flag(node, f".{node.attr}", why)
+        if isinstance(node.ctx, ast.Load) and self.resolve(node) is _NDARRAY and not self.checks_a_type(node):
+            self.flag(node, ".ndarray", _NDARRAY_WHY)
+        if node.attr == "flags" and not self.only_read(node):
+            self.flag(node, ".flags", "an array's flags are read (x.flags.writeable, x.flags['C_CONTIGUOUS']), never "
+                                      "held or set: x.flags['WRITEABLE'] = True makes a read-only array writeable")
         found = self.resolve(node)
         if isinstance(found, type(allowlist)) and isinstance(node.ctx, ast.Load):
             self.module_only_named(node, found)
@@ -388,6 +415,8 @@ class _Checker(ast.NodeVisitor):
         if isinstance(base, _Refused):
             return  # the name itself is flagged
         why = attribute_problem(base, attribute)
+        if why is None and attribute in _FORMATTING and not isinstance(base, type(allowlist)):
+            why = _format_problem(base_node)  # however it is reached: x.format, getattr(x, "format")
         if why:
             self.flag(node, f".{attribute}", why)
 
@@ -485,7 +514,9 @@ class _Checker(ast.NodeVisitor):
                     elif role == "keyword" and _DUNDER.match(name):
                         self.flag(node, f"{name}=...", "a dunder name")
                     elif role == "reads of the subject":
-                        why = attribute_problem(_UNKNOWN, name)
+                        why = attribute_problem(_UNKNOWN, name) or (
+                            "formats a string that is not written here (use an f-string)" if name in _FORMATTING
+                            else None)
                         if why:
                             self.flag(node, f"case C({name}=...)", why)
 
@@ -507,6 +538,9 @@ def attribute_problem(base: Any, attribute: str) -> str | None:
         except AttributeError:
             return f"not an attribute of {_name_of(base)}"
         return allowlist.why_not_admitted(found, f"{base.__name__}.{attribute}")
+    if isinstance(base, type) and not any(attribute in vars(kind) for kind in base.__mro__):
+        # Mapping.register, Fraction.register: ABCMeta's, not the class's: they change the class for every caller
+        return f"a method of {_name_of(type(base))}, the class's class: it changes {_name_of(base)} for everyone"
     names = allowlist.value_attributes()  # a class's or an object's: a method or a field, as values' are
     if names.get(attribute):  # a door on some value type is one on every value
         return names[attribute]

@@ -205,3 +205,57 @@ def test_the_search_fails_when_a_door_is_admitted(door_admitted, monkeypatch):
         monkeypatch.undo()
         _reset_caches()
     assert escapes, f"admitting {door_admitted} went unnoticed"
+
+
+# A function written in Python that runs code it is handed, read from its own source (one level: what it calls
+# itself). Each one admitted here was read and runs only code it builds from checked identifiers.
+RUNS_CODE = {"eval", "exec", "compile", "get_type_hints", "__import__", "import_module"}
+READ_AND_SAFE = {
+    "collections.namedtuple": "evaluates the __new__ it writes from field names it checks are identifiers "
+                              "that do not begin with an underscore",
+}
+
+
+def _python_functions_of(obj):
+    """(qualified name, function) of ``obj`` itself or, for a class, of every function in its own namespace."""
+    import inspect
+    members = vars(obj).items() if isinstance(obj, type) else [(None, obj)]
+    for name, member in members:
+        member = getattr(member, "__func__", member)
+        member = member.fget if isinstance(member, property) else member
+        if isinstance(member, types.FunctionType):
+            where = getattr(obj, "__qualname__", "?") + (f".{name}" if name else "")
+            yield f"{inspect.getmodule(obj).__name__ if inspect.getmodule(obj) else '?'}.{where}", member
+
+
+def test_no_admitted_python_function_runs_code_it_is_handed():
+    """functools.singledispatch ran a learner's string annotation as code (typing.get_type_hints, which calls
+    eval) when a function was registered: a door no attribute chain shows. Every admitted object written in
+    Python is read for a call of what runs code; each found is a door, or read and listed as safe here."""
+    import ast
+    import inspect
+    import textwrap
+    found = {}
+    for obj, _ in allowlist.admitted_objects().values():
+        for name, function in _python_functions_of(obj):
+            try:
+                tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+            except (OSError, TypeError, SyntaxError):
+                continue
+            calls = {node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+                     for node in ast.walk(tree) if isinstance(node, ast.Call)
+                     and isinstance(node.func, (ast.Name, ast.Attribute))}
+            if calls & RUNS_CODE and name not in READ_AND_SAFE:
+                found[name] = sorted(calls & RUNS_CODE)
+    assert found == {}, found
+
+
+def test_the_code_search_finds_singledispatch_when_it_is_admitted(monkeypatch):
+    monkeypatch.delitem(allowlist.DOORS, "functools.singledispatch")
+    allowlist.admitted_objects.cache_clear() if hasattr(allowlist.admitted_objects, "cache_clear") else None
+    try:
+        with pytest.raises(AssertionError, match="singledispatch"):
+            test_no_admitted_python_function_runs_code_it_is_handed()
+    finally:
+        monkeypatch.undo()
+        allowlist.admitted_objects.cache_clear() if hasattr(allowlist.admitted_objects, "cache_clear") else None

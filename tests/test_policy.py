@@ -90,6 +90,7 @@ HONEST = {
         from __future__ import annotations
         import numpy as np
         def f(x: np.ndarray) -> np.ndarray:
+            assert isinstance(x, (list, np.ndarray)) or type(x) is np.ndarray
             return x * 2
     """,
 }
@@ -218,6 +219,21 @@ ATTACKS = {  # what the attacks of tests/adversarial.py (and the issue that foun
     "a computed format string": ("('{0.' + '_' * 2 + 'class' + '_' * 2 + '}').format(f)", {".format"}),
     "str.format by its class": ("str.format('{0.__class__}', f)", {".format"}),
     "format_map reading items": ("'{d[__builtins__]}'.format_map(m)", {".format_map"}),
+    # The second red team of session 15.
+    "np.ndarray subclassed: an array over a buffer by another name": (
+        "class Raw(np.ndarray):\n    pass\nRaw((1,), dtype=object, buffer=b)", {".ndarray"}),
+    "np.ndarray held": ("make = np.ndarray\nmake((1,), dtype=object, buffer=b)", {".ndarray"}),
+    "np.ndarray as a default argument": ("def at(p, make=np.ndarray):\n    return make((1,), buffer=p)",
+                                         {".ndarray"}),
+    "np.ndarray imported by name": ("from numpy import ndarray as R\nR((1,), buffer=b)", {"R"}),
+    "singledispatch runs a string annotation": ("from functools import singledispatch",
+                                                {"from functools import singledispatch"}),
+    "format by getattr": ("getattr('{0.__globals__}', 'format')(f)", {".format"}),
+    "format by a class pattern": ("match '{0.__globals__}':\n    case str(format=fm):\n        fm(f)",
+                                  {"case C(format=...)"}),
+    "a read-only array made writeable through its flags": ("x.flags['WRITEABLE'] = True", {".flags"}),
+    "an abstract class's register (its metaclass's)": ("import collections.abc\ncollections.abc.Mapping.register(F)",
+                                                      {".register"}),
 }
 
 
