@@ -135,14 +135,15 @@ def part_of_notebook(path: Path) -> str:
 
     Raises ValueError, saying why, for a file that is not a notebook of one of the course's parts."""
     try:
-        notebook = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        notebook = json.loads(text)
     except (OSError, UnicodeDecodeError) as error:
         raise ValueError(f"the notebook could not be read: {error}") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"the file is not a notebook: it is not valid JSON ({error})") from None
     if isinstance(notebook, dict) and isinstance(notebook.get("nbformat"), int) and notebook["nbformat"] < 4:
         try:  # an older format (cells in "worksheets"), which the grader converts as it reads it
-            notebook = nbformat.reads(json.dumps(notebook), as_version=4)
+            notebook = nbformat.reads(text, as_version=4)
         except Exception:  # nbformat says it is not a notebook after all: so is it said below
             pass
     cells = notebook.get("cells") if isinstance(notebook, dict) else None

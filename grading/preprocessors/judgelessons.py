@@ -67,6 +67,7 @@ class JudgeLessons(NbGraderPreprocessor):
         findings = mct.get("rules") or rules.Findings()
         verdicts, cells = [], {}
         last_code = ""
+        died_at = mct.get("died_at")  # (SandboxedExecute: the cell where the kernel died, if it did)
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
@@ -74,14 +75,11 @@ class JudgeLessons(NbGraderPreprocessor):
             meta = cell.metadata.get("nbgrader", {})
             lesson = lesson_of_grade_id(str(meta.get("grade_id", "")))
             if meta.get("grade") and lesson is not None and meta.get("grade_id") == lesson.grade_id:
-                died_at = mct.get("died_at")  # (sandboxedexecute: the cell where the kernel died, if it did)
-                below = _solution_below(lesson, index, answers.get(index), nb)
                 if answers.get(index) is None and died_at is not None and died_at <= index:
                     verdicts.append(_stopped_by(lesson.code, index, died_at, nb))
-                elif below is not None:
-                    verdicts.append(below)
                 else:
-                    verdicts.append(self._judge(lesson.code, index, last_code, answers, refused, drawn))
+                    verdicts.append(_solution_below(lesson, index, answers.get(index), nb)
+                                    or self._judge(lesson.code, index, last_code, answers, refused, drawn))
                 cells[lesson.code] = cell
                 last_code = max(last_code, lesson.code)
             else:
