@@ -20,7 +20,7 @@ from course import ROOT, formgrader_page, make_submission
 from grading import feedback_text, judge, rules
 from grading.preprocessors import JudgeLessons, LearnerFeedback, SandboxedExecute
 from grading.preprocessors.judgelessons import _apply_rules, _refusal_output, verdict_output
-from grading.preprocessors.sandboxedexecute import KERNEL_DIED
+from grading.preprocessors.sandboxedexecute import KERNEL_DIED, _not_run_again
 from shared.lessons import lesson, lessons_of
 
 sys.path.insert(0, str(ROOT / "tools"))
@@ -90,6 +90,8 @@ def _grader_notes() -> dict[str, NotebookNode]:
             "kernel died": NotebookNode(output_type="error", ename="KernelDied", evalue=KERNEL_DIED,
                                         traceback=[KERNEL_DIED]),
             "after the kernel died": _run_cell_when_dead(28),
+            "not run again": _not_run_again(nbformat.v4.new_code_cell("x = 1"), None)[-1],
+            "stopped, not run again": _not_run_again(nbformat.v4.new_code_cell("x = 1"), "it sent too much")[-1],
             "cell's rules": _rules_output()[0],
             "refused elsewhere": _refusal_output("answers to lesson 004 came from a cell that is not its test cell")}
 
@@ -113,6 +115,13 @@ def test_a_note_keeps_what_it_says():
     rules_output, broken = _rules_output()
     assert broken in feedback_text.plain_output(rules_output).evalue
     assert "your instructor will look at this notebook" in feedback_text.plain_output(notes["kernel died"]).evalue
+    again = feedback_text.plain_output(notes["not run again"]).evalue
+    assert again == ("Your notebook's kernel stopped here (it crashed, was ended by the code, or went past the grading "
+                     "limits on memory, processes or time): the notebook was graded again from its start without this "
+                     "cell"), again  # it cost nothing but that cell: no instructor's look
+    stopped = feedback_text.plain_output(notes["stopped, not run again"]).evalue
+    assert stopped.startswith("it sent too much: the kernel was stopped; the notebook was graded again") \
+        and stopped.endswith("(your instructor will look at this notebook)"), stopped
 
 
 def test_a_dead_kernel_is_named_as_a_learner_counts_cells_with_its_lesson():

@@ -180,6 +180,49 @@ def test_one_part_saved_under_another_part_s_name_is_said_so(tmp_path, capsys):
     assert capsys.readouterr().out == ""
 
 
+# A cell past the sandbox's memory (given 1.25 GiB below, as tests/test_nbgrader_loop.py gives it): the kernel dies.
+# (A lesson's function cannot stop it so: its test cell calls it under a lower limit, and it raises MemoryError.)
+PAST_MEMORY = "hog = np.ones(3 * 2**27)  # 3 GiB"
+
+
+def insert_below(notebook, grade_id: str, source: str) -> int:
+    """Insert a code cell of ``source`` below the cell ``grade_id``; its index."""
+    index = next(i for i, cell in enumerate(notebook.cells) if grade_id_of(cell) == grade_id) + 1
+    notebook.cells.insert(index, nbformat.v4.new_code_cell(source))
+    return index
+
+
+def test_a_cell_that_stops_the_kernel_costs_only_what_it_does(tmp_path):
+    """Part 1: a scratch cell past the sandbox's memory: the notebook is graded again without it, so it costs
+    nothing, and nothing waits for a human; the cell shows what it printed and why it was not run again.  Part 2:
+    three such scratch cells: the notebook runs at most three times, so the lesson after the third loses its
+    points, and its verdict names that cell."""
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    first = make_submission("01_mlp_core", default="reference")
+    scratch = insert_below(first, "lesson_002_init_mlp_params", "print('before')\n" + PAST_MEMORY)
+    nbformat.write(first, notebooks / "01_mlp_core.ipynb")
+    second = make_submission("02_gradient_accumulation", default="reference")
+    for lesson in ("lesson_011_split_into_micro_batches", "lesson_012_accumulate_gradients",
+                   "lesson_013_scale_accumulated_gradients"):
+        third = insert_below(second, lesson, PAST_MEMORY)
+    nbformat.write(second, notebooks / "02_gradient_accumulation.ipynb")
+    env = dict(os.environ, MCT_PROGRESS_FILE=str(tmp_path / "progress.json"), MCT_KERNEL_MEMORY=str(5 * 2**28))
+    env.pop(RUN_BROKEN_CELLS_ENV, None)
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "grade.py"), "--part", "01,02",
+                          "--notebooks", str(notebooks), "--course", str(tmp_path / "course")],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    one, two = run.stdout.split("Part 02_gradient_accumulation")
+    assert one.count(": 5/5") == 10 and "human look" not in one, one
+    graded = read(tmp_path / "course" / "autograded" / "me" / "01_mlp_core" / "01_mlp_core.ipynb")
+    shown = [output.get("text", output.get("evalue", "")) for output in graded.cells[scratch].outputs]
+    assert shown[0] == "before\n" and shown[-1].endswith("graded again from its start without this cell"), shown
+    assert two.count(": 5/5") == 3 and "✗ 014 · Grad accumulation step: 0/5" in two, two
+    assert f"stopped at cell {third + 1} (a cell of your own, not a lesson's)" in two, two
+    assert "graded: 65/70 XP in 2 part(s)" in run.stdout, run.stdout
+
+
 def test_the_feedback_page_draws_its_math_itself_and_loads_nothing(graded):
     """Learners read feedback offline: every formula of the notebook is MathML in the page, and the page
     has no script and fetches nothing (nbgrader's template loaded MathJax from a CDN)."""

@@ -499,15 +499,17 @@ def test_a_function_not_defined_because_its_cell_is_below_its_test_cell_is_told_
     """A test cell whose Implementation cell was moved (or pasted) below it: the verdict names both cells and
     what to do, not only "not defined" (which sends the learner looking for a cell that is there)."""
     import nbformat
-    from grading.preprocessors.judgelessons import _solution_below
+    from grading.preprocessors.judgelessons import _solution_missing
     lesson = find_lesson("003")
     test = nbformat.v4.new_code_cell("", metadata={"nbgrader": {"grade_id": lesson.grade_id, "grade": True}})
     solution = nbformat.v4.new_code_cell("", metadata={"nbgrader": {"grade_id": lesson.solution_grade_id}})
     not_defined = {"status": "not_defined"}
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 003"), test, solution])
-    verdict = _solution_below(lesson, 1, not_defined, nb)
+    verdict = _solution_missing(lesson, 1, not_defined, nb, set())
     assert verdict is not None and not verdict.passed
     assert "its Implementation cell is below it (cell 3); move it back above its test cell" in verdict.message
-    assert _solution_below(lesson, 1, {"status": "answered"}, nb) is None
+    assert _solution_missing(lesson, 1, {"status": "answered"}, nb, set()) is None
     nb.cells[1], nb.cells[2] = solution, test
-    assert _solution_below(lesson, 2, not_defined, nb) is None  # above it: "not defined" has another cause
+    assert _solution_missing(lesson, 2, not_defined, nb, set()) is None  # above it: "not defined" has another cause
+    stopped = _solution_missing(lesson, 2, not_defined, nb, {1})  # it stopped the kernel: not run again
+    assert stopped is not None and "its Implementation cell (cell 2) stopped the grading kernel" in stopped.message

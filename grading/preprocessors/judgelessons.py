@@ -67,7 +67,8 @@ class JudgeLessons(NbGraderPreprocessor):
         findings = mct.get("rules") or rules.Findings()
         verdicts, cells = [], {}
         last_code = ""
-        died_at = mct.get("died_at")  # (SandboxedExecute: the cell where the kernel died, if it did)
+        died_at = mct.get("died_at")  # (SandboxedExecute: the cell where the last run's kernel died, if it did)
+        stopped = set(mct.get("stopped_cells", []))  # cells where an earlier run's kernel died: not run again
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
@@ -75,10 +76,10 @@ class JudgeLessons(NbGraderPreprocessor):
             meta = cell.metadata.get("nbgrader", {})
             lesson = lesson_of_grade_id(str(meta.get("grade_id", "")))
             if meta.get("grade") and lesson is not None and meta.get("grade_id") == lesson.grade_id:
-                if answers.get(index) is None and died_at is not None and died_at <= index:
-                    verdicts.append(_stopped_by(lesson.code, index, died_at, nb))
+                if index in stopped or (answers.get(index) is None and died_at is not None and died_at <= index):
+                    verdicts.append(_stopped_by(lesson.code, index, index if index in stopped else died_at, nb))
                 else:
-                    verdicts.append(_solution_below(lesson, index, answers.get(index), nb)
+                    verdicts.append(_solution_missing(lesson, index, answers.get(index), nb, stopped)
                                     or self._judge(lesson.code, index, last_code, answers, refused, drawn))
                 cells[lesson.code] = cell
                 last_code = max(last_code, lesson.code)
@@ -107,26 +108,34 @@ def _stopped_by(code: str, index: int, died_at: int, nb: NotebookNode) -> judge.
     """The verdict of a lesson whose test cell sent no answers because the kernel died at cell ``died_at``
     (0-based, as ``index``): where, and whose cell that was, so that the learner knows which cell to fix."""
     if died_at == index:
-        where = "while this test cell ran"
-    else:
-        grade_id = str(nb.cells[died_at].get("metadata", {}).get("nbgrader", {}).get("grade_id", ""))
-        owner = lesson_of_grade_id(grade_id)
-        whose = f"lesson {owner.code}'s cell" if owner is not None else "a cell of your own, not a lesson's"
-        where = f"at cell {died_at + 1} ({whose}), before this test cell ran"
-    return judge.Verdict(code, False, f"no answers reached the grader: the grading kernel stopped {where} "
-                                      f"(os._exit, a crash, or one of the sandbox's limits on memory, processes or "
-                                      f"time); fix or remove what that cell does, and the lessons after it run again",
-                         Reason.NO_ANSWERS)
+        return judge.Verdict(code, False, "no answers reached the grader: the grading kernel stopped while this test "
+                                          "cell ran (os._exit, a crash, or one of the sandbox's limits on memory, "
+                                          "processes or time: does the function need far more of them than the "
+                                          "lesson?)", Reason.NO_ANSWERS)
+    grade_id = str(nb.cells[died_at].get("metadata", {}).get("nbgrader", {}).get("grade_id", ""))
+    owner = lesson_of_grade_id(grade_id)
+    whose = f"lesson {owner.code}'s cell" if owner is not None else "a cell of your own, not a lesson's"
+    return judge.Verdict(code, False, f"no answers reached the grader: the grading kernel stopped at cell "
+                                      f"{died_at + 1} ({whose}), before this test cell ran (os._exit, a crash, or one "
+                                      f"of the sandbox's limits on memory, processes or time), and the notebook's "
+                                      f"time or runs left for grading it again without that cell were used up; fix "
+                                      f"or remove what that cell does", Reason.NO_ANSWERS)
 
 
-def _solution_below(lesson, index: int, payload: dict | None, nb: NotebookNode) -> judge.Verdict | None:
+def _solution_missing(lesson, index: int, payload: dict | None, nb: NotebookNode,
+                      stopped: set[int]) -> judge.Verdict | None:
     """The verdict of a lesson whose function was not defined when its test cell (cell ``index``) ran because
-    its Implementation cell stands below the test cell (moved, or pasted there), else None: "not defined"
-    alone would send the learner looking for a cell that is there."""
+    its Implementation cell stands below the test cell (moved, or pasted there) or stopped the grading kernel
+    (one of ``stopped``, not run again), else None: "not defined" alone would send the learner looking for a
+    cell that is there."""
     if not (isinstance(payload, dict) and payload.get("status") == "not_defined"):
         return None
     found = next((at for at, cell in enumerate(nb.cells) if cell.get("metadata", {}).get("nbgrader", {})
                   .get("grade_id") == lesson.solution_grade_id), None)
+    if found in stopped:
+        return judge.Verdict(lesson.code, False, f"`{lesson.function}` was not defined when its test cell ran: "
+                                                 f"its Implementation cell (cell {found + 1}) stopped the grading "
+                                                 f"kernel and was not run again", Reason.NO_ANSWERS)
     if found is None or found < index:
         return None
     return judge.Verdict(lesson.code, False, f"`{lesson.function}` was not defined when its test cell (cell "

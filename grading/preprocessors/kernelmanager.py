@@ -53,6 +53,7 @@ class MessageBudget:
     def __init__(self, stop) -> None:
         self.received = 0
         self.stopped: str | None = None
+        self.reason: str | None = None  # why it was stopped, in a few words (stopped says what that cost)
         self._stop = stop
 
     def admit(self, message_bytes: int, frame_bytes: int) -> bool:
@@ -71,6 +72,7 @@ class MessageBudget:
             self._refuse(why)
 
     def _refuse(self, why: str) -> None:
+        self.reason = why
         self.stopped = (f"{why}: the kernel was stopped, the cells below did not run and their lessons get no "
                         f"points; this notebook needs a human look")
         self._stop()
@@ -286,6 +288,9 @@ class SandboxKernelManager(AsyncKernelManager):
     # never read (the limits of SandboxKernelClient were not in effect before this line).
     client_factory = Type(SandboxKernelClient, klass=AsyncKernelClient)
     mct_budget: MessageBudget | None = None
+    # The kernel's wall clock in seconds when not a whole notebook's (MCT_NOTEBOOK_SECONDS): a notebook run again
+    # without a cell where its kernel died gets what is left of its time (SandboxedExecute).
+    mct_notebook_seconds: int | None = None
     _mct_socket_fds: dict[str, int] | None = None
 
     # A kernel launched ahead (launch_ahead): the command and arguments it was launched with, until start_kernel
@@ -349,6 +354,8 @@ class SandboxKernelManager(AsyncKernelManager):
         (grading.zygote), that its sandbox runs a holder the kernel is forked into, not the kernel itself."""
         env = {**(kw.get("env") or os.environ), CGROUP_NAME_ENV: self._mct_cgroup}
         env.pop(SANDBOX_HOLDER_ENV, None)
+        if self.mct_notebook_seconds is not None:
+            env[NOTEBOOK_SECONDS_ENV] = str(self.mct_notebook_seconds)
         self._mct_warm = zygote.current() if self._mct_sandboxed else None
         if self._mct_warm is not None:
             env[SANDBOX_HOLDER_ENV] = zygote.HOLDER_MARK

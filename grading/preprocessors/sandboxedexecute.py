@@ -6,7 +6,10 @@ import json
 import math
 import os
 import re
+import time
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from nbclient.exceptions import DeadKernelError
 from nbformat import NotebookNode
@@ -14,7 +17,7 @@ from nbgrader.preprocessors import Execute
 
 from shared.lessons import lesson_of_grade_id
 
-from .. import judge, redact, rules
+from .. import judge, redact, rules, sandbox
 from ..protocol import (ANSWERS_MIME, CELL_OUTPUT_BYTES_ENV, NOTEBOOK_OUTPUT_BYTES_ENV, REVEAL_DIR_HOST_ENV,
                         RUN_BROKEN_CELLS_ENV, RUN_DEMOS_ENV)
 from . import spare
@@ -36,6 +39,13 @@ OUTPUT_MESSAGES = ("stream", "display_data", "execute_result", "error", "update_
 KERNEL_DIED = ("the grading kernel died here (os._exit, a crash, or one of the sandbox's limits on memory, "
                "processes or time): the cells below did not run and their lessons get no points; "
                "this notebook needs a human look")
+# A cell where the kernel died is not run again: the notebook runs once more from its start, in a new kernel,
+# without it (at most PASSES runs in all, within the notebook's own time limit; see SandboxedExecute).
+PASSES = 3
+RERUN_MIN_SECONDS = 5  # a run again needs at least this much of the notebook's time left
+NOT_RUN_AGAIN = "the notebook was graded again from its start without this cell"
+KERNEL_DIED_HERE = ("the grading kernel died here (os._exit, a crash, or one of the sandbox's limits on memory, "
+                    "processes or time)")
 
 
 def _skipped_output(found: list) -> NotebookNode:
@@ -50,28 +60,73 @@ def _skipped_output(found: list) -> NotebookNode:
     return NotebookNode(output_type="error", ename="RulesBroken", evalue=text, traceback=[text])
 
 
-class SandboxedExecute(Execute):
-    """nbgrader's Execute, but a kernel that dies costs only the lessons after it.
+def _lessons_after(nb: NotebookNode, index: int) -> bool:
+    """Whether a lesson's test cell stands below cell ``index`` (a run again would grade it)."""
+    for cell in nb.cells[index + 1:]:
+        grade_id = str(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", ""))
+        lesson = lesson_of_grade_id(grade_id)
+        if lesson is not None and grade_id == lesson.grade_id:
+            return True
+    return False
 
-    nbgrader gives up a whole notebook when its kernel dies; here the cells already run keep
-    their answers (the judge grades them), the cell where it died says so, and the cells after
-    it are marked as not run.
+
+def _not_run_again(cell: NotebookNode, stopped_for: str | None) -> list:
+    """The outputs a cell where the kernel died shows once the notebook runs again without it: what it showed
+    before the kernel died, and why it was not run again.  A kernel stopped for what it sent (a flood of
+    messages: kernelmanager.MessageBudget) still lists the notebook for a human; a death alone does not, since it
+    cost nothing but that cell.  ``stopped_for``: why the grader stopped the kernel, if it did."""
+    shown = [output for output in cell.get("outputs", []) if output.get("ename") != "KernelDied"]
+    why = (f"{stopped_for}: the kernel was stopped; {NOT_RUN_AGAIN} (this notebook needs a human look)"
+           if stopped_for else f"{KERNEL_DIED_HERE}: {NOT_RUN_AGAIN}")
+    return shown + [NotebookNode(output_type="error", ename="KernelDied", evalue=why, traceback=[why])]
+
+
+class SandboxedExecute(Execute):
+    """nbgrader's Execute, but a cell that stops the kernel costs only what that cell does.
+
+    nbgrader gives up a whole notebook when its kernel dies.  Here the cell where it died says so, and the
+    notebook runs again from its start in a new kernel without that cell, so that a scratch cell that ran out of
+    memory or called ``os._exit`` costs the lessons after it nothing: at most ``PASSES`` runs in all, and only
+    within the notebook's own time limit (a run again gets what is left of it, never a clock of its own).  When
+    no run again is possible, the cells already run keep their answers (the judge grades them) and the cells
+    after the one where the kernel died are marked as not run.
     """
 
     _mct_notebook_bytes = _mct_cell_bytes = 0  # output counted so far (see _within_output_budget)
     _mct_cut = False
     _mct_next_launched = True  # (preprocess sets it False: a kernel is launched for the next notebook once)
+    _mct_seconds_left: int | None = None  # a run again: the notebook's seconds left (its kernel's wall clock)
+    _mct_stopped: Mapping[int, list] = MappingProxyType({})  # (preprocess gives each notebook its own)
 
     def preprocess(self, nb, resources=None, km=None):
-        self._died_at = None
-        self._mct_notebook_bytes = 0  # (the cell's count starts again in preprocess_cell)
+        """Run ``nb``; again without each cell where its kernel died, while that is worth it and time is left."""
+        started = time.monotonic()
         self._mct = (resources if resources is not None else {}).setdefault("mct", {})
-        self._mct.update(answers={}, refused=[])
-        self._mct_next_launched = False
-        return super().preprocess(nb, resources, km)
+        self._mct_stopped = {}  # index of a cell where a run's kernel died -> what it shows in the runs after
+        self._mct_seconds_left = None
+        for run in range(PASSES):
+            self._died_at = self._stopped_for = None
+            self._mct_notebook_bytes = 0  # (the cell's count starts again in preprocess_cell)
+            self._mct.update(answers={}, refused=[], died_at=None, stopped_cells=sorted(self._mct_stopped))
+            self._mct_next_launched = False
+            nb, resources = super().preprocess(nb, resources, km)
+            left = sandbox.notebook_seconds() - (time.monotonic() - started)
+            if self._died_at is None or run == PASSES - 1 or left < RERUN_MIN_SECONDS \
+                    or not _lessons_after(nb, self._died_at):
+                break
+            self.log.warning("the kernel died at cell %d: the notebook runs again without it (%.0f s left)",
+                             self._died_at, left)
+            self._mct_stopped[self._died_at] = _not_run_again(nb.cells[self._died_at], self._stopped_for)
+            self._mct_seconds_left, km = math.floor(left), None  # a new kernel, whose clock has what is left
+        return nb, resources
 
     def create_kernel_manager(self):
-        """The kernel launched for this notebook while the one before ran (grading.preprocessors.spare), if any."""
+        """The kernel launched for this notebook while the one before ran (grading.preprocessors.spare), if any;
+        for a run again, always a new one (the spare waiting is the next notebook's)."""
+        if self._mct_seconds_left is not None:
+            km = super().create_kernel_manager()
+            km.mct_notebook_seconds = self._mct_seconds_left  # its wall clock: what is left of the notebook's
+            return km
         km = spare.take(self)
         if km is None:
             return super().create_kernel_manager()
@@ -80,6 +135,9 @@ class SandboxedExecute(Execute):
         return km
 
     def preprocess_cell(self, cell, resources, index):
+        if index in self._mct_stopped:  # its kernel died in an earlier run: it is not run again
+            cell.outputs = self._mct_stopped[index]
+            return cell, resources
         if not self._mct_next_launched:  # this notebook's kernel is ready: the next notebook's boots meanwhile
             self._mct_next_launched = True
             if self._a_notebook_follows(resources):
@@ -223,6 +281,7 @@ class SandboxedExecute(Execute):
             self._died_at = index
             self._mct["died_at"] = index  # the judge names it in the verdicts of the lessons it stopped
             budget = getattr(self.km, "mct_budget", None)  # stopped for what it sent (kernelmanager.MessageBudget)
+            self._stopped_for = budget.reason if budget is not None and budget.stopped else None
             why = (budget.stopped if budget is not None else None) or KERNEL_DIED
             self.log.warning("the kernel died at cell %d: %s", index, why)
             cell.outputs = list(cell.get("outputs", [])) + [NotebookNode(
