@@ -1,6 +1,6 @@
 """`make grade`: a learner alone gets the real grade of their own notebooks.
 
-One run of tools/grade.py on three parts, as a learner grades by default (breaking cells are not run):
+One run of tools/grade.py on four parts, as a learner grades by default (breaking cells are not run):
 
 - Part 1 with most lessons solved, one left as the stub, one with a catalogued mistake and one that
   crashes inside the course's helper (lesson 005 hands `params` to linear_forward): each lesson's result
@@ -12,7 +12,8 @@ One run of tools/grade.py on three parts, as a learner grades by default (breaki
   show_progress, a print, an import os) outside every lesson and inside lesson 011: the other lessons keep
   full marks, and each scratch cell that breaks the rules says in one line that it was skipped;
 - Part 3 cut off mid-file: named as not graded, with nbgrader's reason; the others are graded and get their
-  pages from the same nbgrader process.
+  pages from the same nbgrader process;
+- Part 4 without any cell's metadata: graded by its code, every lesson with full marks.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import pytest
 from course import (ROOT, grade_id_of, make_submission, read, reference_code, scratch_cells, student_path,
                     with_scratch_cells)
 from grading.protocol import RUN_BROKEN_CELLS_ENV
+from shared.lessons import lessons_of
 
 pytestmark = pytest.mark.slow
 
@@ -74,11 +76,15 @@ def graded(tmp_path_factory):
     copy_course_cells(second)
     nbformat.write(second, notebooks / "02_gradient_accumulation.ipynb")
     (notebooks / "03_activation_checkpointing.ipynb").write_text('{"cells": [')  # damaged: cut off mid-file
+    stripped = make_submission("04_mixed_precision", default="reference")
+    for cell in stripped.cells:  # what an editor that keeps no cell metadata hands in
+        cell.metadata = {}
+    nbformat.write(stripped, notebooks / "04_mixed_precision.ipynb")
     before = (notebooks / "01_mlp_core.ipynb").read_bytes()
     progress = tmp_path / "progress.json"
     env = dict(os.environ, MCT_PROGRESS_FILE=str(progress))
     env.pop(RUN_BROKEN_CELLS_ENV, None)
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "grade.py"), "--part", "01,02,03",
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "grade.py"), "--part", "01,02,03,04",
                           "--notebooks", str(notebooks), "--course", str(tmp_path / "course")],
                          env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -92,7 +98,7 @@ def test_make_grade_prints_each_lessons_real_result(graded):
     assert "✗ 003 · Linear forward: 0/5" in out and "the bias is missing" in out
     assert "✗ 008 · ReLU backward: 0/5" in out and "not started" in out
     assert "✗ 005 · MLP forward: 0/5" in out
-    assert "graded: 50/90 XP in 3 part(s)" in graded["out"], graded["out"]
+    assert "graded: 80/120 XP in 4 part(s)" in graded["out"], graded["out"]
     assert (graded["course"] / "feedback" / "me" / "01_mlp_core" / "01_mlp_core.html").is_file()
     results = json.loads(graded["progress"].read_text())["graded"]
     assert results["001"] is True and results["003"] is False and results["005"] is False and results["008"] is False
@@ -108,7 +114,8 @@ def test_a_damaged_notebook_is_named_and_the_others_are_graded_in_the_same_nbgra
     log = (graded["course"] / "nbgrader.log").read_text()
     assert all(f"[{app} |" in log for app in ("GenerateAssignmentApp", "AutogradeApp", "GenerateFeedbackApp")), log
     pages = graded["course"] / "feedback" / "me"
-    assert sorted(page.name for page in pages.glob("*/*.html")) == ["01_mlp_core.html", "02_gradient_accumulation.html"]
+    assert sorted(page.name for page in pages.glob("*/*.html")) == ["01_mlp_core.html", "02_gradient_accumulation.html",
+                                                                    "04_mixed_precision.html"]
 
 
 def test_a_learner_s_crash_is_shown_at_their_line_and_never_at_the_grader_s_files(graded):
@@ -162,6 +169,19 @@ def test_copied_and_renamed_course_cells_are_ordinary_cells_and_cost_nothing(gra
     notebook = read(graded["course"] / "autograded" / "me" / part / f"{part}.ipynb")
     ids = [grade_id_of(cell) for cell in notebook.cells if grade_id_of(cell)]
     assert len(ids) == len(set(ids)) and "lesson_014_grad_accumulation_step" in ids and "my_tests_014" not in ids
+
+
+def test_a_notebook_stripped_of_its_cell_metadata_is_graded_by_its_code(graded):
+    """Part 4 handed in without any cell's metadata (no grade_id anywhere): each test cell is put back below the
+    cell that defines its lesson's function, read from the code, so every lesson keeps its points."""
+    out = graded["out"].split("Part 04_mixed_precision")[1]
+    assert out.count(": 5/5") == 6 and "could not be graded" not in out, out
+    part = "04_mixed_precision"
+    notebook = read(graded["course"] / "autograded" / "me" / part / f"{part}.ipynb")
+    tests = [index for index, cell in enumerate(notebook.cells) if (grade_id_of(cell) or "").startswith("lesson_")]
+    defines = [next(i for i, cell in enumerate(notebook.cells) if cell.source.startswith(f"def {lesson.function}("))
+               for lesson in lessons_of(part)]
+    assert [test - 1 for test in tests] == defines, (tests, defines)  # each right below its function's cell
 
 
 def test_one_part_saved_under_another_part_s_name_is_said_so(tmp_path, capsys):

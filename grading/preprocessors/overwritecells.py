@@ -15,7 +15,9 @@ copies' metadata, and drops the grade_id of a cell the gradebook does not know, 
 ``metadata.nbgrader.grade_id`` of every cell that has an ``nbgrader`` entry (``add_missing_task_cells``), and
 puts a missing test cell after the course's cell before it only if that one is still there
 (``add_missing_grade_cells``).  Here such a cell becomes an ordinary cell of the learner's (its ``nbgrader``
-entry goes), and a missing test cell goes after the nearest earlier course cell the submission still has.
+entry goes), and a missing test cell goes after the nearest earlier course cell the submission still has, or, when
+its lesson's Implementation cell lost its metadata too (a notebook stripped of all of it), after the learner's cell
+that defines the lesson's function, read from the code: its function is defined when its test cell runs.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ from typing import Any
 
 from nbformat import NotebookNode
 from nbgrader.preprocessors import OverwriteCells
+
+from shared.lessons import lessons_of
+
+from ..rules import cell_names
+from .base import part_slug
 
 
 class CourseOverwriteCells(OverwriteCells):
@@ -43,13 +50,15 @@ class CourseOverwriteCells(OverwriteCells):
         return cell, resources
 
     def add_missing_grade_cells(self, nb: NotebookNode, resources: dict[str, Any]):
-        """Every test cell of the course the submission lacks, put back after the nearest earlier course cell it
-        still has (at the top when it has none), in the course's order."""
+        """Every test cell of the course the submission lacks, put back in the course's order after the nearest
+        earlier course cell it still has (at the top when it has none), or after the cell there that defines its
+        lesson's function when the lesson's Implementation cell is not among them."""
         source = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
         order = [cell.name for cell in source.source_cells]
         by_name = {cell.name: cell for cell in source.source_cells}
         points = {cell.name: cell.max_score for cell in source.grade_cells}
         solutions = {cell.name for cell in source.solution_cells}
+        lessons = {lesson.grade_id: lesson for lesson in lessons_of(part_slug(resources))}
         for position, name in enumerate(order):
             if name not in points:
                 continue
@@ -59,6 +68,22 @@ class CourseOverwriteCells(OverwriteCells):
                 continue
             self.log.warning("Missing grade cell %s encountered, adding to notebook", name)
             before = next((present[earlier] for earlier in reversed(order[:position]) if earlier in present), -1)
+            lesson = lessons.get(name)
+            if lesson is not None and lesson.solution_grade_id not in present:
+                before = _defining_cell(nb, lesson.function, before)
             nb.cells.insert(before + 1, self.missing_cell_transform(by_name[name], points[name],
                                                                      is_solution=name in solutions))
         return nb, resources
+
+
+def _defining_cell(nb: NotebookNode, function: str, after: int) -> int:
+    """The last code cell below cell ``after`` and above the next course cell that defines ``function`` at its top
+    level (read with :func:`grading.rules.cell_names`), or ``after`` when there is none."""
+    found = after
+    for index in range(after + 1, len(nb.cells)):
+        cell = nb.cells[index]
+        if cell.metadata.get("nbgrader", {}).get("grade_id"):
+            break  # a course cell of a later lesson: what stands below it is no longer this lesson's
+        if cell.cell_type == "code" and function in cell_names("".join(cell.source)).defines:
+            found = index
+    return found
