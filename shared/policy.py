@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import importlib
 import re
 import string
@@ -75,6 +76,12 @@ _NDARRAY = np.ndarray  # admitted for isinstance; called directly, it views a bu
 _NDARRAY_WHY = ("np.ndarray is admitted only to check a type (isinstance(x, np.ndarray), an annotation): called, "
                 "subclassed or held, it makes an array over a buffer of your choosing (raw memory)")
 _UNKNOWN = object()  # a value whose object cannot be known by reading (a parameter, a call's result)
+#: Admitted functions that are doors unless called at once with one value (``copy.deepcopy(params)``), with why.
+_CALLED_WITH_ONE_VALUE = (
+    (copy.deepcopy, "copy.deepcopy is admitted only called with one value (copy.deepcopy(x)): its memo, a dict of "
+                    "yours, keeps every object it walked through, the originals, private ones included "
+                    "(a cluster's own __dict__, its ledger's list of messages), to change as you please"),
+)
 
 #: Every field of Python's syntax tree that holds a name (a string), and what the name is there.  A string in
 #: any other field (a construct of a newer Python: ``type X = ...``, ``def f[T]()``) breaks the rules: what the
@@ -339,12 +346,23 @@ class _Checker(ast.NodeVisitor):
             self.module_only_named(node, found)
         elif found is _NDARRAY and not self.checks_a_type(node):
             self.flag(node, node.id, _NDARRAY_WHY)
+        elif self.called_with_one_value_problem(node, found):
+            self.flag(node, node.id, self.called_with_one_value_problem(node, found))
         elif found is type and not self.type_admitted(node):
             self.flag(node, "type", "type is admitted as type(x) in a comparison (type(x) is float) or called with one "
-                                    "value (type(x)(v)): a class's class makes classes from computed names")
+                                    "literal (type(x)(\"nan\")): a class's class makes classes from computed names")
         elif node.id in vars(builtins) and node.id not in ALLOWED_BUILTINS and node.id not in self.course \
                 and node.id not in self.imported:
             self.flag(node, node.id, "a built-in that reaches code, files or the interpreter")
+
+    def called_with_one_value_problem(self, node: ast.AST, found: Any) -> str | None:
+        """Why ``node``, naming ``found``, is one of :data:`_CALLED_WITH_ONE_VALUE` used otherwise than called at
+        once with one value (held, passed on, or given a second argument), or None."""
+        why = next((why for function, why in _CALLED_WITH_ONE_VALUE if found is function), None)
+        call = self.parents.get(id(node))
+        if why is None or isinstance(call, ast.Call) and call.func is node and _one_plain_argument(call):
+            return None
+        return why
 
     def only_read(self, node: ast.Attribute) -> bool:
         """Whether ``node`` (``x.flags``) is read through at once, an attribute or an item loaded from it."""
@@ -368,7 +386,8 @@ class _Checker(ast.NodeVisitor):
 
     def type_admitted(self, node: ast.Name) -> bool:
         """Whether ``node`` (a name of ``type``) is ``type(x)`` compared with something (``type(x) is float``) or
-        called at once with one value (``type(x)("nan")``: a value of x's type).  Anywhere else ``type`` hands
+        called at once with one literal (``type(x)("nan")``: a value of x's type; ``type(int)(int)`` would be
+        ``type`` itself).  Anywhere else ``type`` hands
         out classes' classes, and a class's class called with three arguments makes a class from computed
         names (``type(name, bases, namespace)`` by any name): its dunder methods, named by strings, would run
         where the interpreter calls them."""
@@ -380,7 +399,10 @@ class _Checker(ast.NodeVisitor):
         if not _one_plain_argument(call):
             return False
         use = self.parents.get(id(call))
-        called = isinstance(use, ast.Call) and use.func is call and _one_plain_argument(use)
+        # type(x)(v) with v a literal only: type(int)(int) is type(int) = type itself, and type(int)(np.zeros(1)) is
+        # np.ndarray, each held as a value (a class made from computed names, an array over a buffer of your choosing)
+        called = isinstance(use, ast.Call) and use.func is call and _one_plain_argument(use) \
+            and _literal(use.args[0])
         return isinstance(use, ast.Compare) or called
 
     def module_only_named(self, node: ast.AST, module: Any) -> None:
@@ -399,6 +421,9 @@ class _Checker(ast.NodeVisitor):
             self.flag(node, ".flags", "an array's flags are read (x.flags.writeable, x.flags['C_CONTIGUOUS']), never "
                                       "held or set: x.flags['WRITEABLE'] = True makes a read-only array writeable")
         found = self.resolve(node)
+        why = self.called_with_one_value_problem(node, found) if isinstance(node.ctx, ast.Load) else None
+        if why:
+            self.flag(node, f".{node.attr}", why)
         if isinstance(found, type(allowlist)) and isinstance(node.ctx, ast.Load):
             self.module_only_named(node, found)
         if isinstance(node.ctx, (ast.Store, ast.Del)):
@@ -551,6 +576,13 @@ def attribute_problem(base: Any, attribute: str) -> str | None:
     except Exception:  # no such attribute (or reading it fails): nothing admitted is there
         return f"not an attribute of {_name_of(base)}"
     return None if allowlist.why_not_admitted(found, attribute) is None else allowlist.value_attribute_problem(attribute)
+
+
+def _literal(node: ast.AST) -> bool:
+    """A number, string or bytes written in the code (``"nan"``, ``0``, ``-1.5``): never a class."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float, complex, str, bytes, bool)
 
 
 def _one_plain_argument(call: ast.Call) -> bool:

@@ -234,6 +234,19 @@ ATTACKS = {  # what the attacks of tests/adversarial.py (and the issue that foun
     "a read-only array made writeable through its flags": ("x.flags['WRITEABLE'] = True", {".flags"}),
     "an abstract class's register (its metaclass's)": ("import collections.abc\ncollections.abc.Mapping.register(F)",
                                                       {".register"}),
+    # Session 16's red team: type(x)(v) with a class for x is type(v), any object's class held as a value.
+    "type itself as type(int)(int), then a class from computed names (a dataclass's field names run as code)": (
+        "meta = type(int)(int)\nK = meta('K', (), {'_' * 2 + 'annotations' + '_' * 2: {'a,exec(s),self.a': int}})",
+        {"type"}),
+    "np.ndarray as type(int)(np.zeros(1))": ("R = type(int)(np.zeros(1))\nR((1,), buffer=b)", {"type"}),
+    "a class's class called with a name": ("def f(x, v):\n    return type(x)(v)", {"type"}),
+    "copy.deepcopy's memo keeps the originals (a cluster's __dict__: its ledger forged)": (
+        "import copy\nmemo = {}\ncopy.deepcopy(cluster, memo)", {".deepcopy"}),
+    "copy.deepcopy imported, with its memo as a keyword": (
+        "from copy import deepcopy\ndeepcopy(cluster, memo=m)", {"deepcopy"}),
+    "copy.deepcopy held, then given a memo": ("import copy\nf = copy.deepcopy\nf(cluster, m)", {".deepcopy"}),
+    "copy.deepcopy given a memo through functools.partial": (
+        "import copy, functools\nfunctools.partial(copy.deepcopy, memo=m)(cluster)", {".deepcopy"}),
 }
 
 
