@@ -378,11 +378,21 @@ class _Checker(ast.NodeVisitor):
         if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) \
                 and parent.func.id in ("isinstance", "issubclass") and len(parent.args) == 2 and parent.args[1] is child:
             return True
-        if isinstance(parent, ast.arg) and parent.annotation is child or isinstance(parent, ast.AnnAssign) \
-                and parent.annotation is child or isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                and parent.returns is child:
+        # (not a class body's annotation: dataclasses.fields(C)[0].type hands the class out as a value)
+        in_class = isinstance(parent, ast.AnnAssign) and isinstance(self.scope_of(parent), ast.ClassDef)
+        if isinstance(parent, ast.arg) and parent.annotation is child \
+                or isinstance(parent, ast.AnnAssign) and parent.annotation is child and not in_class \
+                or isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and parent.returns is child:
             return True
         return isinstance(parent, ast.MatchClass) and parent.cls is child or isinstance(parent, ast.Compare)
+
+    def scope_of(self, node: ast.AST) -> ast.AST | None:
+        """The class, function or lambda whose body holds ``node`` (None: the module)."""
+        scope = self.parents.get(id(node))
+        while scope is not None and not isinstance(scope, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef,
+                                                           ast.Lambda)):
+            scope = self.parents.get(id(scope))
+        return scope
 
     def type_admitted(self, node: ast.Name) -> bool:
         """Whether ``node`` (a name of ``type``) is ``type(x)`` compared with something (``type(x) is float``) or

@@ -245,6 +245,11 @@ ATTACKS = {  # what the attacks of tests/adversarial.py (and the issue that foun
     "copy.deepcopy imported, with its memo as a keyword": (
         "from copy import deepcopy\ndeepcopy(cluster, memo=m)", {"deepcopy"}),
     "copy.deepcopy held, then given a memo": ("import copy\nf = copy.deepcopy\nf(cluster, m)", {".deepcopy"}),
+    "np.ndarray as a dataclass field's annotation, handed out by dataclasses.fields": (
+        "import dataclasses\n@dataclasses.dataclass\nclass H:\n    kind: np.ndarray\n"
+        "R = dataclasses.fields(H)[0].type\nR((1,), dtype=object, buffer=b)", {".ndarray"}),
+    "np.ndarray as a class body's annotation under an if": (
+        "class H:\n    if True:\n        kind: np.ndarray", {".ndarray"}),
     "copy.deepcopy given a memo through functools.partial": (
         "import copy, functools\nfunctools.partial(copy.deepcopy, memo=m)(cluster)", {".deepcopy"}),
 }
