@@ -56,6 +56,8 @@ ALLOWED_MODULES = {
     "copy": "copy and deepcopy",
     "dataclasses": "replace, to change a field of a (frozen) configuration",
     "fractions": "exact rational arithmetic",
+    "numbers": "abstract number types for isinstance (numbers.Integral, numbers.Real)",
+    "typing": "type hints (Optional, Union, Sequence, ...); get_type_hints, which runs strings, is not admitted",
     "__future__": "compiler directives (from __future__ import annotations)",
     "shared.mlp": "the helper MLP of any depth",
     "shared.data": "synthetic batches",
@@ -83,6 +85,7 @@ ALLOWED_ORIGINS = frozenset({
     "numpy.lib._type_check_impl", "numpy.lib._ufunclike_impl", "numpy.lib._scimath_impl",
     "numpy.linalg._linalg", "numpy.random._generator", "numpy.random.mtrand", "numpy.random.bit_generator",
     "numpy.random._pcg64", "numpy.random._mt19937", "numpy.random._philox", "numpy.random._sfc64",
+    "typing",
 })
 
 #: The built-in functions and types graded code may use (everything else of ``builtins`` is not admitted:
@@ -109,6 +112,21 @@ DOORS = {
     "functools.singledispatch": "runs a string annotation as code when a function is registered (get_type_hints)",
     "functools.singledispatchmethod": "runs a string annotation as code when a function is registered "
                                       "(get_type_hints)",
+    "dataclasses.dataclass": "writes a class's methods as source text from the names its annotations hold and runs "
+                             "it (exec): given a class whose annotations carry computed names, it runs them as code",
+    "typing.get_type_hints": "runs the strings of annotations as code (eval)",
+    "typing.ForwardRef": "a string to be run as code as a type hint (get_type_hints evaluates it)",
+    "typing.NamedTupleMeta": "a class's class: makes classes",
+    "typing.IO": "the interface of a file", "typing.TextIO": "the interface of a file",
+    "typing.BinaryIO": "the interface of a file", "typing.io": "the interfaces of files",
+    "typing.re": "regular expressions' types", "typing.Pattern": "a regular expression's type",
+    "typing.Match": "a regular expression's type",
+    "typing.final": "sets an attribute of the object it is given", "typing.no_type_check": "sets an attribute of the "
+    "object it is given, and of its class's functions", "typing.no_type_check_decorator": "sets attributes",
+    "typing.dataclass_transform": "sets an attribute of the object it is given",
+    "typing.Type": "calls type: a class's class makes classes from computed names",
+    "typing.get_origin": "reads a hint's __origin__ (np.ndarray as a value)",
+    "typing.get_args": "reads a hint's __args__ (np.ndarray as a value)",
 }
 
 #: Attributes of values that are doors, by the type that has them, each with why.
@@ -213,6 +231,9 @@ def why_not_admitted(obj: Any, name: str) -> str | None:
         module, _, attribute = door.rpartition(".")
         if obj is getattr(sys.modules.get(module), attribute, object()):
             return why
+    hinted = getattr(obj, "__origin__", None) if getattr(type(obj), "__module__", None) == "typing" else None
+    if hinted is type or hinted is not None and why_not_admitted(hinted, name) is not None:
+        return "a type hint that calls what it names, which is not admitted"  # typing.ContextManager()
     if _is_constant(obj):
         return None
     if isinstance(obj, dict) and all(_is_constant(k) and (_is_constant(v) or _admissible_class(v))
@@ -275,7 +296,8 @@ def value_types() -> tuple[type, ...]:
                                                   reversed([]), {}.keys(), {}.values(), {}.items())}]
     admitted = [value for value, _ in admitted_objects().values()  # (an abstract class such as Iterable is
                 if isinstance(value, type) and not issubclass(value, BaseException)  # everything's, by its shape)
-                and not isinstance(value, abc.ABCMeta) and value not in _NOT_VALUE_TYPES]
+                and not isinstance(value, abc.ABCMeta) and value not in _NOT_VALUE_TYPES
+                and value.__module__ != "typing"]  # (typing's classes are hints: Any, Protocol, TypedDict)
     return tuple(dict.fromkeys(standard + admitted))
 
 
@@ -304,6 +326,10 @@ def value_attributes() -> dict[str, str | None]:
                 why = "a module reached through a value"
             if why is not None or attribute not in names:
                 names[attribute] = why if why is not None else names.get(attribute)
+    sample = np.finfo(np.float16)  # its fields are set on each instance, not on the class: numbers and dtypes
+    for attribute in dir(sample):  # (np.finfo(np.float16).smallest_normal, .bits, .precision)
+        if not attribute.startswith("_") and _is_constant(getattr(sample, attribute)):
+            names.setdefault(attribute, None)
     return names
 
 

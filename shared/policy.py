@@ -63,14 +63,31 @@ from .allowlist import ALLOWED_BUILTINS, ALLOWED_MODULES
 __all__ = ["ALLOWED_MODULES", "Break", "check_source", "course_imports", "describe", "ipython_to_python"]
 
 #: Names the notebook (IPython) puts in the namespace: its machinery, not computation.
+_OWN_CELL = "put it in a cell of its own: a scratch cell costs nothing"
 NOTEBOOK_MACHINERY = {
-    "get_ipython": "IPython's shell: x?, %magics and !commands call it", "display": "IPython's display machinery",
+    "get_ipython": f"IPython's shell: x?, %magics and !commands call it; {_OWN_CELL}",
+    "display": f"IPython's display machinery; {_OWN_CELL}",
     "In": "IPython's input history", "Out": "IPython's output history", "_ih": "IPython's input history",
     "_oh": "IPython's output history", "_dh": "IPython's directory history",
     "exit": "ends the kernel", "quit": "ends the kernel",
 }
 
+#: What to write instead, for a module graded code may not import that honest code reaches for.
+_MODULE_HINTS = {
+    "warnings": "to silence NumPy's overflow warnings, `with np.errstate(over=\"ignore\"):`",
+    "time": "time it in a cell of its own with %timeit or %%time",
+    "operator": "np.add, np.multiply, or a lambda, for functools.reduce",
+    "statistics": "np.mean, np.median, np.std",
+    "random": "np.random.default_rng(seed)",
+    "numpy.typing": "annotate with np.ndarray (dict[str, np.ndarray], np.ndarray | None)",
+}
+#: Built-ins for looking around, refused in graded code.
+_LOOKING_AROUND = ("help", "dir", "vars", "id", "globals", "locals")
+
 _DUNDER = re.compile(r"^__\w+__$")
+#: Dunder attributes graded code may read (never assign, never by getattr): a function's or a class's name, a string
+#: wherever it is defined (graded code may not define a dunder name itself), as messages use it: type(x).__name__.
+_READABLE_DUNDERS = ("__name__",)
 _HISTORY = re.compile(r"^_(i{1,3}|i\d+|\d+)$")  # IPython's _i, _ii, _i3, _3 ...
 _NDARRAY = np.ndarray  # admitted for isinstance; called directly, it views a buffer of your choosing
 _NDARRAY_WHY = ("np.ndarray is admitted only to check a type (isinstance(x, np.ndarray), an annotation): called, "
@@ -224,6 +241,7 @@ class _Checker(ast.NodeVisitor):
         self.course = course
         self.breaks: list[Break] = []
         self.parents = {id(child): parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
+        self.class_members = _class_members(tree)
         self.own, imported = _bound_names(tree)
         self.imported: dict[str, Any] = {}  # a name bound only by imports of one object: that object
         for name, nodes in imported.items():
@@ -299,7 +317,7 @@ class _Checker(ast.NodeVisitor):
         for alias in node.names:
             top = alias.name.split(".")[0]
             if alias.name not in ALLOWED_MODULES:
-                self.flag(node, f"import {alias.name}", "not a module graded code may use")
+                self.flag(node, f"import {alias.name}", _not_a_module(alias.name))
             elif alias.asname is None and top not in ALLOWED_MODULES:  # `import shared.mlp` binds `shared`
                 self.flag(node, f"import {alias.name}", f"binds the whole package `{top}`: write "
                                                         f"`from {top} import {alias.name.split('.', 1)[1]}`")
@@ -318,7 +336,7 @@ class _Checker(ast.NodeVisitor):
             elif module == "shared" and f"shared.{alias.name}" in ALLOWED_MODULES:
                 continue
             elif module not in ALLOWED_MODULES:
-                self.flag(node, f"from {module} import ...", "not a module graded code may use")
+                self.flag(node, f"from {module} import ...", _not_a_module(module))
                 return
             elif alias.name.startswith("_"):
                 self.flag(node, construct, "a private name")
@@ -353,7 +371,8 @@ class _Checker(ast.NodeVisitor):
                                     "literal (type(x)(\"nan\")): a class's class makes classes from computed names")
         elif node.id in vars(builtins) and node.id not in ALLOWED_BUILTINS and node.id not in self.course \
                 and node.id not in self.imported:
-            self.flag(node, node.id, "a built-in that reaches code, files or the interpreter")
+            self.flag(node, node.id, "a built-in that reaches code, files or the interpreter" + (
+                f"; to look around, {_OWN_CELL}" if node.id in _LOOKING_AROUND else ""))
 
     def called_with_one_value_problem(self, node: ast.AST, found: Any) -> str | None:
         """Why ``node``, naming ``found``, is one of :data:`_CALLED_WITH_ONE_VALUE` used otherwise than called at
@@ -378,13 +397,28 @@ class _Checker(ast.NodeVisitor):
         if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) \
                 and parent.func.id in ("isinstance", "issubclass") and len(parent.args) == 2 and parent.args[1] is child:
             return True
-        # (not a class body's annotation: dataclasses.fields(C)[0].type hands the class out as a value)
-        in_class = isinstance(parent, ast.AnnAssign) and isinstance(self.scope_of(parent), ast.ClassDef)
-        if isinstance(parent, ast.arg) and parent.annotation is child \
-                or isinstance(parent, ast.AnnAssign) and parent.annotation is child and not in_class \
-                or isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and parent.returns is child:
+        if self.in_annotation(node):
             return True
         return isinstance(parent, ast.MatchClass) and parent.cls is child or isinstance(parent, ast.Compare)
+
+    def in_annotation(self, node: ast.AST) -> bool:
+        """Whether ``node`` is an annotation (``x: np.ndarray``, ``-> np.ndarray``) or a part of one made only of
+        subscripts, tuples, lists and ``|`` (``dict[str, np.ndarray]``, ``np.ndarray | None``,
+        ``tuple[np.ndarray, ...]``): such an expression only builds a type hint, stored where graded code
+        cannot read it (``__annotations__``); a call, a lambda or a ``:=`` on the way up is not a type hint.
+        Not a class body's annotation: ``dataclasses.fields(C)[0].type`` hands that out as a value."""
+        child, parent = node, self.parents.get(id(node))
+        while isinstance(parent, (ast.Subscript, ast.Tuple, ast.List)) or \
+                isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.BitOr):
+            if isinstance(parent, ast.Subscript) and parent.slice is child and not _makes_type_hints(
+                    self.resolve(parent.value)):
+                return False  # d[np.ndarray] of a defaultdict would keep it: only a class or a typing form's [...]
+            child, parent = parent, self.parents.get(id(parent))
+        in_class = isinstance(parent, ast.AnnAssign) and isinstance(self.scope_of(parent), ast.ClassDef)
+        return isinstance(parent, ast.arg) and parent.annotation is child or isinstance(parent, ast.AnnAssign) \
+            and parent.annotation is child and not in_class or isinstance(parent, (ast.FunctionDef,
+                                                                                   ast.AsyncFunctionDef)) \
+            and parent.returns is child
 
     def scope_of(self, node: ast.AST) -> ast.AST | None:
         """The class, function or lambda whose body holds ``node`` (None: the module)."""
@@ -413,7 +447,12 @@ class _Checker(ast.NodeVisitor):
         # np.ndarray, each held as a value (a class made from computed names, an array over a buffer of your choosing)
         called = isinstance(use, ast.Call) and use.func is call and _one_plain_argument(use) \
             and _literal(use.args[0])
-        return isinstance(use, ast.Compare) or called
+        # Its name or its text, in a message: type(x).__name__, f"got {type(x)}", print(type(x)) (a string either way)
+        named = isinstance(use, ast.Attribute) and use.attr in _READABLE_DUNDERS and isinstance(use.ctx, ast.Load)
+        shown = isinstance(use, ast.FormattedValue) or isinstance(use, ast.Call) and call in use.args \
+            and isinstance(use.func, ast.Name) and use.func.id in ("print", "str", "repr") \
+            and use.func.id not in self.own
+        return isinstance(use, ast.Compare) or called or named or shown
 
     def module_only_named(self, node: ast.AST, module: Any) -> None:
         """A module is a namespace, never a value: ``np.linalg.norm(x)``, but not ``la = np.linalg`` nor
@@ -443,13 +482,21 @@ class _Checker(ast.NodeVisitor):
         self.visit(node.value)
 
     def check_attribute(self, node: ast.AST, base_node: ast.AST, attribute: str) -> None:
+        if attribute in _READABLE_DUNDERS and isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            return  # x.__name__, type(x).__name__: a string, for a message
         if attribute.startswith("_"):
             self.flag(node, f".{attribute}", "an attribute that begins with an underscore")
             return
         base = self.resolve(base_node)
         if isinstance(base, _Refused):
             return  # the name itself is flagged
+        if isinstance(base_node, ast.Call) and isinstance(base_node.func, ast.Name) \
+                and base_node.func.id == "get_ipython":
+            return  # get_ipython().run_line_magic: get_ipython is flagged, with what to do
         why = attribute_problem(base, attribute)
+        if why is not None and attribute in self.class_members and base is _UNKNOWN:
+            why = (f"{why}: reading it by name, the rules cannot tell your own class's .{attribute} from another "
+                   f"object's; keep such fields in a dict or a tuple, and helpers as functions")
         if why is None and attribute in _FORMATTING and not isinstance(base, type(allowlist)):
             why = _format_problem(base_node)  # however it is reached: x.format, getattr(x, "format")
         if why:
@@ -593,6 +640,34 @@ def _literal(node: ast.AST) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         node = node.operand
     return isinstance(node, ast.Constant) and type(node.value) in (int, float, complex, str, bytes, bool)
+
+
+def _makes_type_hints(obj: Any) -> bool:
+    """Whether ``obj[...]`` only builds a type hint: ``obj`` is a class (``dict``, ``tuple``, ``np.ndarray``,
+    ``collections.abc.Callable``: its ``__class_getitem__``) or one of ``typing``'s forms (``Optional``)."""
+    return isinstance(obj, type) or getattr(type(obj), "__module__", None) == "typing"
+
+
+def _not_a_module(name: str) -> str:
+    hint = _MODULE_HINTS.get(name)
+    return "not a module graded code may use" + (f" (instead: {hint})" if hint else "")
+
+
+def _class_members(tree: ast.AST) -> set[str]:
+    """The names the code's own classes define in their bodies (methods, fields): for a clearer message."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for statement in node.body:
+                if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    found.add(statement.name)
+                elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+                    found.add(statement.target.id)
+                elif isinstance(statement, ast.Assign):
+                    found.update(t.id for t in statement.targets if isinstance(t, ast.Name))
+            found.update(n.attr for n in ast.walk(node)  # self.total = ...
+                         if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store))
+    return found
 
 
 def _one_plain_argument(call: ast.Call) -> bool:

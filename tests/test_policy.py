@@ -93,6 +93,29 @@ HONEST = {
             assert isinstance(x, (list, np.ndarray)) or type(x) is np.ndarray
             return x * 2
     """,
+    # Session 16 (honest learners): type hints of every kind, without from __future__ import annotations.
+    "np.ndarray inside a type hint": """
+        def f(x: np.ndarray | None, grads: dict[str, np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+            shards: list[np.ndarray] = []
+            return [(x, x)] if x is not None else []
+    """,
+    "typing's hints and numbers' types": """
+        import numbers
+        from typing import Optional, Sequence, Callable, Any
+        import typing
+        def f(x: Optional[np.ndarray], sizes: Sequence[int], g: Callable[[float], float] = abs,
+              k: typing.Union[int, float] = 1) -> typing.Tuple[Any, ...]:
+            if not isinstance(k, numbers.Real):
+                raise TypeError(f"k must be a number, got {type(k).__name__}")
+            return tuple(sizes)
+    """,
+    "the type of a value in a message": """
+        def f(x):
+            if not isinstance(x, np.ndarray):
+                raise TypeError(f"expected an array, got {type(x)} ({type(x).__name__}, {f.__name__})")
+            print(type(x), repr(type(x)))
+            return np.finfo(np.float16).smallest_normal, np.finfo(x.dtype).bits, np.finfo(np.float32).precision
+    """,
 }
 
 
@@ -252,6 +275,24 @@ ATTACKS = {  # what the attacks of tests/adversarial.py (and the issue that foun
         "class H:\n    if True:\n        kind: np.ndarray", {".ndarray"}),
     "copy.deepcopy given a memo through functools.partial": (
         "import copy, functools\nfunctools.partial(copy.deepcopy, memo=m)(cluster)", {".deepcopy"}),
+    # Session 16: what admitting type hints (typing, np.ndarray in a hint, type(x).__name__) must not open.
+    "a dataclass made of a class whose annotations carry computed names (written into code dataclass runs)": (
+        "import typing, dataclasses\nT = typing.TypedDict('T', {'a=exec(s)': int})\ndataclasses.dataclass(T)",
+        {".dataclass"}),
+    "a dataclass as a decorator": ("from dataclasses import dataclass\n@dataclass\nclass C:\n    a: int",
+                                   {"from dataclasses import dataclass"}),
+    "get_type_hints runs a string annotation": ("from typing import get_type_hints",
+                                                {"from typing import get_type_hints"}),
+    "typing.Type called: a class's class by another name": ("import typing\ntyping.Type('A', (), d)", {".Type"}),
+    "a hint's origin read back: np.ndarray as a value": ("import typing\ntyping.get_origin(h)", {".get_origin"}),
+    "np.ndarray kept by a defaultdict in a hint": ("def f(x: d[np.ndarray]):\n    pass", {".ndarray"}),
+    "np.ndarray called in a hint": ("def f(x: np.ndarray((1,), buffer=b)):\n    pass", {".ndarray"}),
+    "np.ndarray bound in a hint": ("def f(x: (R := np.ndarray)):\n    pass", {".ndarray"}),
+    "np.ndarray subscripted outside a hint": ("R = list[np.ndarray]", {".ndarray"}),
+    "a dunder other than __name__ read": ("type(x).__dict__", {".__dict__", "type"}),
+    "__name__ assigned": ("f.__name__ = 'g'", {".__name__ = ..."}),
+    "__name__ by getattr": ("getattr(f, '__name__')", {".__name__"}),
+    "type(x) handed to a function": ("g(type(x))", {"type"}),
 }
 
 
