@@ -89,8 +89,10 @@ c.GenerateFeedback.preprocessors = [
 ]
 c.HTMLExporter.sanitize_html = True
 # Math in feedback is MathML written here (grading/feedback_math.py), not MathJax from a CDN: a learner reads
-# the page offline, and nothing in it runs.  The course's template folder comes first, so its
-# feedback/mathjax.html.j2 replaces the loader in nbgrader's feedback template.
+# the page offline, and nothing in it runs.  The same filter draws the formgrader's view of a submission, where
+# MathJax from a CDN would be a script from outside in the instructor's logged-in session.  The course's template
+# folder comes first, so its feedback/mathjax.html.j2 and formgrade/mathjax.html.j2 replace the loader in
+# nbgrader's two templates.
 import nbgrader  # noqa: E402
 
 from grading import feedback_math  # noqa: E402

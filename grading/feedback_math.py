@@ -18,6 +18,9 @@ A notebook cannot write MathML of its own into the page: ``SanitizeFeedback`` es
 of a markdown cell before it is rendered.  The same allow-list is what the page's check accepts
 (``tools/instructor.py``).
 
+The formgrader's view of a submission is drawn with the same filter: there nbgrader's template loaded
+MathJax from a CDN too, a script from outside in the instructor's logged-in JupyterLab.
+
 Used by ``autograde/nbgrader_config.py``::
 
     c.HTMLExporter.filters = {"markdown2html": "grading.feedback_math.markdown2html"}
@@ -34,7 +37,7 @@ from xml.etree.ElementTree import Element
 from latex2mathml.converter import convert_symbol, convert_to_element
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
-# The template folder that replaces nbgrader's MathJax loader (feedback/mathjax.html.j2).
+# The template folder that replaces nbgrader's MathJax loader (feedback/ and formgrade/mathjax.html.j2).
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 # MathML's presentation elements, and nothing that can hold HTML (annotation-xml) or a link.

@@ -9,7 +9,10 @@ and no ``<base>`` that would send the page's relative links elsewhere.
 
 nbgrader's pages need inline ``<script>`` elements (they hold each page's ids and addresses) and
 JupyterLab writes its own, so ``<script>`` elements are not restricted here: that is the first wall's
-work, and tests/test_inert.py proves it for the formgrader's own template.
+work, and tests/test_inert.py proves it for the formgrader's own template.  The course's view of a
+submission adds one, the fixed stand-in for MathJax that nbgrader's formgrade.js calls
+(grading/templates/formgrade/mathjax.html.j2); its math is MathML and needs no script, and the page
+loads nothing from outside the server.
 """
 
 from __future__ import annotations

@@ -355,7 +355,10 @@ def formgrader_page(notebook: nbformat.NotebookNode, slug: str | None = None, co
     config = Config()
     config.HTMLExporter.template_name = "formgrade"
     formgrader = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader"
-    config.HTMLExporter.extra_template_basedirs = [str(feedback_math.TEMPLATES), str(formgrader / "templates")]
+    # (the course's template folder comes first, as in autograde/nbgrader_config.py; nbgrader's alone, as its
+    # FormgradeExtension sets it, for nbgrader's own page: its MathJax loader, say)
+    config.HTMLExporter.extra_template_basedirs = [*([str(feedback_math.TEMPLATES)] if course else []),
+                                                   str(formgrader / "templates")]
     if course:
         config.HTMLExporter.filters = {"markdown2html": "grading.feedback_math.markdown2html",
                                        "plain_words": "grading.feedback_text.plain_words"}

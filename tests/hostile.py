@@ -57,6 +57,12 @@ HOSTILE_MARKDOWN = [
     f"<img src=x onerror=\"{MARK}();fetch('/api/terminals?_xsrf='+document.cookie.split('_xsrf=')[1],"
     f"{{method:'POST'}})\">",
 ]
+# A learner's answer in their own words with math written as the lessons write it (inline, display, an environment),
+# and beside it what must stay text: markup, a TeX link around a formula, an address.  The math is drawn as MathML
+# (grading/feedback_math.py), the rest is shown as it was typed.
+LEARNER_MATH = ("So $\\delta < 0$ where $z \\le 0$, and $$\\frac{\\partial L}{\\partial W} = \\delta\\, x^\\top$$\n\n"
+                "\\begin{align}\ny &= W x + b \\\\\nz &= \\max(0, y)\n\\end{align}\n\n"
+                f"\\href{{javascript:{MARK}()}}{{$x$}} <img src=x onerror={MARK}()> https://evil.example/{MARK}.png")
 # Outputs a notebook file may carry (a kernel's, or written by hand).
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 HOSTILE_OUTPUTS = [

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import html
 import random
+import re
 from html.parser import HTMLParser
 
 import nbformat
@@ -24,7 +25,7 @@ import pytest
 from nbformat import NotebookNode
 
 from course import ROOT, formgrader_page, read, tool
-from hostile import MARK, PNG, hostile
+from hostile import LEARNER_MATH, MARK, PNG, hostile
 from grading import inert
 from grading.course import landed_parts
 from grading.preprocessors import SanitizeFeedback, SanitizeSubmission
@@ -121,6 +122,70 @@ def test_the_course_text_is_kept_and_the_learner_s_is_shown_as_text(course, monk
     assert edited.source.endswith(f"&lt;img src=x onerror={MARK}()>")
     page = html.unescape(formgrader_page(nb))
     assert f"<img src=x onerror={MARK}()>" in page  # shown, as text, for the instructor to read
+
+
+#: A value that names something off the server: an address with a host (``https://…``, ``//…``), in an attribute
+#: or a style; in a script, one in quotes or with its scheme (``//`` alone starts a comment there).  The page's own
+#: addresses are paths on the server: ``/formgrader/static/…``.
+_OFF_THE_SERVER = re.compile(r"""(?i)(?:^|['"(\s=])\s*(?:[a-z][a-z0-9+.-]*:)?//""")
+_OFF_THE_SERVER_IN_A_SCRIPT = re.compile(r"""(?i)['"`]\s*(?:[a-z][a-z0-9+.-]*:)?//|\b[a-z][a-z0-9+.-]*://""")
+
+
+class _Addresses(HTMLParser):
+    """Where a page names anything off the server (every attribute, and the text of its scripts and styles; the
+    page's text is only read), and the sources of its scripts."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.outside, self.scripts, self.inside = [], [], None
+
+    def handle_starttag(self, tag, attrs):
+        self.inside = tag if tag in ("script", "style") else None
+        self.scripts += [value for name, value in attrs if tag == "script" and name == "src"]
+        self.outside += [f"<{tag} {name}={value!r}>" for name, value in attrs if _OFF_THE_SERVER.search(value or "")]
+
+    def handle_endtag(self, tag):
+        self.inside = None
+
+    def handle_data(self, data):
+        found = {"script": _OFF_THE_SERVER_IN_A_SCRIPT, "style": _OFF_THE_SERVER}.get(self.inside)
+        if found and found.search(data):
+            self.outside.append(f"<{self.inside}>{data[found.search(data).start():][:80]}")
+
+
+def addresses(page: str) -> _Addresses:
+    parser = _Addresses()
+    parser.feed(page)
+    return parser
+
+
+def test_the_formgrader_draws_the_math_as_mathml_and_loads_nothing_from_outside(course, monkeypatch):
+    """nbgrader's formgrade template loads MathJax 2.7.7 from cdnjs: a script from outside in the instructor's
+    logged-in session, and no math drawn without a network.  The course's page has every formula, the course's and
+    a learner's (inline, display, an environment), as MathML written when the page is made (the markdown2html
+    filter; grading/templates/formgrade/mathjax.html.j2 takes MathJax's place), and names nothing off the server:
+    its scripts are nbgrader's own files.  The learner's text around their math stays text."""
+    from test_feedback_math import _formulas
+
+    release = read(ROOT / "notebooks" / f"{SLUG}.ipynb")
+    baseline = set(instructor.active_html(formgrader_page(sanitized(release, course, monkeypatch))))
+    learner = copy.deepcopy(release)
+    learner.cells.append(nbformat.v4.new_markdown_cell(LEARNER_MATH))
+    nb = sanitized(learner, course, monkeypatch)
+    page = formgrader_page(nb)
+    formulas = [_formulas(c.source) for c in nb.cells if c.cell_type == "markdown"]
+    assert formulas[-1] == 5 and page.count("<math") == sum(formulas) > 20 + 5, "a formula is not MathML"
+    assert '<math display="block"><mrow><mtable' in page and "<mo>&lt;</mo>" in page  # the align, and $\delta < 0$
+    found = addresses(page)
+    assert found.outside == [], "the page names something off the server"
+    assert found.scripts and all(src.startswith("/formgrader/static/") for src in found.scripts), found.scripts
+    assert "cdnjs" not in page and "text/x-mathjax-config" not in page
+    assert sorted(set(instructor.active_html(page)) - baseline) == [] and live_marks(page) == []
+    text = html.unescape(page)
+    assert f"<img src=x onerror={MARK}()>" in text and f"https://evil.example/{MARK}.png" in text  # shown, as text
+    assert f"\\href{{javascript:{MARK}()}}" in text  # (the TeX link is text, its formula MathML)
+    raw = formgrader_page(release, course=False)  # nbgrader's own template: what the course's stands between
+    assert [src for src in addresses(raw).scripts if "cdnjs.cloudflare.com" in src] and "<math" not in raw
 
 
 def test_outputs_keep_only_text_and_images_with_whole_number_sizes(course, monkeypatch):

@@ -43,7 +43,7 @@ from playwright.sync_api import expect
 
 from classroom import MISTAKES, MIXED_CLASS, full_marks_expected, mixed_class
 from course import ROOT, make_submission, submit, tool
-from hostile import HOSTILE_MARKDOWN, MARK
+from hostile import HOSTILE_MARKDOWN, LEARNER_MATH, MARK
 from grading.course import BEGIN_SETTINGS, END_SETTINGS, landed_parts
 from lab_driver import SCREENSHOTS, LabServer, free_port, screenshot
 from shared.lessons import TOTAL_POINTS, lessons_of
@@ -129,7 +129,7 @@ def workflow(tmp_path_factory):
     (course / "submitted" / "late" / SLUG / "timestamp.txt").write_text("2026-01-02 00:00:00 UTC")
     for student, notebook in mixed_class(SLUG).items():
         if student == HOSTILE:  # markdown of every hostile form beside their work: scores unchanged, nothing runs
-            notebook.cells += [nbformat.v4.new_markdown_cell(text) for text in HOSTILE_MARKDOWN]
+            notebook.cells += [nbformat.v4.new_markdown_cell(text) for text in [*HOSTILE_MARKDOWN, LEARNER_MATH]]
         submit(course, student, SLUG, notebook)
     runs["autograde"] = make("autograde")
     runs["feedback"] = make("feedback")
@@ -393,6 +393,18 @@ def submissions(page, formgrader) -> list[dict]:
     return page.evaluate(_SUBMISSIONS)
 
 
+# formgrade.js's start-up once a submission's page has loaded: it waits for MathJax's to end (the course's stand-in
+# says at once that it has: grading/templates/formgrade/mathjax.html.j2), then puts the cursor in the box the
+# address names and scrolls there.  A test that scrolled or typed before would see its scroll undone.
+_SETTLED = "() => window.MathJax && MathJax.loaded === true && !$('html, body').is(':animated')"
+
+
+def open_page(page, formgrader, link: str) -> None:
+    """A submission's page in the formgrader, once nbgrader's own script has set it up."""
+    page.goto(f"{formgrader.base}{link}")
+    page.wait_for_function(_SETTLED)
+
+
 def test_make_formgrader_draws_a_random_token_that_no_command_line_shows(formgrader):
     assert len(formgrader.token) >= 32
     assert not [line for line in command_lines() if formgrader.token in line]
@@ -438,7 +450,7 @@ def test_the_gradebook_lists_the_class_and_shows_the_flagged_notebook_with_its_r
         assert (rows[student]["manual"], rows[student]["flagged"]) == (listed, listed), rows[student]
     print(f"screenshot: {screenshot(page, 'instructor-formgrader-gradebook')}")
 
-    page.goto(f"{formgrader.base}{rows[FLAGGED]['link']}")
+    open_page(page, formgrader, rows[FLAGGED]["link"])
     comment = page.locator(f"#{LESSONS[3].solution_grade_id}-comment")
     # The formgrader's scripts fill the placeholder and the class after the page has loaded: wait for them.
     expect(comment).to_have_attribute("placeholder", re.compile(r"Needs a human look: .*eval"))
@@ -451,7 +463,7 @@ def test_the_formgrader_opens_a_notebook_that_could_not_be_graded_on_its_reason(
     """The submission that is no notebook is listed (above) and opens on why it could not be graded, while
     grades.csv leaves its part blank (test_grades_csv_has_every_student_s_points_lesson_by_lesson)."""
     link = {row["student"]: row["link"] for row in submissions(page, formgrader)}[shown_name(NO_NOTEBOOK)]
-    page.goto(f"{formgrader.base}{link}")
+    open_page(page, formgrader, link)
     page.get_by_text("This submission could not be graded").first.wait_for()
     text = page.locator("body").inner_text()
     with (workflow["course"] / "grading-flags.csv").open() as handle:
@@ -477,7 +489,7 @@ def test_the_formgrader_shows_a_failed_lesson_s_verdict_whole_line_by_line_in_th
     verdict = feedback_text.plain_output(cell.outputs[0])  # what the learner's page says of it
     assert verdict.output_type == "error" and len(verdict.traceback) >= 2, verdict
     link = {row["student"]: row["link"] for row in submissions(page, formgrader)}[shown_name(ALL_MISTAKES)]
-    page.goto(f"{formgrader.base}{link}")
+    open_page(page, formgrader, link)
     shown = page.locator(f"div.cell:has(#{lesson.grade_id}) div.output_error pre")
     shown.wait_for()
     lines = [line for line in shown.inner_text().splitlines() if line.strip()]
@@ -492,7 +504,7 @@ def test_the_formgrader_shows_a_failed_lesson_s_verdict_whole_line_by_line_in_th
 def type_score(page, formgrader, student: str, lesson, points: int) -> None:
     """Type ``points`` for ``lesson`` in ``student``'s notebook in the formgrader's Manual Grading, as an instructor does."""
     link = {row["student"]: row["link"] for row in submissions(page, formgrader)}[shown_name(student)]
-    page.goto(f"{formgrader.base}{link}")
+    open_page(page, formgrader, link)
     score = page.locator(f"#{lesson.grade_id}")
     # The formgrader's scripts bind the input's "change" only once its grade has loaded, and then give it the
     # automatic score as placeholder: a score typed before that is never saved (seen once in a fresh clone).
@@ -580,6 +592,55 @@ def test_no_script_of_a_hostile_submission_runs_in_the_formgrader(workflow, form
     formgrader_works(page)
     page.get_by_text("[link]", exact=False).first.wait_for()  # the learner's text is there, as text
     assert server_counts(formgrader) == before
+
+
+_FORMULAS = """() => [...document.querySelectorAll('math')].map(m => {
+  const box = m.getBoundingClientRect();
+  return {display: getComputedStyle(m).display, width: box.width, height: box.height,
+          block: m.getAttribute('display') === 'block'};
+})"""
+
+
+def test_the_formgrader_draws_the_math_as_mathml_and_asks_nothing_off_the_machine(workflow, formgrader, page):
+    """nbgrader's page of a submission loaded MathJax from cdnjs into the instructor's logged-in session (offline, no
+    math, and formgrade.js stopped short of binding its keys).  The course's draws every formula of the notebook, the
+    course's and the learner's, as MathML laid out by the browser, asks nothing of any address but the server's,
+    and nbgrader's own script runs to its end: its keys are bound, and the box the address names gets the cursor
+    (grading/templates/formgrade/mathjax.html.j2)."""
+    from test_feedback_math import _formulas
+    asked, errors = [], []
+
+    def on_the_server(route):
+        if route.request.url.startswith(f"{formgrader.base}/"):
+            route.continue_()
+        else:
+            asked.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", on_the_server)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    link = {row["student"]: row["link"] for row in submissions(page, formgrader)}[shown_name(HOSTILE)]
+    page.goto(f"{formgrader.base}{link}")
+    page.wait_for_load_state("load")
+    assert asked == [], "the page asked for something off the machine"
+    assert errors == [], "nbgrader's scripts failed on the page"  # (without MathJax: "MathJax is not defined")
+    page.wait_for_function(_SETTLED)
+    graded = nbformat.read(workflow["course"] / "autograded" / HOSTILE / SLUG / f"{SLUG}.ipynb", as_version=4)
+    expected = sum(_formulas(cell.source) for cell in graded.cells if cell.cell_type == "markdown")
+    formulas = page.evaluate(_FORMULAS)
+    assert len(formulas) == expected > 20, f"{len(formulas)} formulas drawn, the notebook has {expected}"
+    assert [f for f in formulas if "math" not in f["display"]] == [], "the browser did not lay these out as MathML"
+    assert [f for f in formulas if f["width"] < 2 or f["height"] < 2] == [], "formulas drawn with no size"
+    assert any(f["block"] for f in formulas) and any(not f["block"] for f in formulas)
+    learner = page.locator("div.text_cell_render", has_text=f"evil.example/{MARK}.png")  # LEARNER_MATH
+    assert (learner.locator("math").count(), learner.locator("math[display=block] mtable").count()) == (5, 1)
+    text = learner.inner_text()
+    assert f"https://evil.example/{MARK}.png" in text and f"<img src=x onerror={MARK}()>" in text  # as text
+    assert asked == [] and errors == []
+    assert page.evaluate("() => formgrader.loaded && !!formgrader.keyboard_manager")
+    assert page.evaluate("() => document.activeElement.classList.contains('tabbable')")
+    learner.scroll_into_view_if_needed()
+    print(f"screenshot: {screenshot(page, 'instructor-formgrader-math')}")
 
 
 def test_the_formgrader_s_policy_stops_event_handlers_that_reach_its_page(workflow, formgrader, page):
