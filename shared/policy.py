@@ -90,8 +90,9 @@ _DUNDER = re.compile(r"^__\w+__$")
 _READABLE_DUNDERS = ("__name__",)
 _HISTORY = re.compile(r"^_(i{1,3}|i\d+|\d+)$")  # IPython's _i, _ii, _i3, _3 ...
 _NDARRAY = np.ndarray  # admitted for isinstance; called directly, it views a buffer of your choosing
-_NDARRAY_WHY = ("np.ndarray is admitted only to check a type (isinstance(x, np.ndarray), an annotation): called, "
-                "subclassed or held, it makes an array over a buffer of your choosing (raw memory)")
+_NDARRAY_WHY = ("np.ndarray is admitted only to check a type (isinstance(x, np.ndarray), a function's or a "
+                "variable's annotation, not a class body's, which dataclasses.fields hands out): called, subclassed or "
+                "held, it makes an array over a buffer of your choosing (raw memory)")
 _UNKNOWN = object()  # a value whose object cannot be known by reading (a parameter, a call's result)
 #: Admitted functions that are doors unless called at once with one value (``copy.deepcopy(params)``), with why.
 _CALLED_WITH_ONE_VALUE = (
