@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from . import wire
-from .meter import Meter
+from .meter import Meter, freeze_made_before
 from .protocol import ANSWERS_MIME, CASES_FILE_ENV, MESSAGE_CUT, REVEAL_DIR_ENV
 
 OUTPUT_CAP = 4000            # characters of the learner's printed output kept per lesson
@@ -147,12 +147,14 @@ def _where(error: BaseException, lesson_of: Mapping[str, str]) -> str:
 
 def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
                 earlier: list[tuple[str, Any]], workers_apart: bool = False,
-                lesson_of: Mapping[str, str] | None = None) -> dict[str, Any]:
+                lesson_of: Mapping[str, str] | None = None, namespace: Any = None) -> dict[str, Any]:
     lesson_of = lesson_of or {}
     args = wire.from_plain(case["args"])
     on_cluster = _cluster_for(case)
     extra = {on_cluster[0]: on_cluster[1]} if on_cluster else {}
     meter = Meter() if case.get("measure") else None  # the lesson's technique is graded: its bytes
+    if meter is not None and namespace is not None:
+        freeze_made_before(namespace)  # the notebook's arrays made before the call: not the call's to write
     started = time.perf_counter()
     try:
         if meter is None:
@@ -253,7 +255,7 @@ def _run_child(code: str, lesson: dict[str, Any], namespace: MutableMapping[str,
     workers_apart = bool(lesson.get("workers_apart"))
     # which function is which lesson's, to name the learner's cells in a traceback ("lesson 035's cell")
     lesson_of = {str(other.get("function")): other_code for other_code, other in _load_lessons().items()}
-    results = [_answer_one(function, case, i, earlier, workers_apart, lesson_of)
+    results = [_answer_one(function, case, i, earlier, workers_apart, lesson_of, namespace)
                for i, case in enumerate(lesson["cases"])]
     text = json.dumps({"lesson": code, "status": "answered", "answers": results,
                        "output": captured.text()}, allow_nan=False)

@@ -242,6 +242,11 @@ def case_problem(lesson: Lesson, spec: LessonSpec, case: Case | Raises, answer: 
             message += (" (an array a worker received is read-only: a message is what was sent, so compute a new "
                         "array from it, e.g. received + mine; a worker's result that is not what it received is "
                         "listed for a human look)")
+        elif isinstance(case, Case) and case.measure and error_name == "ValueError" and "read-only" in text:
+            message += (" (while the grader measures a call's memory, every array your notebook made before the "
+                        "call is read-only: a global, a default argument, a cached or a closure's array; work in "
+                        "such an array allocates nothing the grader sees, so a lesson's function writes only into "
+                        "arrays it makes itself)")
         crash = recognise_crashing_mistake(error_name, text, mistakes, tuple(values), cut=MESSAGE_CUT)
         return Reason.CRASH, with_mistake(message + _where_text(answer.get("traceback")), crash)
     if kind != "returned":

@@ -14,6 +14,13 @@ the grader measures, tracemalloc's controls are replaced:
 and the grader's peak is the largest of the banked peaks and the last one.  The
 originals are kept in this module, which graded code cannot import.
 
+And what the notebook made before the call is not the call's to write: work done in an array made earlier (a
+global, a default argument, a cache, a closure's) allocates nothing while it is measured, so a call could do its
+work in memory neither measure sees (the whole batch at once in a 64 MiB array made at the top level of its cell:
+found by a red team).  Before each measured call, :func:`freeze_made_before` makes every array the notebook can
+reach read-only (in the grading child only: the notebook's own arrays are untouched), so such a call raises, and
+the judge says why.
+
 Two more checks stand on more than the rules for graded code:
 
 - *the trace was whole*: a small object allocated when the measurement starts must still
@@ -34,7 +41,10 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import tracemalloc
+from collections.abc import Iterable
+from types import FunctionType, ModuleType
 from typing import Any
 
 #: The grading kernel's malloc setting (``GLIBC_TUNABLES``, grading/sandbox.py): every allocation of 256 KiB or
@@ -147,3 +157,80 @@ def _reset_resident_peak() -> int | None:
 def _nothing(*args: Any, **kwargs: Any) -> None:
     """tracemalloc's start, stop and clear_traces while the grader measures."""
     return None
+
+
+# --------------------------------------------------------------------------
+# what the notebook made before a measured call: read-only during it
+# --------------------------------------------------------------------------
+
+#: Objects whose references are followed to the arrays they hold: of these modules' types (containers, cells,
+#: generators, iterators, partial objects, caches) and the course's (``shared``), and the notebook's own classes,
+#: functions and their instances.  Never a module, nor a class or function of a library (those hold only the
+#: library's own).
+_FOLLOWED_MODULES = frozenset({"builtins", "collections", "itertools", "functools", "types", "typing"})
+#: The modules graded code may reach (shared.allowlist.ALLOWED_MODULES): their public containers (``np.typecodes``,
+#: a dict of the course's) could hold an array that graded code put there by item assignment.
+_REACHABLE_MODULES = ("numpy", "numpy.linalg", "numpy.random", "math", "functools", "itertools", "collections",
+                      "collections.abc", "copy", "dataclasses", "fractions", "numbers", "typing")
+FOLLOW_AT_MOST = 500_000  # objects: a notebook's own data is far fewer; past it the rest is left as it is
+OBJECT_ELEMENTS_AT_MOST = 100_000  # elements of an object array followed
+
+
+def freeze_made_before(namespace: Any) -> int:
+    """Make read-only every NumPy array reachable from ``namespace`` (the notebook's globals) or from the public
+    containers of the modules graded code may reach, and every array such an array views; the bytes they own.
+
+    Called in the grading child before each measured call (never in the notebook's own kernel), so that a call
+    cannot work in memory made before it, which neither measure would count: a write into such an array raises
+    ``ValueError: assignment destination is read-only``.  Reading it stays possible."""
+    roots: list[Any] = [namespace]
+    for name, module in list(sys.modules.items()):
+        if isinstance(module, ModuleType) and (name in _REACHABLE_MODULES or name.startswith("shared.")):
+            roots.extend(value for key, value in vars(module).items()
+                         if not key.startswith("_") and isinstance(value, (dict, list, set)))
+    return _freeze_reachable(roots, namespace)
+
+
+def _freeze_reachable(roots: Iterable[Any], namespace: Any) -> int:
+    import numpy as np  # (here, not at the top: the sandbox's launcher imports this module, and must not import
+    # NumPy, which a numpy.py beside the notebook would shadow in its folder)
+    own = namespace.get("__name__", "__main__") if isinstance(namespace, dict) else "__main__"
+    seen: set[int] = set()
+    stack, frozen = list(roots), 0
+    while stack and len(seen) < FOLLOW_AT_MOST:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, np.ndarray):
+            frozen += _freeze(obj)
+            if obj.dtype.hasobject and obj.size <= OBJECT_ELEMENTS_AT_MOST:
+                stack.extend(obj.reshape(-1).tolist())
+        elif _followed(obj, namespace, own):
+            stack.extend(gc.get_referents(obj))
+    return frozen
+
+
+def _followed(obj: Any, namespace: Any, own: str) -> bool:
+    """Whether ``obj``'s references may lead to an array the notebook made (see :data:`_FOLLOWED_MODULES`):
+    ``own`` is the notebook's module name (``__main__`` in a kernel), ``namespace`` its globals."""
+    if isinstance(obj, ModuleType):
+        return False
+    if isinstance(obj, FunctionType):  # the notebook's own function (its defaults, closure), not a library's
+        return obj.__globals__ is namespace
+    if isinstance(obj, type):  # the notebook's own class (its attributes), not a library's
+        return obj.__module__ == own and own != "builtins"
+    module = getattr(type(obj), "__module__", "") or ""
+    return module in _FOLLOWED_MODULES or module == own or module.startswith("shared.")
+
+
+def _freeze(array: Any) -> int:
+    """Make ``array`` (a NumPy array) and every array it views read-only; the bytes of those that own their memory."""
+    import numpy as np
+    frozen = 0
+    while isinstance(array, np.ndarray):
+        if array.flags.writeable:
+            array.flags.writeable = False
+            frozen += array.nbytes if array.flags.owndata else 0
+        array = array.base
+    return frozen

@@ -124,3 +124,108 @@ def all_reduce_mean(worker_arrays, cluster=None):
     exec(source, namespace)
     verdict = grade_in_process("027", namespace)
     assert not verdict.passed and "read-only" in verdict.message and "human look" in verdict.message, verdict.message
+
+
+# What a notebook can hold before a measured call, each way an array can be kept (tests/test_measurement_guards.py
+# runs it as a notebook's kernel would: the names are the notebook's globals, its module __main__).
+MADE_BEFORE = '''
+import functools, itertools
+POOL = np.ones(1000)
+HELD = {"pool": np.ones(1001)}
+LISTED = [np.ones(1002)]
+VIEWED = np.ones(1003)[::1]
+OBJECTS = np.empty(1, dtype=object)
+OBJECTS[0] = np.ones(1004)
+def with_default(x, pool=np.ones(1005)):
+    return pool
+def factory():
+    pool = np.ones(1006)
+    def inner():
+        return pool
+    return inner
+closure = factory()
+@functools.cache
+def cached(n):
+    return np.ones(n)
+cached(1007)
+def generate():
+    pool = np.ones(1008)
+    while True:
+        yield pool
+generator = generate()
+next(generator)
+repeated = itertools.repeat(np.ones(1009))
+class Holder:
+    kept = np.ones(1010)
+    def __init__(self):
+        self.pool = np.ones(1011)
+holder = Holder()
+partial = functools.partial(with_default, pool=np.ones(1012))
+'''
+
+
+def _arrays_left_writeable(namespace: dict) -> list[int]:
+    """In a forked child (the harness's place: nothing of this process is changed), freeze what ``namespace``
+    reaches, then the sizes of its arrays (1000 to 1012) still writeable; also checks that a new array is."""
+    import gc
+    import json
+    import os
+
+    from grading.meter import freeze_made_before
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            freeze_made_before(namespace)
+            sizes = sorted({o.size for o in gc.get_objects() + [o for x in gc.get_objects()
+                                                                 for o in gc.get_referents(x)]
+                            if isinstance(o, np.ndarray) and 1000 <= o.size <= 1012 and o.flags.writeable})
+            os.write(write, json.dumps({"left": sizes, "new": np.ones(3).flags.writeable}).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as handle:
+        found = json.loads(handle.read())
+    os.waitpid(pid, 0)
+    assert found["new"], "an array made after the freeze must stay writeable"
+    return found["left"]
+
+
+def test_every_array_a_notebook_made_before_a_measured_call_is_read_only_in_it():
+    """A global, a dict's or a list's item, a view's base, an object array's element, a default argument, a
+    closure's, a cache's, a suspended generator's, an iterator's, a class's and an instance's attribute, a
+    partial's argument: made read-only in the grading child, so a measured call cannot work in it unseen."""
+    namespace = {"__name__": "__main__", "np": np}
+    exec(MADE_BEFORE, namespace)
+    assert _arrays_left_writeable(namespace) == []
+    assert namespace["POOL"].flags.writeable, "the notebook's own arrays are untouched (only the child's are frozen)"
+
+
+WORKSPACE_014 = '''
+POOL = np.ones(2**20)  # made at the top level of the cell, before any measurement
+
+
+def grad_accumulation_step(params, X, Y, num_micro_batches, learning_rate):
+    """The reference's numbers, but its whole forward pass written into views of POOL."""
+    if num_micro_batches < 1 or len(X) < num_micro_batches or len(X) != len(Y):
+        raise ValueError("bad micro-batches")
+    first = POOL[:X.size].reshape(X.shape)
+    np.multiply(X, 1.0, out=first)  # work in memory made before the call: no allocation the meter sees
+    return REFERENCE(params, X, Y, num_micro_batches, learning_rate)
+'''
+
+
+def test_work_in_an_array_made_before_a_measured_call_loses_the_points_and_says_why():
+    """A red team's attack: 014's whole batch at once in a 64 MiB array made at the top level of its cell got 5/5
+    (neither tracemalloc nor the resident peak sees memory made before the call).  It now raises in the measured
+    case, and the verdict says why; the reference alone still passes."""
+    path = ROOT / "solutions" / "02_gradient_accumulation.py"
+    reference: dict = {"__name__": "__main__"}
+    exec(compile(path.read_text(), str(path), "exec"), reference)
+    namespace = {"__name__": "__main__", "np": np, "REFERENCE": reference["grad_accumulation_step"]}
+    exec(WORKSPACE_014, namespace)
+    verdict = grade_in_process("014", namespace)
+    assert not verdict.passed and "every array your notebook made before the call is read-only" in verdict.message, \
+        verdict.message
+    assert grade_in_process("014", reference).passed
