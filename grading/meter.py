@@ -186,7 +186,9 @@ def freeze_made_before(namespace: Any) -> int:
     roots: list[Any] = [namespace]
     for name, module in list(sys.modules.items()):
         if isinstance(module, ModuleType) and (name in _REACHABLE_MODULES or name.startswith("shared.")):
-            roots.extend(value for key, value in vars(module).items()
+            owners = [module] + [value for value in vars(module).values()  # and the course's classes
+                                 if name.startswith("shared.") and isinstance(value, type) and value.__module__ == name]
+            roots.extend(value for owner in owners for key, value in vars(owner).items()
                          if not key.startswith("_") and isinstance(value, (dict, list, set)))
     return _freeze_reachable(roots, namespace)
 

@@ -166,7 +166,7 @@ partial = functools.partial(with_default, pool=np.ones(1012))
 
 def _arrays_left_writeable(namespace: dict) -> list[int]:
     """In a forked child (the harness's place: nothing of this process is changed), freeze what ``namespace``
-    reaches, then the sizes of its arrays (1000 to 1012) still writeable; also checks that a new array is."""
+    reaches, then the sizes of its arrays (1000 to 1013) still writeable; also checks that a new array is."""
     import gc
     import json
     import os
@@ -177,10 +177,11 @@ def _arrays_left_writeable(namespace: dict) -> list[int]:
     pid = os.fork()
     if pid == 0:
         try:
+            np.typecodes["kept"] = np.ones(1013)  # (an admitted module's public dict: graded code may set an item)
             freeze_made_before(namespace)
             sizes = sorted({o.size for o in gc.get_objects() + [o for x in gc.get_objects()
                                                                  for o in gc.get_referents(x)]
-                            if isinstance(o, np.ndarray) and 1000 <= o.size <= 1012 and o.flags.writeable})
+                            if isinstance(o, np.ndarray) and 1000 <= o.size <= 1013 and o.flags.writeable})
             os.write(write, json.dumps({"left": sizes, "new": np.ones(3).flags.writeable}).encode())
         finally:
             os._exit(0)
@@ -195,7 +196,7 @@ def _arrays_left_writeable(namespace: dict) -> list[int]:
 def test_every_array_a_notebook_made_before_a_measured_call_is_read_only_in_it():
     """A global, a dict's or a list's item, a view's base, an object array's element, a default argument, a
     closure's, a cache's, a suspended generator's, an iterator's, a class's and an instance's attribute, a
-    partial's argument: made read-only in the grading child, so a measured call cannot work in it unseen."""
+    partial's argument, an item of an admitted module's public dict: made read-only in the grading child, so a measured call cannot work in it unseen."""
     namespace = {"__name__": "__main__", "np": np}
     exec(MADE_BEFORE, namespace)
     assert _arrays_left_writeable(namespace) == []
