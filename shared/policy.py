@@ -47,6 +47,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import functools
 import importlib
 import re
 import string
@@ -90,9 +91,10 @@ _DUNDER = re.compile(r"^__\w+__$")
 _READABLE_DUNDERS = ("__name__",)
 _HISTORY = re.compile(r"^_(i{1,3}|i\d+|\d+)$")  # IPython's _i, _ii, _i3, _3 ...
 _NDARRAY = np.ndarray  # admitted for isinstance; called directly, it views a buffer of your choosing
-_NDARRAY_WHY = ("np.ndarray is admitted only to check a type (isinstance(x, np.ndarray), a function's or a "
-                "variable's annotation, not a class body's, which dataclasses.fields hands out): called, subclassed or "
-                "held, it makes an array over a buffer of your choosing (raw memory)")
+_NDARRAY_WHY = ("np.ndarray is admitted only to check a type (isinstance(x, np.ndarray), type(x) is np.ndarray, a "
+                "function's or a variable's annotation made of classes and typing's forms, not a class body's, which "
+                "dataclasses.fields hands out): called, subclassed or held, it makes an array over a buffer of your "
+                "choosing (raw memory)")
 _UNKNOWN = object()  # a value whose object cannot be known by reading (a parameter, a call's result)
 #: Admitted functions that are doors unless called at once with one value (``copy.deepcopy(params)``), with why.
 _CALLED_WITH_ONE_VALUE = (
@@ -368,8 +370,9 @@ class _Checker(ast.NodeVisitor):
         elif self.called_with_one_value_problem(node, found):
             self.flag(node, node.id, self.called_with_one_value_problem(node, found))
         elif found is type and not self.type_admitted(node):
-            self.flag(node, "type", "type is admitted as type(x) in a comparison (type(x) is float) or called with one "
-                                    "literal (type(x)(\"nan\")): a class's class makes classes from computed names")
+            self.flag(node, "type", "type is admitted as type(x) compared (type(x) is float; ==, != or in only with "
+                                    "classes such as float or np.float64) or called with one literal "
+                                    "(type(x)(\"nan\")): a class's class makes classes from computed names")
         elif node.id in vars(builtins) and node.id not in ALLOWED_BUILTINS and node.id not in self.course \
                 and node.id not in self.imported:
             self.flag(node, node.id, "a built-in that reaches code, files or the interpreter" + (
@@ -395,12 +398,14 @@ class _Checker(ast.NodeVisitor):
         child, parent = node, self.parents.get(id(node))
         while isinstance(parent, ast.Tuple):  # isinstance(x, (list, np.ndarray))
             child, parent = parent, self.parents.get(id(parent))
-        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) \
-                and parent.func.id in ("isinstance", "issubclass") and len(parent.args) == 2 and parent.args[1] is child:
-            return True
+        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id not in self.own \
+                and parent.func.id in ("isinstance", "issubclass") and len(parent.args) == 2 \
+                and parent.args[1] is child:
+            return True  # (Python's own: a parameter or a local named isinstance would be handed np.ndarray)
         if self.in_annotation(node):
             return True
-        return isinstance(parent, ast.MatchClass) and parent.cls is child or isinstance(parent, ast.Compare)
+        return isinstance(parent, ast.MatchClass) and parent.cls is child or isinstance(parent, ast.Compare) \
+            and self.plain_comparison(parent)
 
     def in_annotation(self, node: ast.AST) -> bool:
         """Whether ``node`` is an annotation (``x: np.ndarray``, ``-> np.ndarray``) or a part of one made only of
@@ -411,15 +416,59 @@ class _Checker(ast.NodeVisitor):
         child, parent = node, self.parents.get(id(node))
         while isinstance(parent, (ast.Subscript, ast.Tuple, ast.List)) or \
                 isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.BitOr):
-            if isinstance(parent, ast.Subscript) and parent.slice is child and not _makes_type_hints(
-                    self.resolve(parent.value)):
-                return False  # d[np.ndarray] of a defaultdict would keep it: only a class or a typing form's [...]
             child, parent = parent, self.parents.get(id(parent))
         in_class = isinstance(parent, ast.AnnAssign) and isinstance(self.scope_of(parent), ast.ClassDef)
-        return isinstance(parent, ast.arg) and parent.annotation is child or isinstance(parent, ast.AnnAssign) \
+        annotation = isinstance(parent, ast.arg) and parent.annotation is child or isinstance(parent, ast.AnnAssign) \
             and parent.annotation is child and not in_class or isinstance(parent, (ast.FunctionDef,
                                                                                    ast.AsyncFunctionDef)) \
             and parent.returns is child
+        # The whole hint, not only the way up: `K(...) | [np.ndarray]` hands the list to K's __or__ (a Set's calls
+        # its _from_iterable, which a subclass of yours defines), d[np.ndarray] to a defaultdict
+        return annotation and self.only_hint(child)
+
+    def only_hint(self, node: ast.AST) -> bool:
+        """Whether ``node`` is made only of what builds a type hint and runs no code of the learner's: classes and
+        typing's forms the rules resolve (``dict``, ``np.ndarray``, ``Optional``), constants (``None``, a string),
+        and their subscripts (of a class or a typing form), tuples, lists and ``|``.  A name of yours is not: it
+        could be a value whose ``|`` or ``[...]`` is a method that keeps what it is given."""
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return all(self.only_hint(item) for item in node.elts)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            return self.only_hint(node.left) and self.only_hint(node.right)
+        if isinstance(node, ast.Subscript):
+            return _makes_type_hints(self.resolve(node.value)) and self.only_hint(node.value) \
+                and self.only_hint(node.slice)
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            found = self.resolve(node)
+            return found is None or found is not _UNKNOWN and not isinstance(found, _Refused) \
+                and _makes_type_hints(found)
+        return False
+
+    def plain_comparison(self, compare: ast.Compare) -> bool:
+        """Whether ``compare`` hands its operands to no code of the learner's: ``is``/``is not`` compare
+        identities; ``==``, ``!=``, ``in`` and ``not in`` only between classes the rules resolve (``float``,
+        ``np.float64``, ``np.ndarray``), constants (``None``) and ``type(...)``, alone or in a tuple, list or set.
+        Anything else's ``==`` or ``<`` is a method it may have from an admitted class, which calls a hook a
+        subclass of yours defines (Fraction's ``_richcmp``, UserList's ``_UserList__cast``) with ``type`` itself
+        or ``np.ndarray``."""
+        if all(isinstance(op, (ast.Is, ast.IsNot)) for op in compare.ops):
+            return True
+        return all(isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in compare.ops) \
+            and all(self.known_class(operand) for operand in [compare.left, *compare.comparators])
+
+    def known_class(self, node: ast.AST) -> bool:
+        """A class the rules resolve, a constant, Python's ``type(x)``, or a tuple, list or set of these."""
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return all(self.known_class(item) for item in node.elts)
+        if isinstance(node, ast.Call):
+            return isinstance(node.func, ast.Name) and node.func.id == "type" and "type" not in self.own \
+                and _one_plain_argument(node)
+        found = self.resolve(node) if isinstance(node, (ast.Name, ast.Attribute)) else _UNKNOWN
+        return isinstance(found, type)
 
     def scope_of(self, node: ast.AST) -> ast.AST | None:
         """The class, function or lambda whose body holds ``node`` (None: the module)."""
@@ -453,7 +502,7 @@ class _Checker(ast.NodeVisitor):
         shown = isinstance(use, ast.FormattedValue) or isinstance(use, ast.Call) and call in use.args \
             and isinstance(use.func, ast.Name) and use.func.id in ("print", "str", "repr") \
             and use.func.id not in self.own
-        return isinstance(use, ast.Compare) or called or named or shown
+        return isinstance(use, ast.Compare) and self.plain_comparison(use) or called or named or shown
 
     def module_only_named(self, node: ast.AST, module: Any) -> None:
         """A module is a namespace, never a value: ``np.linalg.norm(x)``, but not ``la = np.linalg`` nor
@@ -543,6 +592,13 @@ class _Checker(ast.NodeVisitor):
         for keyword in node.keywords:  # class A(B, metaclass=M, x=1): how the class is made, by code of your choosing
             self.flag(node, f"class {node.name}({keyword.arg or '**'}=...)",
                       "a class statement's keyword (metaclass=...) chooses how the class is made")
+        hooks = _private_hooks() if node.bases else frozenset()
+        for statement in node.body:  # class F(Fraction): def _richcmp(self, other, op): Fraction's < calls it
+            for name in _names_defined(statement):
+                if name in hooks:
+                    self.flag(statement, f"{node.name}.{name}", "replaces a private method of an admitted class, "
+                                                                "which that class's own methods call with what they "
+                                                                "are given (name yours differently)")
         self.generic_visit(node)
 
     # match statements --------------------------------------------------------
@@ -669,6 +725,25 @@ def _class_members(tree: ast.AST) -> set[str]:
             found.update(n.attr for n in ast.walk(node)  # self.total = ...
                          if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store))
     return found
+
+
+def _names_defined(statement: ast.AST) -> list[str]:
+    """The names a statement of a class body defines there: a method, a field, a class attribute."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [statement.name]
+    targets = statement.targets if isinstance(statement, ast.Assign) else \
+        [statement.target] if isinstance(statement, (ast.AnnAssign, ast.AugAssign)) else []
+    return [n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)]
+
+
+@functools.lru_cache(maxsize=None)
+def _private_hooks() -> frozenset[str]:
+    """The private (``_x``, not dunder) names that the admitted classes and the classes they derive from define:
+    their own methods call them on ``self`` (Fraction's ``_richcmp``, a Set's ``_from_iterable``, UserList's
+    ``_UserList__cast``), so a subclass that defines one runs its code with what they were given."""
+    classes = [value for value, _ in allowlist.admitted_objects().values() if isinstance(value, type)]
+    return frozenset(name for cls in [*classes, *allowlist.value_types()] for kind in cls.__mro__
+                     for name in vars(kind) if name.startswith("_") and not _DUNDER.match(name))
 
 
 def _one_plain_argument(call: ast.Call) -> bool:

@@ -94,6 +94,14 @@ HONEST = {
             return x * 2
     """,
     # Session 16 (honest learners): type hints of every kind, without from __future__ import annotations.
+    "comparisons of types and hints of classes and typing's forms": """
+        import typing
+        def f(x: typing.Annotated[np.ndarray, "shape (n,)"], y: "np.ndarray | None" = None,
+              z: typing.Union[np.ndarray, float, None] = None) -> tuple[np.ndarray, ...]:
+            if type(x) in (int, float) or type(x) != type(y) or type(x) == np.ndarray or type(x) not in {bool}:
+                raise TypeError(f"got {type(x).__name__}")
+            return (x,)
+    """,
     "np.ndarray inside a type hint": """
         def f(x: np.ndarray | None, grads: dict[str, np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
             shards: list[np.ndarray] = []
@@ -293,6 +301,21 @@ ATTACKS = {  # what the attacks of tests/adversarial.py (and the issue that foun
     "__name__ assigned": ("f.__name__ = 'g'", {".__name__ = ..."}),
     "__name__ by getattr": ("getattr(f, '__name__')", {".__name__"}),
     "type(x) handed to a function": ("g(type(x))", {"type"}),
+    # Session 16's fourth red team: a comparison or a hint hands np.ndarray and type to a hook the learner defines.
+    "type itself through Fraction's <, which calls a subclass's _richcmp (then __deepcopy__ gets a memo: the ledger)": (
+        "import fractions\nclass F(fractions.Fraction):\n    def _richcmp(self, other, op):\n"
+        "        box.append(other)\ntype(int) < F(1)", {"F._richcmp", "type"}),
+    "np.ndarray through Fraction's <": ("np.ndarray < f", {".ndarray"}),
+    "type itself through UserList's ==, which calls a subclass's _UserList__cast": (
+        "import collections\nclass U(collections.UserList):\n    def _UserList__cast(self, other):\n"
+        "        return box.append(other)\ntype(int) == U()", {"U._UserList__cast", "type"}),
+    "np.ndarray in a tuple compared with a value of yours": ("type(x) in (np.ndarray, u)", {".ndarray", "type"}),
+    "np.ndarray in a hint beside a Set of yours, whose | calls its _from_iterable": (
+        "import collections.abc\nclass K(collections.abc.KeysView):\n    def _from_iterable(self, it):\n"
+        "        box.extend(it)\ndef f(x: K({}) | [np.ndarray]):\n    pass", {"K._from_iterable", ".ndarray"}),
+    "np.ndarray in a hint beside a name of yours": ("def f(x: k | [np.ndarray]):\n    pass", {".ndarray"}),
+    "np.ndarray handed to a parameter named isinstance": ("def f(isinstance):\n    isinstance(0, np.ndarray)",
+                                                          {".ndarray"}),
 }
 
 
