@@ -213,14 +213,16 @@ def insert_below(notebook, grade_id: str, source: str) -> int:
 
 
 def test_a_cell_that_stops_the_kernel_costs_only_what_it_does(tmp_path):
-    """Part 1: a scratch cell past the sandbox's memory: the notebook is graded again without it, so it costs
-    nothing, and nothing waits for a human; the cell shows what it printed and why it was not run again.  Part 2:
+    """Part 1: a scratch cell past the sandbox's memory, and one that prints 40 MB (one message past the
+    grader's limit: ZeroMQ cuts the connection, and nothing after it arrived): the notebook is graded again
+    without each, so they cost nothing, and nothing waits for a human; each shows why it was not run again.  Part 2:
     three such scratch cells: the notebook runs at most three times, so the lesson after the third loses its
     points, and its verdict names that cell."""
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
     first = make_submission("01_mlp_core", default="reference")
     scratch = insert_below(first, "lesson_002_init_mlp_params", "print('before')\n" + PAST_MEMORY)
+    printed = insert_below(first, "lesson_005_mlp_forward", "print('x' * 40_000_000)  # one message past 32 MiB")
     nbformat.write(first, notebooks / "01_mlp_core.ipynb")
     second = make_submission("02_gradient_accumulation", default="reference")
     for lesson in ("lesson_011_split_into_micro_batches", "lesson_012_accumulate_gradients",
@@ -238,6 +240,8 @@ def test_a_cell_that_stops_the_kernel_costs_only_what_it_does(tmp_path):
     graded = read(tmp_path / "course" / "autograded" / "me" / "01_mlp_core" / "01_mlp_core.ipynb")
     shown = [output.get("text", output.get("evalue", "")) for output in graded.cells[scratch].outputs]
     assert shown[0] == "before\n" and shown[-1].endswith("graded again from its start without this cell"), shown
+    cut = graded.cells[printed].outputs[-1].evalue  # ZeroMQ dropped the connection: all after it was lost before
+    assert "a message of more than 33,554,432 bytes" in cut and cut.endswith("without this cell"), cut
     assert two.count(": 5/5") == 3 and "✗ 014 · Grad accumulation step: 0/5" in two, two
     assert f"stopped at cell {third + 1} (a cell of your own, not a lesson's)" in two, two
     assert "graded: 65/70 XP in 2 part(s)" in run.stdout, run.stdout

@@ -16,6 +16,7 @@ from pathlib import Path
 from queue import Empty
 
 import zmq
+import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.connect import channel_socket_types
@@ -44,17 +45,21 @@ WATCH_SECONDS = 0.02
 SOCKETS_NOT_FOUND = "the grading kernel did not make its sockets in time (or made something else in their place)"
 SOCKET_WAIT_SECONDS = 60.0
 END_POLL_SECONDS = 0.005  # how often a killed kernel's end is looked for (see SandboxKernelManager._async_wait)
+# How long a channel whose connection was dropped waits to see whether the kernel ended (then it says nothing)
+# before it stops the kernel for a message past MAX_MESSAGE_BYTES (see CountedChannel).
+CUT_GRACE_SECONDS = 1.0
 IOPUB_CONNECT_SECONDS = 0.2  # silence on the output channel that means it is not connected yet (jupyter_client's)
 
 
 class MessageBudget:
     """What one kernel has sent so far, and why it was stopped (None while it keeps within its budget)."""
 
-    def __init__(self, stop) -> None:
+    def __init__(self, stop, alive=lambda: True) -> None:
         self.received = 0
         self.stopped: str | None = None
         self.reason: str | None = None  # why it was stopped, in a few words (stopped says what that cost)
         self._stop = stop
+        self.alive = alive  # whether the kernel still runs (its launcher has not ended)
 
     def admit(self, message_bytes: int, frame_bytes: int) -> bool:
         """Count a frame just received (``message_bytes``: its message's so far); False once past a limit."""
@@ -127,9 +132,17 @@ REFUSED = {"header": {"msg_type": "mct_refused", "msg_id": ""}, "parent_header":
 
 class CountedChannel(AsyncZMQSocketChannel):
     """A channel that reads a message frame by frame and counts each against the kernel's budget before
-    anything of it is decoded; a message past a limit is read to its end and dropped, never kept."""
+    anything of it is decoded; a message past a limit is read to its end and dropped, never kept.
+
+    A frame larger than MAX_MESSAGE_BYTES is not read at all: ZeroMQ drops the connection that sends it, and
+    nothing the kernel sends on that channel arrives after it (a scratch cell's ``print`` of 40 MB left every
+    lesson below it waiting for its answers, each until its cell's time limit).  So the channel watches its
+    connection (:meth:`watch_connection`): once it is cut while the kernel still runs, the kernel is stopped
+    for what it sent, as for any message past the budget, and the notebook runs again without that cell
+    (SandboxedExecute)."""
 
     budget: MessageBudget | None = None
+    _monitor = None  # the socket's connection events (ZeroMQ's monitor), once watched
 
     async def _recv(self, **kwargs):
         frames, size, kept = [], 0, True
@@ -148,6 +161,52 @@ class CountedChannel(AsyncZMQSocketChannel):
             return dict(REFUSED)
         _, message = self.session.feed_identities(frames)
         return self.session.deserialize(message)
+
+    def watch_connection(self) -> None:
+        """Be told when ZeroMQ drops this channel's connection (see the class's docstring)."""
+        self._monitor = self.socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+
+    async def get_msg(self, timeout: float | None = None):
+        if self._monitor is None:
+            return await super().get_msg(timeout)
+        poller = zmq.asyncio.Poller()
+        poller.register(self.socket, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
+        ready = dict(await poller.poll(None if timeout is None else int(timeout * 1000)))
+        if self._monitor in ready:
+            await self._monitor.recv_multipart()  # (the only event watched: a connection dropped)
+            await self._connection_cut()
+        if self.socket in ready:
+            return await self._recv()
+        if self._monitor in ready:
+            return dict(REFUSED)  # (a message that answers nothing: nbclient passes over it)
+        raise Empty
+
+    async def _connection_cut(self) -> None:
+        """The connection was dropped: by a kernel that ended (it closes its sockets as it goes), or by ZeroMQ for
+        a frame past MAX_MESSAGE_BYTES while the kernel runs on; the latter stops the kernel."""
+        budget = self.budget
+        if budget is None or budget.stopped:
+            return
+        deadline = time.monotonic() + CUT_GRACE_SECONDS
+        while time.monotonic() < deadline:  # a kernel that ended: its launcher ends within milliseconds
+            if not budget.alive():
+                return
+            await asyncio.sleep(END_POLL_SECONDS * 4)
+        budget.refuse(f"the grading kernel sent a message of more than {MAX_MESSAGE_BYTES:,} bytes (the limit of "
+                      f"one message), which cut its connection to the grader")
+
+    def close(self) -> None:
+        monitor, self._monitor = self._monitor, None
+        if monitor is not None:
+            try:
+                self.socket.disable_monitor()
+            except zmq.ZMQError:
+                pass
+            monitor.close(linger=0)
+        super().close()
+
+    stop = close
 
 
 def _bounded(socket):
@@ -200,6 +259,8 @@ class SandboxKernelClient(AsyncKernelClient):
         for channel in (self._shell_channel, self._iopub_channel, self._stdin_channel, self._control_channel):
             if channel is not None:
                 channel.budget = budget
+                if budget is not None:
+                    channel.watch_connection()
 
     async def wait_for_ready(self, timeout: float | None = None) -> None:
         """Return once the kernel answers on its shell channel and its output channel is connected, with every
@@ -344,7 +405,7 @@ class SandboxKernelManager(AsyncKernelManager):
         self._mct_sandboxed = sandbox.sandbox_wanted()
         self._mct_cgroup = cgroups.kernel_group_name(secrets.token_hex(6))
         _sweep_once()
-        self.mct_budget = MessageBudget(self._mct_stop)
+        self.mct_budget = MessageBudget(self._mct_stop, self._mct_launcher_runs)
         self.connection_file = str(self._mct_folder / "kernel.json")
         self.ip = INSIDE_IP if self._mct_sandboxed else str(self._mct_folder / "kernel")
         return await super()._async_pre_start_kernel(**kwargs)
@@ -479,6 +540,11 @@ class SandboxKernelManager(AsyncKernelManager):
         ends a few milliseconds later: jupyter_client's first look comes too early, so each notebook waited
         100 ms more for nothing (112 ms measured for a shutdown, each time)."""
         await super()._async_wait(pollinterval=min(pollinterval, END_POLL_SECONDS))
+
+    def _mct_launcher_runs(self) -> bool:
+        """Whether the kernel's launcher still runs (it ends within milliseconds of the kernel: grading.sandbox)."""
+        process = getattr(self.provisioner, "process", None)
+        return process is not None and process.poll() is None
 
     def _mct_stop(self) -> None:
         """Stop the kernel at once (its launcher killed: bubblewrap dies with it, and the kernel with bubblewrap)."""

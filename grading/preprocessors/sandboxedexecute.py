@@ -72,12 +72,11 @@ def _lessons_after(nb: NotebookNode, index: int) -> bool:
 
 def _not_run_again(cell: NotebookNode, stopped_for: str | None) -> list:
     """The outputs a cell where the kernel died shows once the notebook runs again without it: what it showed
-    before the kernel died, and why it was not run again.  A kernel stopped for what it sent (a flood of
-    messages: kernelmanager.MessageBudget) still lists the notebook for a human; a death alone does not, since it
-    cost nothing but that cell.  ``stopped_for``: why the grader stopped the kernel, if it did."""
+    before the kernel died, and why it was not run again.  It lists nothing for a human: it cost nothing but that
+    cell.  ``stopped_for``: why the grader stopped the kernel, if it did (kernelmanager.MessageBudget)."""
     shown = [output for output in cell.get("outputs", []) if output.get("ename") != "KernelDied"]
-    why = (f"{stopped_for}: the kernel was stopped; {NOT_RUN_AGAIN} (this notebook needs a human look)"
-           if stopped_for else f"{KERNEL_DIED_HERE}: {NOT_RUN_AGAIN}")
+    why = f"{stopped_for}: the kernel was stopped; {NOT_RUN_AGAIN}" if stopped_for else \
+        f"{KERNEL_DIED_HERE}: {NOT_RUN_AGAIN}"
     return shown + [NotebookNode(output_type="error", ename="KernelDied", evalue=why, traceback=[why])]
 
 
