@@ -61,7 +61,8 @@ import numpy as np
 from . import allowlist
 from .allowlist import ALLOWED_BUILTINS, ALLOWED_MODULES
 
-__all__ = ["ALLOWED_MODULES", "Break", "check_source", "course_imports", "describe", "ipython_to_python"]
+__all__ = ["ALLOWED_MODULES", "RULES_POINTER", "Break", "check_source", "course_imports", "describe",
+           "ipython_to_python"]
 
 #: Names the notebook (IPython) puts in the namespace: its machinery, not computation.
 _OWN_CELL = "put it in a cell of its own: a scratch cell costs nothing"
@@ -810,12 +811,17 @@ def check_source(source: str, *, course: Mapping[str, str] | None = None) -> lis
     return sorted(unique.values(), key=lambda b: (b.line, b.construct))
 
 
+#: Where every rules message sends the learner for the whole list of what graded code may use (the README's section,
+#: written from :mod:`shared.allowlist` by ``make build``): the list itself, some 600 characters, would bury the
+#: construct, its line and why, which lead the message.
+RULES_POINTER = ('Graded code is plain computation: NumPy, math, a few standard modules and the course\'s helpers '
+                 '(everything it may use: the README, "Rules for graded code")')
+
+
 def describe(breaks: list[Break], where: str, limit: int = 3) -> str:
-    """The course's message for ``breaks`` found in ``where`` ("the cell that defines linear_forward")."""
+    """The course's message for ``breaks`` found in ``where`` ("the cell that defines linear_forward"): each break's
+    line, construct and why first, then one short pointer to the rules (:data:`RULES_POINTER`).  The visible tests
+    (``shared.checking.check_rules``) and the grader (``grading/rules.py``) both say it, in the same words."""
     shown = "; ".join(str(b) for b in breaks[:limit])
     more = f"; and {len(breaks) - limit} more" if len(breaks) > limit else ""
-    return (f"{where} breaks the course's rules for graded code: {shown}{more}. Graded code may import only "
-            f"{', '.join(m for m in ALLOWED_MODULES if m != '__future__')}, and may use only their public "
-            f"functions and values, plain built-ins and the methods of the values it computes with: no dunder "
-            f"or private attributes, no exec/eval/open/getattr-by-name, no IPython machinery, no raw memory, "
-            f"no assigned attributes (see the README, \"Rules for graded code\")")
+    return f"{where} breaks the course's rules for graded code: {shown}{more}. {RULES_POINTER}"
