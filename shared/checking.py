@@ -25,6 +25,7 @@ import numpy as np
 
 from .cluster import (arrays_held, arrays_shared_between_workers, arrays_shared_within, first_shared,  # noqa: F401
                       parts_held, parts_reused)
+from .lesson_blocks import GRADED_WITH as _GRADED_WITH_TABLE
 from .lessons import LESSONS as _LESSONS
 from .where import describe_error as _describe_error
 
@@ -50,6 +51,9 @@ _float16, _float32 = np.dtype(np.float16), np.dtype(np.float32)
 # What counts as a dict.  Concrete types, not the Mapping ABC: an isinstance check against an ABC
 # can run code of any class that subclasses it (its __subclasshook__ or metaclass).
 _MAPPINGS = (dict, _MappingProxyType)
+# Each composite lesson's function -> the earlier lessons' functions the grader runs it with (the helper's versions),
+# copied at import as the NumPy functions above, so that the notebook cannot change what check_rules skips.
+_GRADED_WITH = _MappingProxyType({name: tuple(given) for name, given in _GRADED_WITH_TABLE.items()})
 
 DEFAULT_RTOL = 1e-7
 DEFAULT_ATOL = 1e-10
@@ -849,10 +853,12 @@ def _names_from_modules(namespace: Mapping[str, Any], own: str | None) -> dict[s
     return found
 
 
-def _notebook_functions_used(function: Any) -> list[Any]:
+def _notebook_functions_used(function: Any, given: frozenset[str] = frozenset()) -> tuple[list[Any], list[str]]:
     """The functions of the notebook that ``function`` calls (as globals), and theirs, in order: graded code
-    is a lesson's function and what it needs from the notebook."""
-    found, frontier = [], [function]
+    is a lesson's function and what it needs from the notebook; and the names among ``given`` that they call,
+    which are not followed (the grader binds those names to the helper's versions, as ``needed_names`` of
+    ``grading/rules.py`` skips them)."""
+    found, skipped, frontier = [], [], [function]
     while frontier:
         current = frontier.pop(0)
         if any(current is seen for seen in found):
@@ -868,25 +874,71 @@ def _notebook_functions_used(function: Any) -> list[Any]:
         for name in sorted(names):
             value = namespace.get(name)
             if isinstance(value, _FunctionType) and value.__module__ == getattr(function, "__module__", None):
-                frontier.append(value)
-    return found
+                if name in given:
+                    if name not in skipped:
+                        skipped.append(name)
+                else:
+                    frontier.append(value)
+    return found, skipped
 
 
-def check_rules(function: Any) -> None:
+def _graded_with(function: Any) -> frozenset[str]:
+    """The earlier lessons' functions that the grader runs ``function``'s lesson with (the helper's versions): by
+    the function's name, or by the lesson's name the notebook binds it to (``mlp_forward = my_forward``)."""
+    names = {getattr(function, "__name__", None)}
+    names |= {name for name, value in getattr(function, "__globals__", {}).items()
+              if value is function and name in _GRADED_WITH}
+    return frozenset(given for name in names if name in _GRADED_WITH for given in _GRADED_WITH[name])
+
+
+def _rules_broken(function: Any, given: frozenset[str]) -> tuple[tuple[list[Any], str] | None, list[str]]:
+    """((the breaks, where) of the first cell of ``function``'s graded code that breaks the rules, or None; the
+    names of ``given`` that its graded code calls)."""
+    from . import policy
+    used, skipped = _notebook_functions_used(function, given)
+    for one in used:
+        found = _defining_source(one)
+        if found is None:
+            continue
+        source, where = found
+        course = _names_from_modules(getattr(one, "__globals__", {}), getattr(one, "__module__", None))
+        breaks = policy.check_source(source, course=course)
+        if breaks:
+            return (breaks, where), skipped
+    return None, skipped
+
+
+def check_rules(function: Any, *, graded_with: Sequence[str] | None = None) -> None:
     """The code that defines ``function`` keeps the rules for graded code (:mod:`shared.policy`): the cell
     that defines it, and the cell of every function of the notebook it calls.
 
     The judge reads every cell the same way while grading; graded code that breaks them is not run there,
     and its lesson gets no points.  So the learner hears of it here, first.  (A scratch cell of the learner's,
     ``help(x)`` or a plot, is not graded code: it is skipped while grading and costs nothing.)
+
+    A composite lesson is graded with the helper's versions of the earlier lessons' functions it calls
+    (``graded_with``; by default its ``LessonSpec.isolate``, from ``shared.lesson_blocks.GRADED_WITH``), so their
+    cells cost their own lessons, not this one: they are not held against it here either, as the grader does not
+    (``grading/rules.py``, ``needed_names``); a cell of theirs that breaks the rules is printed as a note, so that
+    the learner still hears of it.  ``graded_with=()`` checks everything the function calls (a run that uses the
+    learner's own earlier functions: ``make train-distributed FROM=notebooks``).
     """
     from . import policy
-    for used in _notebook_functions_used(function):
-        found = _defining_source(used)
-        if found is None:
+    given = _graded_with(function) if graded_with is None else frozenset(graded_with)
+    broken, skipped = _rules_broken(function, given)
+    if broken is not None:
+        raise CheckFailure(policy.describe(*broken))
+    said: set[str] = set()
+    namespace = getattr(function, "__globals__", {})
+    owners = {lesson.function: lesson.code for lesson in _LESSONS}
+    for name in skipped:
+        earlier = namespace.get(name)
+        found, _ = _rules_broken(earlier, _graded_with(earlier))
+        if found is None or found[1] in said:
             continue
-        source, where = found
-        course = _names_from_modules(getattr(used, "__globals__", {}), getattr(used, "__module__", None))
-        breaks = policy.check_source(source, course=course)
-        if breaks:
-            raise CheckFailure(policy.describe(breaks, where))
+        breaks, where = found
+        said.add(where)
+        what = "; ".join(f"line {b.line}: {b.construct}" for b in breaks[:3]) + ("; ..." if len(breaks) > 3 else "")
+        whose = f"lesson {owners[name]} only (its tests say why)" if name in owners else "its own lesson only"
+        print(f"Note: {where} breaks the course's rules for graded code ({what}): that costs {whose}; this lesson "
+              f"is graded with the course's own {name}, so this check passes.")

@@ -23,6 +23,27 @@ from .cluster import Cluster, check_worker_arrays
 from .dtypes import BYTES_PER_NUMBER, check_loss_scale, check_memory_arguments
 
 
+#: Each composite lesson's function and the earlier lessons' functions it is graded with, in the versions below
+#: (its ``LessonSpec.isolate``): the visible tests' ``check_rules`` does not hold their cells against the lesson.
+GRADED_WITH = {
+    "mlp_forward": ("linear_forward", "relu_forward"),
+    "mlp_backward": ("linear_forward", "relu_forward", "mse_loss_and_grad", "mlp_forward", "linear_backward",
+        "relu_backward", "first_linear_backward"),
+    "grad_accumulation_step": ("split_into_micro_batches", "accumulate_gradients", "scale_accumulated_gradients"),
+    "mlp_backward_checkpointed": ("mlp_forward_checkpointed", "recompute_block_activations"),
+    "mixed_precision_step": ("cast_to_half_precision", "scale_loss", "unscale_gradients", "has_non_finite_gradients"),
+    "data_parallel_train_step": ("shard_dataset_across_workers", "compute_local_gradients", "ring_all_reduce_mean"),
+    "bucket_gradients": ("ring_all_reduce_mean",),
+    "zero_optimizer_step": ("local_shard_adam_update", "all_gather_param_shards"),
+    "compute_peak_activation_memory_bytes": ("estimate_checkpointing_memory_savings",),
+    "compare_memory_with_and_without_optimizations": ("compute_param_memory_bytes", "compute_optimizer_memory_bytes",
+        "compute_peak_activation_memory_bytes", "estimate_checkpointing_memory_savings"),
+    "full_distributed_training_loop": ("shard_dataset_across_workers", "ring_all_reduce_mean",
+        "local_shard_adam_update", "all_gather_param_shards", "mlp_forward_checkpointed", "recompute_block_activations",
+        "mlp_backward_checkpointed"),
+}
+
+
 @answers("001")
 def make_synthetic_regression_batch(batch_size, in_features, out_features, seed):
     """A reproducible regression batch ``(X, Y)``.

@@ -13,6 +13,7 @@ import json
 import textwrap
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from course import read, solved_path, source_path, student_path
@@ -428,3 +429,110 @@ def test_the_test_cells_hidden_region_is_the_course_s_own(tmp_path):
     assert rules.check_notebook(source["cells"], slug).cells == []
     assert rules.course_cells(slug).imports["answer_hidden_cases"] == "grading.harness.answer_hidden_cases"
 
+
+# --------------------------------------------------------------------------
+# A composite lesson: the visible tests hold against it the cells the grader holds against it
+# --------------------------------------------------------------------------
+
+def _composites() -> list:
+    """(part, composite lesson's function, an earlier function of the same part that it is graded with) for
+    every lesson whose spec isolates one (its ``isolate``: the grader binds it to the helper's version)."""
+    from grading.course import lesson_spec
+    from shared.lessons import lesson as find_lesson, lessons_of
+    return [pytest.param(slug, lesson.function, name, id=f"{lesson.code}-{name}")
+            for slug in PARTS for lesson in lessons_of(slug) for name in lesson_spec(lesson.code).isolate
+            if find_lesson(name).part.slug == slug]
+
+
+def _shell_with_reference(slug: str):
+    """An IPython shell (which keeps each cell's text, as the kernel does, for check_rules to read) that has run
+    part ``slug``'s set-up cell and every reference solution cell."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from course import reference_solutions
+    InteractiveShell.clear_instance()
+    shell = InteractiveShell.instance()
+    setup = next(c.source for c in read(student_path(slug)).cells
+                 if c.metadata.get("nbgrader", {}).get("grade_id") == "setup")
+    for source in (setup, *reference_solutions(slug).values()):
+        assert shell.run_cell(source).success, source[:200]
+    return shell
+
+
+@pytest.mark.parametrize("slug, function, earlier", _composites())
+def test_a_composite_lesson_s_visible_check_does_not_blame_the_earlier_cell_the_grader_replaces(
+        slug, function, earlier, capsys, monkeypatch, tmp_path):
+    """An earlier lesson's cell that breaks the rules costs that lesson only: the grader grades the composite
+    lesson with the helper's version of that function (``needed_names`` with ``given``).  Its visible check,
+    ``check_rules(function)``, says the same: it passes, with a note naming the cell; the earlier lesson's own
+    check fails, in the grader's words."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from course import make_submission, reference_code
+    from shared.checking import CheckFailure
+    from shared.lessons import lesson as find_lesson
+    monkeypatch.setenv("MCT_PROGRESS_FILE", str(tmp_path / "progress.json"))
+    broken = "import os  # to look around\n\n" + reference_code(slug, earlier)
+    findings = rules.check_notebook(make_submission(slug, {earlier: broken}, default="reference").cells, slug)
+    composite, own = find_lesson(function).code, find_lesson(earlier).code
+    assert findings.of_lesson(own) and not findings.of_lesson(composite)  # the grader's view
+    shell = _shell_with_reference(slug)
+    try:
+        assert shell.run_cell(broken).success
+        capsys.readouterr()
+        result = shell.run_cell(f"check_rules({function})")
+        assert result.success, result.error_in_exec
+        note = capsys.readouterr().out
+        if earlier in rules.cell_names(reference_code(slug, function)).needs[function]:  # the reference calls it
+            assert note.startswith("Note: the cell that defines ") and "(line 1: import os)" in note, note
+            assert f"costs lesson {own} only" in note and f"the course's own {earlier}" in note, note
+        else:
+            assert note == ""
+        result = shell.run_cell(f"check_rules({earlier})")
+        assert isinstance(result.error_in_exec, CheckFailure)
+        said, graded = str(result.error_in_exec), findings.of_lesson(own)[0].message()
+        assert said.startswith(f"the cell that defines {earlier} breaks the course's rules for graded code: line 1: "
+                               f"import os (not a module graded code may use)"), said
+        assert said.split(" breaks ", 1)[1] == graded.split(" breaks ", 1)[1]  # the same words but the cell's name
+    finally:
+        InteractiveShell.clear_instance()
+
+
+def test_a_helper_cell_of_an_earlier_lesson_is_not_held_against_the_composite(capsys, monkeypatch, tmp_path):
+    """A cell of the learner's own that only lesson 004's relu_forward calls is graded code of 004, not of 005
+    (graded with the helper's relu_forward), for the grader and for the visible check alike; a function of the
+    notebook that the composite lesson calls itself is still its graded code, for both."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from course import make_submission, reference_code
+    from shared.checking import CheckFailure
+    monkeypatch.setenv("MCT_PROGRESS_FILE", str(tmp_path / "progress.json"))
+    slug = PARTS[0]
+    helper = "import os\n\n\ndef positive_part(z):\n    return np.maximum(z, 0)\n"
+    relu = reference_code(slug, "relu_forward").replace("return np.maximum(z, 0)", "return positive_part(z)")
+    assert "positive_part" in relu
+    notebook = make_submission(slug, {"relu_forward": relu}, default="reference")
+    at = next(i for i, c in enumerate(notebook.cells)
+              if c.metadata.get("nbgrader", {}).get("grade_id") == "solution_004_relu_forward")
+    notebook.cells.insert(at, nbformat.v4.new_code_cell(helper))
+    findings = rules.check_notebook(notebook.cells, slug)
+    assert findings.of_lesson("004") and not findings.of_lesson("005")
+    shell = _shell_with_reference(slug)
+    try:
+        for source in (helper, relu):
+            assert shell.run_cell(source).success
+        capsys.readouterr()
+        assert shell.run_cell("check_rules(mlp_forward)").success
+        assert "Note: the cell that defines positive_part breaks" in capsys.readouterr().out
+        assert isinstance(shell.run_cell("check_rules(relu_forward)").error_in_exec, CheckFailure)
+        # mlp_forward calling positive_part itself: graded code of 005 then, for both
+        forward = reference_code(slug, "mlp_forward").replace("A1 = relu_forward(Z1)", "A1 = positive_part(Z1)")
+        assert "positive_part(Z1)" in forward
+        assert shell.run_cell(forward).success
+        error = shell.run_cell("check_rules(mlp_forward)").error_in_exec
+        assert isinstance(error, CheckFailure) and str(error).startswith("the cell that defines positive_part")
+        notebook = make_submission(slug, {"relu_forward": relu, "mlp_forward": forward}, default="reference")
+        notebook.cells.insert(at, nbformat.v4.new_code_cell(helper))
+        assert rules.check_notebook(notebook.cells, slug).of_lesson("005")
+    finally:
+        InteractiveShell.clear_instance()

@@ -456,6 +456,23 @@ def cell_function(source: str, name: str, lesson: Lesson) -> str:
     return ast.get_source_segment(source, node)
 
 
+def graded_with_table(specs: list) -> str:
+    """``GRADED_WITH`` of ``shared/lesson_blocks.py``: each composite lesson's function and the earlier lessons'
+    functions it is graded with (its ``LessonSpec.isolate``), in the lessons' order.  The visible tests read it
+    (``shared.checking.check_rules``), so that they hold against a lesson only the cells the grader holds
+    against it: the specs live beside the hidden cases, which the learner's kernel does not see."""
+    rows = sorted(((find_lesson(spec.code), spec.isolate) for spec in specs if spec.isolate),
+                  key=lambda row: row[0].number)
+    lines = []
+    for lesson, names in rows:
+        listed = ", ".join(f'"{name}"' for name in names) + ("," if len(names) == 1 else "")
+        lines += textwrap.wrap(f'"{lesson.function}": ({listed}),', width=120, initial_indent="    ",
+                               subsequent_indent="        ", break_long_words=False, break_on_hyphens=False)
+    return ("\n\n#: Each composite lesson's function and the earlier lessons' functions it is graded with, in the "
+            "versions below\n#: (its ``LessonSpec.isolate``): the visible tests' ``check_rules`` does not hold "
+            "their cells against the lesson.\nGRADED_WITH = {\n" + "\n".join(lines) + "\n}\n")
+
+
 def lesson_blocks_module() -> str:
     """``shared/lesson_blocks.py``: the solution cells of every function some lesson isolates, and of those a
     helper module re-exports (``REEXPORTED``), and the helpers a lesson's cell defines beside its function
@@ -479,7 +496,7 @@ def lesson_blocks_module() -> str:
     blocks += [(lesson.number, lesson.code, cell_function(reference(lesson), name, lesson))
                for spec in specs for lesson in [find_lesson(spec.code)] for name in spec.helpers]
     parts = [LESSON_BLOCKS_HEADER.format(note=GENERATED_NOTE.format(slug="*").replace(
-        "autograde/parts/*/master.py", "the masters' solution cells"))]
+        "autograde/parts/*/master.py", "the masters' solution cells")), graded_with_table(specs)]
     for _, code, text in sorted(blocks, key=lambda block: block[0]):
         parts.append(f"\n\n@answers(\"{code}\")\n{text}\n")
     return "".join(parts)
