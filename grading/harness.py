@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from . import wire
-from .meter import Meter, freeze_made_before
+from .meter import Meter, TooMuchToRead, freeze_made_before
 from .protocol import ANSWERS_MIME, CASES_FILE_ENV, MESSAGE_CUT, REVEAL_DIR_ENV
 
 OUTPUT_CAP = 4000            # characters of the learner's printed output kept per lesson
@@ -154,7 +154,11 @@ def _answer_one(function: Callable[..., Any], case: dict[str, Any], index: int,
     extra = {on_cluster[0]: on_cluster[1]} if on_cluster else {}
     meter = Meter() if case.get("measure") else None  # the lesson's technique is graded: its bytes
     if meter is not None and namespace is not None:
-        freeze_made_before(namespace)  # the notebook's arrays made before the call: not the call's to write
+        try:
+            freeze_made_before(namespace)  # the notebook's arrays made before the call: not the call's to write
+        except TooMuchToRead as error:
+            return {"kind": "raised", "error": "TooMuchToRead", "message": str(error)[:MESSAGE_CUT], "traceback": "",
+                    "seconds": 0.0}
     started = time.perf_counter()
     try:
         if meter is None:

@@ -43,7 +43,6 @@ import gc
 import os
 import sys
 import tracemalloc
-from collections.abc import Iterable
 from types import FunctionType, ModuleType
 from typing import Any
 
@@ -172,8 +171,14 @@ _FOLLOWED_MODULES = frozenset({"builtins", "collections", "itertools", "functool
 #: a dict of the course's) could hold an array that graded code put there by item assignment.
 _REACHABLE_MODULES = ("numpy", "numpy.linalg", "numpy.random", "math", "functools", "itertools", "collections",
                       "collections.abc", "copy", "dataclasses", "fractions", "numbers", "typing")
-FOLLOW_AT_MOST = 500_000  # objects: a notebook's own data is far fewer; past it the rest is left as it is
-OBJECT_ELEMENTS_AT_MOST = 100_000  # elements of an object array followed
+FOLLOW_AT_MOST = 500_000  # objects that can hold others: a notebook's own data is far fewer
+OBJECT_ELEMENTS_AT_MOST = 100_000  # elements of an object array read
+_ATOMIC = (int, float, complex, str, bytes, bool, type(None))  # hold no other object: never followed nor counted
+
+
+class TooMuchToRead(RuntimeError):
+    """The notebook holds more than the grader reads before a measured call: it cannot know what the call may
+    write into, so the case is not measured (fail closed: anything left unread could hide an array)."""
 
 
 def freeze_made_before(namespace: Any) -> int:
@@ -182,34 +187,42 @@ def freeze_made_before(namespace: Any) -> int:
 
     Called in the grading child before each measured call (never in the notebook's own kernel), so that a call
     cannot work in memory made before it, which neither measure would count: a write into such an array raises
-    ``ValueError: assignment destination is read-only``.  Reading it stays possible."""
-    roots: list[Any] = [namespace]
+    ``ValueError: assignment destination is read-only``.  Reading it stays possible.  Raises TooMuchToRead past
+    FOLLOW_AT_MOST objects or an object array of more than OBJECT_ELEMENTS_AT_MOST elements."""
+    roots: list[Any] = []
     for name, module in list(sys.modules.items()):
         if isinstance(module, ModuleType) and (name in _REACHABLE_MODULES or name.startswith("shared.")):
             owners = [module] + [value for value in vars(module).values()  # and the course's classes
                                  if name.startswith("shared.") and isinstance(value, type) and value.__module__ == name]
             roots.extend(value for owner in owners for key, value in vars(owner).items()
                          if not key.startswith("_") and isinstance(value, (dict, list, set)))
-    return _freeze_reachable(roots, namespace)
+    return _freeze_reachable([*roots, namespace], namespace)  # (the namespace last: read first)
 
 
-def _freeze_reachable(roots: Iterable[Any], namespace: Any) -> int:
+def _freeze_reachable(roots: list[Any], namespace: Any) -> int:
     import numpy as np  # (here, not at the top: the sandbox's launcher imports this module, and must not import
     # NumPy, which a numpy.py beside the notebook would shadow in its folder)
     own = namespace.get("__name__", "__main__") if isinstance(namespace, dict) else "__main__"
     seen: set[int] = set()
     stack, frozen = list(roots), 0
-    while stack and len(seen) < FOLLOW_AT_MOST:
+    while stack:
         obj = stack.pop()
         if id(obj) in seen:
             continue
         seen.add(id(obj))
+        if len(seen) > FOLLOW_AT_MOST:
+            raise TooMuchToRead(f"the grader reads what your notebook holds before a measured call (to make the "
+                                f"arrays it made read-only), and it holds more than {FOLLOW_AT_MOST:,} objects: keep "
+                                f"large collections out of the notebook's globals")
         if isinstance(obj, np.ndarray):
             frozen += _freeze(obj)
-            if obj.dtype.hasobject and obj.size <= OBJECT_ELEMENTS_AT_MOST:
-                stack.extend(obj.reshape(-1).tolist())
+            if obj.dtype.hasobject:
+                if obj.size > OBJECT_ELEMENTS_AT_MOST:
+                    raise TooMuchToRead(f"an object array of more than {OBJECT_ELEMENTS_AT_MOST:,} elements is more "
+                                        f"than the grader reads before a measured call")
+                stack.extend(item for item in obj.reshape(-1).tolist() if not isinstance(item, _ATOMIC))
         elif _followed(obj, namespace, own):
-            stack.extend(gc.get_referents(obj))
+            stack.extend(item for item in gc.get_referents(obj) if not isinstance(item, _ATOMIC))
     return frozen
 
 

@@ -164,25 +164,36 @@ partial = functools.partial(with_default, pool=np.ones(1012))
 '''
 
 
+def _kept_arrays(namespace: dict) -> list[np.ndarray]:
+    """The arrays MADE_BEFORE keeps, each from where it is kept (not by searching the process: another test's
+    array of the same size would be counted)."""
+    generator = namespace["generator"]
+    return [namespace["POOL"], namespace["HELD"]["pool"], namespace["LISTED"][0], namespace["VIEWED"].base,
+            namespace["OBJECTS"][0], namespace["with_default"].__defaults__[0],
+            namespace["closure"].__closure__[0].cell_contents, namespace["cached"](1007),
+            generator.gi_frame.f_locals["pool"], next(namespace["repeated"]), namespace["Holder"].kept,
+            namespace["holder"].pool, namespace["partial"].keywords["pool"]]
+
+
 def _arrays_left_writeable(namespace: dict) -> list[int]:
     """In a forked child (the harness's place: nothing of this process is changed), freeze what ``namespace``
-    reaches, then the sizes of its arrays (1000 to 1013) still writeable; also checks that a new array is."""
-    import gc
+    reaches, then the sizes of the arrays it keeps (1000 to 1013) still writeable; also checks that a new array is."""
     import json
     import os
 
     from grading.meter import freeze_made_before
 
+    kept = _kept_arrays(namespace)
+    assert sorted(array.size for array in kept) == list(range(1000, 1013)), "the test's own list is out of date"
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
-            np.typecodes["kept"] = np.ones(1013)  # (an admitted module's public dict: graded code may set an item)
+            kept.append(np.ones(1013))
+            np.typecodes["kept"] = kept[-1]  # (an admitted module's public dict: graded code may set an item)
             freeze_made_before(namespace)
-            sizes = sorted({o.size for o in gc.get_objects() + [o for x in gc.get_objects()
-                                                                 for o in gc.get_referents(x)]
-                            if isinstance(o, np.ndarray) and 1000 <= o.size <= 1013 and o.flags.writeable})
-            os.write(write, json.dumps({"left": sizes, "new": np.ones(3).flags.writeable}).encode())
+            left = sorted(array.size for array in kept if array.flags.writeable)
+            os.write(write, json.dumps({"left": left, "new": np.ones(3).flags.writeable}).encode())
         finally:
             os._exit(0)
     os.close(write)
@@ -191,6 +202,26 @@ def _arrays_left_writeable(namespace: dict) -> list[int]:
     os.waitpid(pid, 0)
     assert found["new"], "an array made after the freeze must stay writeable"
     return found["left"]
+
+
+def test_a_notebook_that_holds_more_than_the_grader_reads_is_not_measured():
+    """Fail closed: past FOLLOW_AT_MOST objects (or an object array past its limit) anything unread could hide an
+    array, so freeze_made_before raises and the measured case is answered with why, never measured unseen."""
+    import os
+
+    from grading import meter
+
+    namespace = {"__name__": "__main__", "filler": [[] for _ in range(meter.FOLLOW_AT_MOST + 1)]}
+    pid = os.fork()
+    if pid == 0:
+        try:
+            meter.freeze_made_before(namespace)
+            os._exit(1)
+        except meter.TooMuchToRead:
+            os._exit(0)
+        finally:
+            os._exit(2)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
 def test_every_array_a_notebook_made_before_a_measured_call_is_read_only_in_it():
