@@ -36,16 +36,15 @@ CELL_OUTPUT_BYTES = int(os.environ.get(CELL_OUTPUT_BYTES_ENV, 2 * 2**20))
 NOTEBOOK_OUTPUT_BYTES = int(os.environ.get(NOTEBOOK_OUTPUT_BYTES_ENV, 8 * 2**20))
 OUTPUT_MESSAGES = ("stream", "display_data", "execute_result", "error", "update_display_data")
 
-KERNEL_DIED = ("the grading kernel died here (os._exit, a crash, or one of the sandbox's limits on memory, "
-               "processes or time): the cells below did not run and their lessons get no points; "
-               "this notebook needs a human look")
+KERNEL_DIED_HERE = ("the grading kernel died here (os._exit, a crash, or one of the sandbox's limits on memory, "
+                    "processes or time)")
+KERNEL_DIED = f"{KERNEL_DIED_HERE}: the cells below did not run and their lessons get no points; this notebook needs " \
+              f"a human look"
 # A cell where the kernel died is not run again: the notebook runs once more from its start, in a new kernel,
 # without it (at most PASSES runs in all, within the notebook's own time limit; see SandboxedExecute).
 PASSES = 3
 RERUN_MIN_SECONDS = 5  # a run again needs at least this much of the notebook's time left
 NOT_RUN_AGAIN = "the notebook was graded again from its start without this cell"
-KERNEL_DIED_HERE = ("the grading kernel died here (os._exit, a crash, or one of the sandbox's limits on memory, "
-                    "processes or time)")
 
 
 def _skipped_output(found: list) -> NotebookNode:
