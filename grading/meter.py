@@ -167,11 +167,12 @@ def _nothing(*args: Any, **kwargs: Any) -> None:
 #: functions and their instances.  Never a module, nor a class or function of a library (those hold only the
 #: library's own).
 _FOLLOWED_MODULES = frozenset({"builtins", "collections", "itertools", "functools", "types", "typing"})
-#: The modules graded code may reach (shared.allowlist.ALLOWED_MODULES): their public containers (``np.typecodes``,
-#: a dict of the course's) could hold an array that graded code put there by item assignment.
+FOLLOW_AT_MOST = 500_000  # objects that can hold others: a notebook's own data is far fewer
+#: The modules graded code may reach besides the course's own (shared.allowlist.ALLOWED_MODULES, which the grading
+#: kernel's tree does not hold; tests/test_measurement_guards.py keeps the two the same): their public containers
+#: (``np.typecodes``, a dict of the course's) could hold an array that graded code put there by item assignment.
 _REACHABLE_MODULES = ("numpy", "numpy.linalg", "numpy.random", "math", "functools", "itertools", "collections",
                       "collections.abc", "copy", "dataclasses", "fractions", "numbers", "typing")
-FOLLOW_AT_MOST = 500_000  # objects that can hold others: a notebook's own data is far fewer
 OBJECT_ELEMENTS_AT_MOST = 100_000  # elements of an object array read
 _ATOMIC = (int, float, complex, str, bytes, bool, type(None))  # hold no other object: never followed nor counted
 

@@ -261,3 +261,12 @@ def test_work_in_an_array_made_before_a_measured_call_loses_the_points_and_says_
     assert not verdict.passed and "every array your notebook made before the call is read-only" in verdict.message, \
         verdict.message
     assert grade_in_process("014", reference).passed
+
+
+def test_the_freeze_reads_every_module_graded_code_may_use():
+    """The grading kernel has no shared.allowlist, so the meter names the modules itself: the same ones."""
+    from grading import meter
+    from shared.allowlist import ALLOWED_MODULES
+
+    assert set(meter._REACHABLE_MODULES) == {name for name in ALLOWED_MODULES
+                                             if name != "__future__" and not name.startswith("shared.")}

@@ -12,6 +12,7 @@ from traitlets import Integer
 from shared.lessons import lesson as find_lesson, lesson_of_grade_id
 
 from .. import judge, rules
+from ..feedback_text import lesson_of_test_cell
 from ..protocol import ANSWERS_MIME, Reason
 from .base import part_slug
 from .preparecases import drawn_cases
@@ -73,9 +74,8 @@ class JudgeLessons(NbGraderPreprocessor):
             if cell.cell_type != "code":
                 continue
             _, others = _answers_in(cell)  # nothing of the kind can be left; dropped all the same
-            meta = cell.metadata.get("nbgrader", {})
-            lesson = lesson_of_grade_id(str(meta.get("grade_id", "")))
-            if meta.get("grade") and lesson is not None and meta.get("grade_id") == lesson.grade_id:
+            lesson = lesson_of_test_cell(cell)
+            if lesson is not None:
                 if index in stopped or (answers.get(index) is None and died_at is not None and died_at <= index):
                     verdicts.append(_stopped_by(lesson.code, index, index if index in stopped else died_at, nb))
                 else:

@@ -18,6 +18,7 @@ from nbgrader.preprocessors import Execute
 from shared.lessons import lesson_of_grade_id
 
 from .. import judge, redact, rules, sandbox
+from ..feedback_text import lesson_of_test_cell
 from ..protocol import (ANSWERS_MIME, CELL_OUTPUT_BYTES_ENV, NOTEBOOK_OUTPUT_BYTES_ENV, REVEAL_DIR_HOST_ENV,
                         RUN_BROKEN_CELLS_ENV, RUN_DEMOS_ENV)
 from . import spare
@@ -61,12 +62,7 @@ def _skipped_output(found: list) -> NotebookNode:
 
 def _lessons_after(nb: NotebookNode, index: int) -> bool:
     """Whether a lesson's test cell stands below cell ``index`` (a run again would grade it)."""
-    for cell in nb.cells[index + 1:]:
-        grade_id = str(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", ""))
-        lesson = lesson_of_grade_id(grade_id)
-        if lesson is not None and grade_id == lesson.grade_id:
-            return True
-    return False
+    return any(lesson_of_test_cell(cell) is not None for cell in nb.cells[index + 1:])
 
 
 def _not_run_again(cell: NotebookNode, stopped_for: str | None) -> list:
@@ -215,9 +211,8 @@ class SandboxedExecute(Execute):
 
     def _take_answers(self, msg, cell, cell_index) -> None:
         """Keep one answers message of a lesson's own test cell; refuse any other (and say why)."""
-        meta = cell.metadata.get("nbgrader", {})
-        lesson = lesson_of_grade_id(str(meta.get("grade_id", "")))
-        own_cell = bool(meta.get("grade")) and lesson is not None and meta.get("grade_id") == lesson.grade_id
+        lesson = lesson_of_test_cell(cell)
+        own_cell = lesson is not None
         content = msg.get("content") or {}
         # jupyter_client decoded this message for us alone (it never reaches the notebook): its JSON
         # values are plain already, so the payload is kept as it is (a copy cost 0.05 s a notebook)
