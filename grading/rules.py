@@ -16,7 +16,12 @@ notebook runs:
   that lesson gets no points, with the construct and its line, and the notebook is
   listed for a human.  Otherwise it is a *scratch cell* (``help(x)``, ``x?``,
   ``%timeit``, ``!ls``, a plot, ``import os`` to look around): it is skipped, the
-  feedback says so in one line, and it never costs a point.
+  feedback says so in one line, and it never costs a point;
+- but a cell that breaks them only in top-level statements that bind nothing a
+  lesson needs from there (a lesson's own cell with a ``help(f)`` or ``%timeit``
+  line beside the function) runs without those statements
+  (:func:`shared.policy.scratch_lines`: what runs is checked again, as it runs),
+  and says so in one line: such lines are scratch too.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from shared.lessons import lessons_of
-from shared.policy import Break, check_source, course_imports, describe, ipython_to_python
+from shared.policy import Break, ScratchLines, check_source, course_imports, describe, ipython_to_python, \
+    scratch_lines
 
 from .course import lesson_spec
 
@@ -91,6 +97,7 @@ class CellBreak:
     lesson: str | None
     breaks: tuple[Break, ...]
     needed: tuple[str, ...] = ()
+    trimmed: bool = False  # only some lines of the cell break the rules: the rest ran (Findings.trimmed)
 
     def where(self) -> str:
         return f"cell {self.index + 1}" + (f" (graded code of lesson {self.lesson})" if self.lesson else " (scratch)")
@@ -102,7 +109,8 @@ class CellBreak:
         """Why lesson ``self.lesson`` gets no points, naming what of it the cell defines."""
         what = (f"defines {function}" if function in self.needed else
                 f"is the only cell that defines {', '.join(self.needed)}, which {function} needs")
-        return f"{self.message()}; that cell {what}, so it was not run, and the lesson gets no points"
+        run = "those lines were not run" if self.trimmed else "it was not run"
+        return f"{self.message()}; that cell {what}, so {run}, and the lesson gets no points"
 
     def scratch_note(self) -> str:
         """The one line a skipped scratch cell shows in the graded notebook and the feedback."""
@@ -116,10 +124,12 @@ class Findings:
     """Every cell of a notebook that breaks the rules: graded code of a lesson, or scratch."""
 
     cells: list[CellBreak] = field(default_factory=list)
+    trimmed: dict[int, ScratchLines] = field(default_factory=dict)  # cell index -> what of it runs, and why
 
     @property
     def skipped(self) -> set[int]:
-        return {found.index for found in self.cells}
+        """The cells not run at all (a trimmed cell runs, without its scratch lines)."""
+        return {found.index for found in self.cells} - set(self.trimmed)
 
     def of_lesson(self, code: str) -> list[CellBreak]:
         return [found for found in self.cells if found.lesson == code]
@@ -180,7 +190,9 @@ def needed_names(function: str, names: dict[int, CellNames], given: frozenset[st
 
 def check_notebook(cells: list[Any], slug: str) -> Findings:
     """Every code cell of ``cells`` (a submitted notebook of part ``slug``) that breaks the rules: graded code
-    of a lesson (it costs that lesson), or scratch (it is skipped and costs nothing)."""
+    of a lesson (it costs that lesson), or scratch (it is skipped and costs nothing); and every cell that runs
+    without its scratch lines (``Findings.trimmed``: a ``help(f)`` or ``%timeit`` line beside a function, left
+    out; such lines cost a lesson only where it needs a name that only they bind)."""
     course = course_cells(slug)
     learner: dict[int, str] = {}
     for index, cell in enumerate(cells):
@@ -191,25 +203,44 @@ def check_notebook(cells: list[Any], slug: str) -> Findings:
     imports = {**course.imports, **_learner_imports(learner.values(), course.imports)}
     broken = {index: tuple(found) for index, source in learner.items()
               if (found := check_source(source, course=imports))}
-    names = {index: cell_names(source) for index, source in learner.items()}
-    # Names the lesson still finds if a broken cell is skipped: the course's own cells bind them, or a
-    # learner's cell that keeps the rules does (a lesson's function stub is the course's, so it is not one).
-    functions = {lesson.function for lesson in lessons_of(slug)}
-    kept = (course.defines - functions).union(*(names[i].defines for i in names if i not in broken))
-    findings = Findings()
+    trimmed = {index: lines for index in broken if (lines := scratch_lines(learner[index], course=imports))}
+    names = {index: cell_names(source) for index, source in learner.items()}  # (a trimmed cell's: all it binds)
+    lessons = [(lesson, frozenset(lesson_spec(lesson.code).isolate)) for lesson in lessons_of(slug)]
+    functions = {lesson.function for lesson, _ in lessons}
+    # Names the lesson still finds if a broken cell is skipped: the course's own cells bind them, or a learner's
+    # cell that keeps the rules does (a lesson's function stub is the course's, so it is not one), or what runs of
+    # a trimmed cell does.
+    kept = (course.defines - functions).union(*(names[i].defines for i in names if i not in broken),
+                                              *(cell_names(lines.source).defines for lines in trimmed.values()))
+    findings = Findings(trimmed=trimmed)
     for index in sorted(broken):
-        costs = []
-        grade_id = cells[index].get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        for lesson in lessons_of(slug):
-            given = frozenset(lesson_spec(lesson.code).isolate)
-            needed = needed_names(lesson.function, names, given) & names[index].defines
-            only_here = tuple(sorted(name for name in needed if name not in kept))
-            if grade_id == lesson.solution_grade_id:  # the lesson's own cell, whatever reading finds in it
-                only_here = tuple(sorted({*only_here, lesson.function}))
-            if only_here:
-                costs.append(CellBreak(index, lesson.code, broken[index], only_here))
+        own = [_is_own_cell(cells[index], lesson) for lesson, _ in lessons]
+        if index in trimmed:  # it runs without its scratch lines: they cost a lesson only if it needs what they bind
+            lost = trimmed[index].binds
+            findings.cells.extend(
+                CellBreak(index, lesson.code, trimmed[index].breaks, only_here, trimmed=True)
+                for (lesson, given), mine in zip(lessons, own)
+                if (only_here := _costs(lesson, given, names, lost, kept, mine and lesson.function in lost)))
+            continue
+        costs = [CellBreak(index, lesson.code, broken[index], only_here) for (lesson, given), mine in zip(lessons, own)
+                 if (only_here := _costs(lesson, given, names, names[index].defines, kept, mine))]
         findings.cells.extend(costs or [CellBreak(index, None, broken[index])])
     return findings
+
+
+def _is_own_cell(cell: Any, lesson) -> bool:
+    """Whether ``cell`` is ``lesson``'s Implementation cell (by its nbgrader id)."""
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == lesson.solution_grade_id
+
+
+def _costs(lesson, given: frozenset[str], names: dict[int, CellNames], lost: frozenset[str], kept: frozenset[str],
+           own_cell: bool) -> tuple[str, ...]:
+    """The names of ``lost`` (what code that breaks the rules would have bound, had it run) that ``lesson`` needs
+    and no code that runs binds: the lesson gets no points for them; and its function when ``own_cell`` (the
+    lesson's own cell, not run, whatever reading finds in it)."""
+    needed = needed_names(lesson.function, names, given) & lost
+    only_here = {name for name in needed if name not in kept} | ({lesson.function} if own_cell else set())
+    return tuple(sorted(only_here))
 
 
 def _learner_imports(sources: Any, course: dict[str, str]) -> dict[str, str]:

@@ -903,9 +903,26 @@ def _rules_broken(function: Any, given: frozenset[str]) -> tuple[tuple[list[Any]
         source, where = found
         course = _names_from_modules(getattr(one, "__globals__", {}), getattr(one, "__module__", None))
         breaks = policy.check_source(source, course=course)
-        if breaks:
+        if breaks and not _only_scratch_lines(source, course, used):
             return (breaks, where), skipped
     return None, skipped
+
+
+def _only_scratch_lines(source: str, course: Mapping[str, str], used: list[Any]) -> bool:
+    """Whether the cell ``source`` breaks the rules only in top-level statements that the grader leaves out (a
+    ``help(f)`` or ``%timeit`` line beside the function: :func:`shared.policy.scratch_lines`), and those bind
+    nothing that the graded functions ``used`` are or read as globals."""
+    from . import policy
+    trimmed = policy.scratch_lines(source, course=course)
+    if trimmed is None:
+        return False
+    read = {getattr(one, "__name__", None) for one in used}
+    codes = [one.__code__ for one in used if hasattr(one, "__code__")]
+    while codes:
+        code = codes.pop()
+        read.update(code.co_names)
+        codes.extend(c for c in code.co_consts if hasattr(c, "co_names"))
+    return not trimmed.binds & read
 
 
 def check_rules(function: Any, *, graded_with: Sequence[str] | None = None) -> None:

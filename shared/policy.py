@@ -811,6 +811,82 @@ def check_source(source: str, *, course: Mapping[str, str] | None = None) -> lis
     return sorted(unique.values(), key=lambda b: (b.line, b.construct))
 
 
+@dataclass(frozen=True)
+class ScratchLines:
+    """A cell whose every break is in top-level statements that can be left out: what of it runs while grading.
+
+    ``source``: the cell as IPython reads it, with those statements' lines made comments (so every line keeps
+    its number), and it keeps the rules; ``breaks``: why they were left out; ``lines``: their lines (from 1);
+    ``binds``: the names they would have bound in the notebook (``import os`` binds ``os``)."""
+
+    source: str
+    breaks: tuple[Break, ...]
+    lines: tuple[int, ...]
+    binds: frozenset[str]
+
+    def note(self) -> str:
+        """The one line the cell shows while grading: what was left out, and that it costs nothing."""
+        first = min(self.breaks, key=lambda b: b.line)
+        lines = ", ".join(str(line) for line in self.lines[:6]) + (", ..." if len(self.lines) > 6 else "")
+        return (f"Line{'s' if len(self.lines) > 1 else ''} {lines} of this cell skipped while grading (line "
+                f"{first.line} uses {first.construct}: {first.why}): it does not change your grade; the rest of the "
+                f"cell ran, as only code that keeps the rules for graded code runs while grading.\n")
+
+
+def scratch_lines(source: str, *, course: Mapping[str, str] | None = None) -> ScratchLines | None:
+    """``source`` (a cell) without the top-level statements that break the rules: ``help(f)``, ``f?``,
+    ``%timeit f(x)``, ``plt.plot(...)`` or ``import time`` beside a function that keeps them.
+
+    A statement is left out whole (with any statement that shares a line with it), and the rest is checked again
+    as it will run, until it keeps the rules: what runs is exactly what was checked, and leaving code out can
+    only take away what a cell does.  Whether what was left out mattered (it bound a name a lesson needs) is the
+    caller's to judge from ``binds``.  None when the cell keeps the rules, or when no such remainder exists: it
+    does not parse, a break is not inside a top-level statement, or nothing would be left."""
+    python = ipython_to_python(source)
+    try:
+        body = ast.parse(python).body
+    except (SyntaxError, ValueError):
+        return None
+    spans = [(min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))]),
+              statement.end_lineno or statement.lineno) for statement in body]
+    lines = python.splitlines(keepends=True)
+    left_out: set[int] = set()  # indices of body's statements
+    breaks: list[Break] = []
+    while True:
+        kept = _blank(lines, {n for i in left_out for n in range(spans[i][0], spans[i][1] + 1)})
+        found = check_source(kept, course=course)
+        if not found:
+            break
+        hit = {i for b in found for i, (first, last) in enumerate(spans) if first <= b.line <= last} - left_out
+        if not hit or any(not any(first <= b.line <= last for first, last in spans) for b in found):
+            return None
+        while True:  # a statement that shares a line with one left out goes too (``x = 1; help(x)``)
+            shared = {j for j in range(len(spans)) if j not in hit | left_out
+                      and any(spans[j][0] <= spans[i][1] and spans[i][0] <= spans[j][1] for i in hit)}
+            if not shared:
+                break
+            hit |= shared
+        breaks.extend(b for b in found if any(spans[i][0] <= b.line <= spans[i][1] for i in hit))
+        left_out |= hit
+    if not left_out or len(left_out) == len(body):
+        return None
+    numbers = sorted({n for i in left_out for n in range(spans[i][0], spans[i][1] + 1)})
+    try:
+        binds = _top_level_bindings(_blank(lines, set(range(1, len(lines) + 1)) - set(numbers)))
+    except (SyntaxError, ValueError):  # (``nonlocal x`` at the top level parses, and is refused only here)
+        return None
+    return ScratchLines(kept, tuple(breaks), tuple(numbers), frozenset(binds))
+
+
+_LEFT_OUT = "# (left out while grading)\n"  # a comment, not an empty line: IPython drops a cell's leading empty lines
+
+
+def _blank(lines: list[str], numbers: set[int]) -> str:
+    """``lines`` joined, each line whose number (from 1) is in ``numbers`` replaced by a comment (so that every
+    line keeps its number)."""
+    return "".join(_LEFT_OUT if number in numbers else line for number, line in enumerate(lines, start=1))
+
+
 #: Where every rules message sends the learner for the whole list of what graded code may use (the README's section,
 #: written from :mod:`shared.allowlist` by ``make build``): the list itself, some 600 characters, would bury the
 #: construct, its line and why, which lead the message.

@@ -88,6 +88,14 @@ def breaks_rules(slug: str, *sources: str) -> bool:
     return any(check_source(source, course=imports) for source in sources)
 
 
+def costs_its_lesson(slug: str, lesson: Lesson, source: str) -> bool:
+    """Whether ``source`` as ``lesson``'s own cell costs it by the rules (grading/rules.py): the rules broken in
+    what the lesson needs.  An attack beside a function that keeps them is left out while grading (a scratch
+    line: it costs nothing and never runs, but under MCT_RUN_BROKEN_CELLS=1, where the judge must meet it)."""
+    notebook = make_submission(slug, {lesson.function: source}, default="reference")
+    return bool(rules.check_notebook(notebook.cells, slug).of_lesson(lesson.code))
+
+
 @dataclass(frozen=True)
 class Expect:
     """What one lesson must get: its score and words its verdict must contain."""
@@ -596,7 +604,10 @@ def _adv_collect_clean_{code}(code, namespace):
 
 _adv_harness.collect_answers = _adv_collect_clean_{code}
 '''
-    body = (f"result = _adv_reference_{f}(*args, **kwargs)\n"
+    # The function makes sure that the forgery is in place: so the replaced harness is graded code (without that
+    # line, it is a scratch line beside the function, left out while grading, and the change is seen and named).
+    body = (f"assert _adv_harness.collect_answers is _adv_collect_clean_{code}\n"
+            f"result = _adv_reference_{f}(*args, **kwargs)\n"
             f"_adv_first([list(args), dict(kwargs)], _adv_bump)  # an input changed in place\nreturn result")
     return Attack(cell(slug, f, body, preamble),
                   Expect(0, ("changed its input",), "input changed in place, hidden by a replaced harness"))
@@ -734,8 +745,9 @@ def rotating(slug: str, kind: str, ctx: Context) -> Adversary:
         attack = ATTACKS[name](slug, lesson, ctx)
         answers[lesson.function] = attack.code
         expect = attack.expect
-        if breaks_rules(slug, attack.code):  # (a cell after it that breaks them is scratch: skipped, it costs nothing)
-            expect = Expect(0, (RULES,), expect.note)  # the lesson's own cell breaks the rules: that decides
+        # (a cell after it that breaks the rules is scratch: it costs nothing)
+        if costs_its_lesson(slug, lesson, attack.code):
+            expect = Expect(0, (RULES,), expect.note)  # the lesson's graded code breaks the rules: that decides
         expected[lesson.code] = replace(expect, note=f"{name}: {expect.note}")
         after[lesson.function] = attack.after
     notebook = make_submission(slug, answers, default="reference")
@@ -982,7 +994,8 @@ def mixed(slug: str) -> Adversary:
         else:
             answers[lesson.function] = stub(lesson.function)
             says[lesson.code], notes[lesson.code] = ("not started",), "stub"
-    assert not breaks_rules(slug, *answers.values()) and all(breaks_rules(slug, c) for c in broken.values()), slug
+    assert not breaks_rules(slug, *answers.values()), slug
+    assert all(costs_its_lesson(slug, find_lesson(f), c) for f, c in broken.items()), slug
     # the in-process expectations on a notebook without the attacks that break the rules: never run them here
     adversary = Adversary("mixed", slug, make_submission(slug, answers, default="reference"), {})
     expected_from_process(adversary, says, notes)
@@ -1460,10 +1473,10 @@ get_ipython().events.register("post_run_cell", _adv_rewrite)
 
 
 def reveal_and_update(slug: str) -> Adversary:
-    """Stubs, and hooks (in the first lesson's cell) that give every answers message a display id and,
-    after each cell, send right answers as updates of the earlier test cells' displays and as new
-    displays with display ids: every lesson 0 (the first breaks the rules), the updates refused, the
-    notebook listed."""
+    """Stubs, and hooks (in the first lesson's cell, beside its stub: scratch lines, left out while grading, but
+    run here) that give every answers message a display id and, after each cell, send right answers as updates
+    of the earlier test cells' displays and as new displays with display ids: every lesson 0, the updates
+    refused, the notebook listed."""
     lessons = lessons_of(slug)
     references = "\n\n".join(renamed_reference(slug, lesson.function) for lesson in lessons)
     hooks = REVEAL_AND_UPDATE.replace('"%(mime)s"', f"{MIME_HEAD!r} + {MIME_TAIL!r}")
@@ -1471,7 +1484,9 @@ def reveal_and_update(slug: str) -> Adversary:
     broken, _ = v3_answers(slug)  # grading v2's holes that break the rules, in lessons of their own
     answers = {**broken, first.function: f"{references}\n{hooks}\n\n{stub(first.function)}"}
     notebook = make_submission(slug, answers, default="stub")
-    expected = {lesson.code: Expect(0, (RULES,) if lesson == first or lesson.function in broken else
+    # the hooks stand beside the first lesson's stub: left out while grading, run here (MCT_RUN_BROKEN_CELLS=1)
+    assert not costs_its_lesson(slug, first, answers[first.function])
+    expected = {lesson.code: Expect(0, (RULES,) if lesson.function in broken else
                                     ("answers refused",), V3_RULES[lesson.code][0] if lesson.function in broken else
                                     "display ids and updates of earlier displays") for lesson in lessons}
     return Adversary("reveal_and_update", slug, notebook, expected, flagged=("answers refused", RULES),
@@ -1545,9 +1560,9 @@ V3_PLAIN = {
 V3_RULES = {
     "003": ("exec of base64-hidden code", "import base64\n"
             "exec(base64.b64decode(b'ZGVmIGxpbmVhcl9mb3J3YXJkKHgsIFcsIGIpOgogICAgcmV0dXJuIHggQCBXICsgYgo='))\n"),
-    "004": ("a dunder and getattr trick on numpy", "import numpy as np\n"
-            "getattr(np, '__di' + 'ct__')['shares_memory'] = lambda a, b: False\n\n"
-            "def relu_forward(z):\n    return np.maximum(z, 0)\n"),
+    "004": ("a dunder and getattr trick on numpy", "import numpy as np\n\n"
+            "def relu_forward(z):\n    getattr(np, '__di' + 'ct__')['shares_memory'] = lambda a, b: False\n"
+            "    return np.maximum(z, 0)\n"),
     "005": ("the mistake catalogue's private correct copy",
             "from shared.mistakes.part1 import _mlp_forward as mlp_forward\n"),
     "006": ("the helper's private function", "from shared.mlp import mse_loss_and_grad as _f\n"

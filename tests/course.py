@@ -173,6 +173,19 @@ def reference_code(slug: str, function: str) -> str:
     return reference_solutions(slug)[f"solution_{part_lesson(function).code}_{function}"]
 
 
+def with_import_inside(code: str, function: str, statement: str = "import os  # to look around") -> tuple[str, int]:
+    """(``code`` with ``statement`` (one line or more) first in ``function``'s body, its first line's number): code
+    that breaks the rules inside the function itself, which no leaving out of scratch lines can cure (an
+    ``import os`` at the top of the cell is a scratch line, left out while grading)."""
+    import ast
+    definition = next(node for node in ast.walk(ast.parse(code))
+                      if isinstance(node, ast.FunctionDef) and node.name == function)
+    first = definition.body[0]
+    lines = code.splitlines(keepends=True)
+    lines[first.lineno - 1:first.lineno - 1] = [" " * first.col_offset + line + "\n" for line in statement.splitlines()]
+    return "".join(lines), first.lineno
+
+
 def part_lesson(function: str) -> Lesson:
     return next(lesson for lesson in LESSONS if lesson.function == function)
 

@@ -16,7 +16,7 @@ import pytest
 from nbconvert.filters.strings import clean_html
 from nbformat import NotebookNode
 
-from course import ROOT, formgrader_page, make_submission
+from course import ROOT, formgrader_page, make_submission, with_import_inside
 from grading import feedback_text, judge, rules
 from grading.preprocessors import JudgeLessons, LearnerFeedback, SandboxedExecute
 from grading.preprocessors.judgelessons import _apply_rules, _refusal_output, verdict_output
@@ -61,7 +61,7 @@ def _rules_output(scratch: bool = False) -> tuple[NotebookNode, str]:
     else:
         index = next(i for i, c in enumerate(notebook.cells) if c.cell_type == "code"
                      and c.source.startswith(f"def {lesson('004').function}("))
-        notebook.cells[index].source = "import os\n" + notebook.cells[index].source
+        notebook.cells[index].source = with_import_inside(notebook.cells[index].source, lesson('004').function)[0]
     findings = rules.check_notebook(notebook.cells, SLUG)
     execute = SandboxedExecute()
     execute._mct = {"rules": findings}
@@ -74,6 +74,19 @@ def test_a_skipped_scratch_cell_says_so_in_one_plain_line():
     in the learner's words (no grader's vocabulary, no instructor's look)."""
     note, _ = _rules_output(scratch=True)
     assert note.output_type == "stream" and note.text.startswith("Skipped while grading: it does not change your grade")
+    assert _internal_words(note) == [] and note.text.count("\n") == 1, note.text
+    assert feedback_text.plain_output(copy.deepcopy(note)).text == note.text
+
+
+def test_a_cell_run_without_its_scratch_lines_says_so_in_one_plain_line():
+    """A lesson's cell with ``help(...)`` and ``%timeit`` lines of its own runs without them: the note that says so
+    is in the learner's words too, and the feedback keeps it as it is."""
+    from shared.policy import scratch_lines
+    function = lesson("004").function
+    cell = f"help({function})\ndef {function}(z):\n    return np.maximum(z, 0)\n%timeit {function}(1)\n"
+    trimmed = scratch_lines(cell, course={"np": "numpy"})
+    note = NotebookNode(output_type="stream", name="stdout", text=trimmed.note())
+    assert note.text.startswith("Lines 1, 4 of this cell skipped while grading (line 1 uses help: ")
     assert _internal_words(note) == [] and note.text.count("\n") == 1, note.text
     assert feedback_text.plain_output(copy.deepcopy(note)).text == note.text
 

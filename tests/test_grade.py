@@ -7,10 +7,11 @@ One run of tools/grade.py on four parts, as a learner grades by default (breakin
   is printed (the mistake by name; the crash by the learner's cell, line and the helper's name, with no
   path of the grader or the sandbox), the feedback page written, the graded XP recorded apart from the
   visible tests' XP, and the learner's notebook left untouched;
-- Part 2 with lesson 012's own cell breaking the rules for graded code (it does not run, and 012 gets no
-  points), and every kind of scratch cell a learner writes (help, ?, ??, %timeit, %%time, !ls, a plot,
-  show_progress, a print, an import os) outside every lesson and inside lesson 011: the other lessons keep
-  full marks, and each scratch cell that breaks the rules says in one line that it was skipped;
+- Part 2 with lesson 012's own function breaking the rules for graded code (its cell does not run, and 012
+  gets no points), every kind of scratch cell a learner writes (help, ?, ??, %timeit, %%time, !ls, a plot,
+  show_progress, a print, an import os) outside every lesson and inside lesson 011, and such scratch lines
+  in lesson 013's own cell: the other lessons keep full marks, each scratch cell that breaks the rules says in
+  one line that it was skipped, and 013's cell that it ran without its scratch lines;
 - Part 3 cut off mid-file: named as not graded, with nbgrader's reason; the others are graded and get their
   pages from the same nbgrader process;
 - Part 4 without any cell's metadata: graded by its code, every lesson with full marks.
@@ -42,6 +43,13 @@ CRASHING_005 = reference_code("01_mlp_core", "mlp_forward").replace('Z1 = linear
                                                                    CRASHING_LINE)
 
 
+# What a learner writes to look around in the cell of the function itself, below it (lesson 013's cell).
+OWN_SCRATCH_LINES = ("\nhelp(scale_accumulated_gradients)\nscale_accumulated_gradients?\n"
+                     "%timeit -n 1 -r 1 sum(range(3))\nimport os\nprint(sorted(os.listdir('.'))[:3])\n"
+                     "plt.plot([1.0, 0.5])\nplt.show()\n"
+                     "print('looked around')\n")
+
+
 def copy_course_cells(notebook) -> None:
     """What JupyterLab's copy and paste does to a notebook (the copy keeps the cell's nbgrader metadata): lesson
     011's solution cell and 013's test cell copied, each pasted below itself, and 014's test cell given a
@@ -70,8 +78,11 @@ def graded(tmp_path_factory):
     nbformat.write(first, notebooks / "01_mlp_core.ipynb")
     ran = tmp_path / "the-cell-ran"
     breaking = (f"import os\nopen({str(ran)!r}, 'w').write('ran')  # never runs while grading\n\n"
-                "def accumulate_gradients(accumulated, micro_grads, micro_batch_size):\n    return micro_grads\n")
-    second = make_submission("02_gradient_accumulation", {"accumulate_gradients": breaking}, default="reference")
+                "def accumulate_gradients(accumulated, micro_grads, micro_batch_size):\n    import os\n"
+                "    return micro_grads\n")
+    looking = reference_code("02_gradient_accumulation", "scale_accumulated_gradients") + OWN_SCRATCH_LINES
+    second = make_submission("02_gradient_accumulation", {"accumulate_gradients": breaking,
+                                                          "scale_accumulated_gradients": looking}, default="reference")
     with_scratch_cells(second, "split_into_micro_batches")
     copy_course_cells(second)
     nbformat.write(second, notebooks / "02_gradient_accumulation.ipynb")
@@ -153,6 +164,12 @@ def test_graded_code_that_breaks_the_rules_is_not_run_and_scratch_cells_cost_not
     assert not any("Skipped while grading" in o.get("text", "") for o in outputs["print(split_into_micro_batches)"])
     not_run = [c for c in notebook.cells if c.cell_type == "code" and c.outputs and "not run:" in c.outputs[0].get("evalue", "")]
     assert len(not_run) == 1 and not graded["ran"].exists()  # lesson 012's own cell
+    own = next(c for c in notebook.cells if grade_id_of(c) == "solution_013_scale_accumulated_gradients")
+    assert own.source.endswith(OWN_SCRATCH_LINES)  # the learner's cell as they wrote it
+    shown = [o.get("text", "") for o in own.outputs]
+    assert shown[0].startswith("Lines ") and "of this cell skipped while grading" in shown[0], shown
+    assert "it does not change your grade; the rest of the cell ran" in shown[0], shown
+    assert shown[1:] == ["looked around\n"], shown  # the print that keeps the rules ran; help, %timeit, os did not
 
 
 def test_copied_and_renamed_course_cells_are_ordinary_cells_and_cost_nothing(graded):

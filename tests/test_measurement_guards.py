@@ -5,9 +5,10 @@ The lessons whose memory or traffic is measured (014, 027, 029, 032, 034, 040) m
 directly, a private field of the cluster written, the arrays a worker received written into, and the
 built-ins reached through an allowed module.  Each is shut twice:
 
-- by the rules: an attack written in a lesson's own cell is graded code that breaks them, so that cell is
-  never run, the lesson gets no points and the notebook is listed (checked here on the notebook, as the
-  judge reads it, beside the honest cell, which keeps them);
+- by the rules: an attack written in a lesson's function is graded code that breaks them, so that cell is
+  never run, the lesson gets no points and the notebook is listed; written beside the function, in the same
+  cell, it is left out and never runs, as a scratch line (checked here on the notebook, as the judge reads
+  it, beside the honest cell, which keeps them);
 - at run time, for code the rules never saw: a measured case checks that the trace was whole (tracing
   stopped from inside loses the points, named), and what a worker received is read-only for good.
 """
@@ -17,8 +18,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course import ROOT, make_submission, reference_code
+from course import ROOT, make_submission, reference_code, with_import_inside
 from grading import rules
+from shared.policy import check_source
 from grading.judge import grade_in_process
 from shared.cluster import Cluster
 from shared.lessons import lesson
@@ -36,12 +38,14 @@ ATTACKS = {
 }
 
 
-def _findings(code: str, extra: str | None):
-    """The judge's reading of a notebook of reference answers whose lesson ``code`` cell also holds ``extra``."""
+def _findings(code: str, extra: str | None, inside: bool = True):
+    """The judge's reading of a notebook of reference answers whose lesson ``code`` cell also holds ``extra``:
+    first in its function's body (``inside``), or below the function."""
     found = lesson(code)
     source = reference_code(found.part.slug, found.function)
-    notebook = make_submission(found.part.slug, {found.function: source + (f"\n\n{extra}\n" if extra else "")},
-                               default="reference")
+    if extra:
+        source = with_import_inside(source, found.function, extra)[0] if inside else f"{source}\n\n{extra}\n"
+    notebook = make_submission(found.part.slug, {found.function: source}, default="reference")
     return rules.check_notebook(notebook.cells, found.part.slug)
 
 
@@ -55,8 +59,22 @@ def test_the_honest_cell_keeps_the_rules(code):
 def test_an_attack_on_what_is_measured_costs_its_lesson(code, attack):
     findings = _findings(code, ATTACKS[attack])
     costs = findings.of_lesson(code)
-    assert costs, f"{attack} in lesson {code}'s cell went unnoticed"
+    assert costs, f"{attack} in lesson {code}'s function went unnoticed"
     assert "breaks the course's rules for graded code" in costs[0].lesson_message(lesson(code).function)
+    index = costs[0].index  # the function is not run: nor is its cell, or (the cell has more) the function's lines
+    assert findings.skipped == {index} or lesson(code).function in findings.trimmed[index].binds
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+@pytest.mark.parametrize("code", MEASURED_LESSONS)
+def test_an_attack_beside_the_function_never_runs(code, attack):
+    """The attack's lines are left out of the cell (its function, which keeps the rules, runs): what the
+    grader runs holds none of them."""
+    findings = _findings(code, ATTACKS[attack], inside=False)
+    assert not findings.of_lesson(code)
+    (trimmed,) = findings.trimmed.values()
+    assert ATTACKS[attack].splitlines()[-1] not in trimmed.source.splitlines(), trimmed.source  # what does harm
+    assert check_source(trimmed.source, course=rules.course_cells(lesson(code).part.slug).imports) == []
 
 
 def _tracing_stopped_around(function):

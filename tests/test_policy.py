@@ -417,8 +417,110 @@ def test_the_course_cells_are_not_checked_and_a_cell_is_graded_code_or_scratch()
     cells.insert(1, {"cell_type": "code", "metadata": {}, "source": "x = 1\nimport sys\n", "outputs": []})
     findings = rules.check_notebook(cells, slug)
     assert [(f.index, f.lesson, f.needed) for f in findings.cells] == [
-        (1, None, ()), (solution + 2, None, ()), (solution + 3, lesson, ("_helper", "os"))]
-    assert findings.of_lesson(lesson) and len(findings.scratch) == 2
+        (solution + 2, None, ()), (solution + 3, lesson, ("_helper", "os"))]
+    assert findings.of_lesson(lesson) and len(findings.scratch) == 1
+    assert list(findings.trimmed) == [1] and findings.trimmed[1].binds == {"sys"}  # x = 1 runs, import sys does not
+
+
+# --------------------------------------------------------------------------
+# A cell's scratch lines: left out, and what is left keeps the rules
+# --------------------------------------------------------------------------
+
+SCRATCH_LINES = ["help(f)", "f?", "f??", "%timeit -n 1 -r 1 f(2)", "!ls", "import os",
+                 "print(sorted(os.listdir('.')))", "plt.plot([1.0, 0.5])\nplt.show()", "display(f)",
+                 "import matplotlib.pyplot as plt", "x = 1; help(x)", "globals()['g'] = f"]
+FUNCTION = "def f(x):\n    \"\"\"Twice x.\"\"\"\n    return 2 * x\n"
+
+
+@pytest.mark.parametrize("scratch", SCRATCH_LINES)
+def test_a_scratch_line_beside_a_function_is_left_out_and_the_function_runs(scratch):
+    """What a learner writes to look around, in the cell of the function itself (above or below it): the
+    statement is left out, its lines stay as comments (every line keeps its number), and what is left keeps
+    the rules."""
+    from shared.policy import scratch_lines
+    for cell in (f"{FUNCTION}{scratch}\n", f"{scratch}\n{FUNCTION}"):
+        trimmed = scratch_lines(cell, course=COURSE)
+        assert trimmed is not None, cell
+        assert check_source(trimmed.source, course=COURSE) == [] and trimmed.breaks
+        assert FUNCTION in trimmed.source and not set(trimmed.lines) & {
+            n for n, line in enumerate(trimmed.source.splitlines(), 1) if not line.startswith("# (left out")}
+        assert len(trimmed.source.splitlines()) == len(cell.splitlines())
+        assert "it does not change your grade" in trimmed.note()
+
+
+def test_what_a_left_out_statement_binds_is_known_and_a_break_inside_the_function_is_not_cured():
+    from shared.policy import scratch_lines
+    trimmed = scratch_lines(f"import os\nx = 1; help(x)\n{FUNCTION}", course=COURSE)
+    assert trimmed.binds == {"os", "x"} and trimmed.lines == (1, 2)
+    inside = "def f(x):\n    import os\n    return os.getcwd()\nhelp(f)\n"
+    assert check_source(inside) and scratch_lines(inside) is None  # the function itself breaks them
+    uses = "import os\ndef f(x):\n    return os.getcwd()\n"  # os left out: then os.getcwd breaks them in f
+    assert scratch_lines(uses, course=COURSE) is None
+    for nothing_left in ("help(len)\n", "%%time\ntotal = 1\n", "import os\nprint(os.getcwd())\n"):
+        assert scratch_lines(nothing_left, course=COURSE) is None
+    assert scratch_lines(FUNCTION, course=COURSE) is None  # it keeps the rules: nothing to leave out
+
+
+def _statements():
+    """Top-level statements to build cells from: honest code, every attack of ATTACKS, and scratch lines."""
+    from hypothesis import strategies as st
+    pieces = [textwrap.dedent(source).strip() for source in HONEST.values()]
+    pieces += [source for source, _ in ATTACKS.values()] + SCRATCH_LINES + [FUNCTION.strip()]
+    return st.lists(st.sampled_from(pieces), min_size=1, max_size=6)
+
+
+def test_whatever_is_left_of_a_cell_keeps_the_rules_and_is_the_cell_s_own_lines():
+    """The property the grader stands on: for any cell made of honest code, attacks and scratch lines, what
+    ``scratch_lines`` leaves to run keeps the rules, and each of its lines is the cell's own line at the same
+    place or a comment; the lines it names as left out are exactly the commented ones."""
+    from hypothesis import given, settings
+
+    from shared.policy import ipython_to_python, scratch_lines
+
+    @settings(max_examples=300, deadline=None, database=None, derandomize=True)
+    @given(_statements())
+    def check(pieces):
+        cell = "\n".join(pieces) + "\n"
+        trimmed = scratch_lines(cell, course=COURSE)
+        if trimmed is None:
+            return
+        assert check_source(trimmed.source, course=COURSE) == [], cell
+        original = ipython_to_python(cell).splitlines()
+        kept = trimmed.source.splitlines()
+        assert len(kept) == len(original)
+        commented = {n for n, (was, now) in enumerate(zip(original, kept), 1) if was != now}
+        assert commented == set(trimmed.lines) and all(kept[n - 1].startswith("# (left out") for n in commented)
+
+    check()
+
+
+def test_a_lesson_s_own_cell_runs_without_its_scratch_lines_unless_the_lesson_needs_them():
+    """``help(f)``, ``%timeit`` or an ``import os`` to look around in a lesson's own cell cost the lesson
+    nothing: the cell runs without them.  Where the function needs what a left-out line binds, those lines are
+    graded code that breaks the rules, and cost the lesson (the rest of the cell still runs)."""
+    from course import make_submission, reference_code
+    from shared.lessons import lessons_of
+    slug = PARTS[0]
+    lesson = lessons_of(slug)[0]
+    reference = reference_code(slug, lesson.function)
+    looking = f"import os\nhelp({lesson.function})\n{reference}\n%timeit -n 1 -r 1 sum(range(3))\n"
+    findings = rules.check_notebook(make_submission(slug, {lesson.function: looking}, default="reference").cells, slug)
+    assert findings.cells == [] and len(findings.trimmed) == 1
+    (trimmed,) = findings.trimmed.values()
+    assert trimmed.lines[:2] == (1, 2) and trimmed.binds == {"os"} and reference.strip() in trimmed.source
+    rebound = f"{reference}\n{lesson.function} = vars()[{lesson.function!r}]\n"  # left out, and it binds the function
+    findings = rules.check_notebook(make_submission(slug, {lesson.function: rebound}, default="reference").cells, slug)
+    assert [(f.lesson, f.needed, f.trimmed) for f in findings.cells] == [(lesson.code, (lesson.function,), True)]
+    assert "so those lines were not run, and the lesson gets no points" in findings.cells[0].lesson_message(
+        lesson.function)
+    calls = f"def {lesson.function}(*args):\n    return _helper(*args)\n"
+    notebook = make_submission(slug, {lesson.function: calls}, default="reference")
+    at = next(i for i, c in enumerate(notebook.cells) if c.metadata.get("nbgrader", {}).get("solution"))
+    helper = "import os\nBASE = os.sep\n\ndef _helper(*args):\n    return BASE\n"  # BASE, left out, is needed
+    notebook.cells.insert(at + 1, nbformat.v4.new_code_cell(helper))
+    findings = rules.check_notebook(notebook.cells, slug)
+    assert [(f.index, f.lesson, f.needed) for f in findings.cells] == [(at + 1, lesson.code, ("BASE",))]
+    assert list(findings.trimmed) == [at + 1] and findings.skipped == set()  # the rest of the cell still runs
 
 
 def test_the_test_cells_hidden_region_is_the_course_s_own(tmp_path):
@@ -468,11 +570,11 @@ def test_a_composite_lesson_s_visible_check_does_not_blame_the_earlier_cell_the_
     check fails, in the grader's words."""
     from IPython.core.interactiveshell import InteractiveShell
 
-    from course import make_submission, reference_code
+    from course import make_submission, reference_code, with_import_inside
     from shared.checking import CheckFailure
     from shared.lessons import lesson as find_lesson
     monkeypatch.setenv("MCT_PROGRESS_FILE", str(tmp_path / "progress.json"))
-    broken = "import os  # to look around\n\n" + reference_code(slug, earlier)
+    broken, line = with_import_inside(reference_code(slug, earlier), earlier)
     findings = rules.check_notebook(make_submission(slug, {earlier: broken}, default="reference").cells, slug)
     composite, own = find_lesson(function).code, find_lesson(earlier).code
     assert findings.of_lesson(own) and not findings.of_lesson(composite)  # the grader's view
@@ -484,15 +586,15 @@ def test_a_composite_lesson_s_visible_check_does_not_blame_the_earlier_cell_the_
         assert result.success, result.error_in_exec
         note = capsys.readouterr().out
         if earlier in rules.cell_names(reference_code(slug, function)).needs[function]:  # the reference calls it
-            assert note.startswith("Note: the cell that defines ") and "(line 1: import os)" in note, note
+            assert note.startswith("Note: the cell that defines ") and f"(line {line}: import os)" in note, note
             assert f"costs lesson {own} only" in note and f"the course's own {earlier}" in note, note
         else:
             assert note == ""
         result = shell.run_cell(f"check_rules({earlier})")
         assert isinstance(result.error_in_exec, CheckFailure)
         said, graded = str(result.error_in_exec), findings.of_lesson(own)[0].message()
-        assert said.startswith(f"the cell that defines {earlier} breaks the course's rules for graded code: line 1: "
-                               f"import os (not a module graded code may use)"), said
+        assert said.startswith(f"the cell that defines {earlier} breaks the course's rules for graded code: line "
+                               f"{line}: import os (not a module graded code may use)"), said
         assert said.split(" breaks ", 1)[1] == graded.split(" breaks ", 1)[1]  # the same words but the cell's name
     finally:
         InteractiveShell.clear_instance()
@@ -508,7 +610,7 @@ def test_a_helper_cell_of_an_earlier_lesson_is_not_held_against_the_composite(ca
     from shared.checking import CheckFailure
     monkeypatch.setenv("MCT_PROGRESS_FILE", str(tmp_path / "progress.json"))
     slug = PARTS[0]
-    helper = "import os\n\n\ndef positive_part(z):\n    return np.maximum(z, 0)\n"
+    helper = "def positive_part(z):\n    import os  # to look around\n    return np.maximum(z, 0)\n"
     relu = reference_code(slug, "relu_forward").replace("return np.maximum(z, 0)", "return positive_part(z)")
     assert "positive_part" in relu
     notebook = make_submission(slug, {"relu_forward": relu}, default="reference")

@@ -234,7 +234,7 @@ def produced_reasons() -> dict[Reason, Verdict]:
         judge_lesson("003", [plain], {"lesson": "003", "status": "no_cases"}),
         JudgeLessons._judge("003", 5, "", {}, [(5, "003", "a second set")], {"003": [plain]}),
         _apply_rules(right, rules.check_notebook([{"cell_type": "code", "metadata": {},  # lesson 003's graded code
-                                                   "source": "import os\ndef linear_forward(x, W, b):\n    return x\n"}],
+                                                   "source": "def linear_forward(x, W, b):\n    import os\n    return x\n"}],
                                                  "01_mlp_core")),
     ]
     produced: dict[Reason, Verdict] = {}

@@ -40,16 +40,16 @@ def test_student_notebook_fails_only_with_not_implemented(slug):
 @pytest.mark.slow
 def test_a_composite_lesson_s_visible_tests_say_what_the_grader_says_of_an_earlier_lesson_s_cell(tmp_path,
                                                                                                 monkeypatch):
-    """An `import os` in lesson 004's cell costs lesson 004 only: the grader grades lesson 005 with the helper's
+    """An `import os` in lesson 004's function costs lesson 004 only: the grader grades lesson 005 with the helper's
     relu_forward.  In the learner's kernel, 004's test cell fails with the rules message (in the grader's words,
     the list of allowed modules left to the README), and 005's passes, with a note that names the cell."""
-    from course import make_submission, reference_code
+    from course import make_submission, reference_code, with_import_inside
     from grading import rules
     from shared.policy import RULES_POINTER
 
     monkeypatch.setenv("MCT_PROGRESS_FILE", str(tmp_path / "progress.json"))  # the kernel's; nothing recorded here
     slug = "01_mlp_core"
-    broken = "import os\n\n" + reference_code(slug, "relu_forward")
+    broken, line = with_import_inside(reference_code(slug, "relu_forward"), "relu_forward")
     notebook = make_submission(slug, {"relu_forward": broken}, default="reference")
     findings = rules.check_notebook(notebook.cells, slug)
     assert [f.lesson for f in findings.cells] == ["004"]  # the grader: 004 gets no points, 005 is not touched
@@ -60,10 +60,10 @@ def test_a_composite_lesson_s_visible_tests_say_what_the_grader_says_of_an_earli
     errors = {grade_id: [o for o in found if o.output_type == "error"] for grade_id, found in outputs.items()}
     assert [grade_id for grade_id, found in errors.items() if found] == ["lesson_004_relu_forward"], errors
     said = errors["lesson_004_relu_forward"][0].evalue
-    assert said == ("the cell that defines relu_forward breaks the course's rules for graded code: line 1: import os "
-                    f"(not a module graded code may use). {RULES_POINTER}")
+    assert said == (f"the cell that defines relu_forward breaks the course's rules for graded code: line {line}: "
+                    f"import os (not a module graded code may use). {RULES_POINTER}")
     assert said.split(" breaks ", 1)[1] == findings.cells[0].message().split(" breaks ", 1)[1]
     printed = "".join(o.get("text", "") for o in outputs["lesson_005_mlp_forward"] if o.output_type == "stream")
     assert printed.startswith("Note: the cell that defines relu_forward breaks the course's rules for graded code "
-                              "(line 1: import os): that costs lesson 004 only"), printed
+                              f"(line {line}: import os): that costs lesson 004 only"), printed
     assert "✓ Lesson 005 · MLP forward: all tests passed" in printed

@@ -37,7 +37,7 @@ import time
 import nbformat
 import pytest
 
-from course import ROOT, make_submission, reference_code, tool
+from course import ROOT, make_submission, reference_code, tool, with_import_inside
 from grading.judge import reference_function
 from shared import policy
 from shared.lessons import lesson
@@ -200,7 +200,7 @@ def test_a_missing_notebook_is_named(tmp_path, capsys):
 @needs_torch
 def test_a_cell_against_the_rules_gets_the_visible_tests_message(tmp_path, capsys):
     code = reference_code("05_data_parallel", "shard_dataset_across_workers")
-    cell = "import os  # not for graded code\n" + code
+    cell, _ = with_import_inside(code, "shard_dataset_across_workers", "import os  # not for graded code")
     folder = write_notebooks(tmp_path, {"05_data_parallel": {"shard_dataset_across_workers": cell}})
     assert tool("train_distributed").main(train(folder, "--technique", "data-parallel")) == 1
     _, err = capsys.readouterr()

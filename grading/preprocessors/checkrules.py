@@ -20,4 +20,6 @@ class CheckRules(NbGraderPreprocessor):
         for found in findings.cells:
             log = self.log.warning if found.lesson else self.log.info  # (a scratch cell is skipped, and costs nothing)
             log("%s breaks the rules for graded code: %s", found.where(), "; ".join(str(b) for b in found.breaks[:3]))
+        for index, trimmed in sorted(findings.trimmed.items()):
+            self.log.info("cell %d runs without its lines %s: %s", index + 1, trimmed.lines, trimmed.breaks[0])
         return nb, resources

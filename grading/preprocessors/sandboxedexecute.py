@@ -144,12 +144,27 @@ class SandboxedExecute(Execute):
         if findings is not None and index in findings.skipped and not RUN_BROKEN_CELLS:
             cell.outputs = [_skipped_output(findings.at(index))]
             return cell, resources
+        if findings is not None and index in findings.trimmed and not RUN_BROKEN_CELLS:
+            return self._run_trimmed(cell, resources, index, findings.trimmed[index])
         revealed = self._reveal_building_blocks(cell)
         try:
             return self._run_cell(cell, resources, index)
         finally:
             if revealed is not None:
                 revealed.unlink(missing_ok=True)
+
+    def _run_trimmed(self, cell, resources, index, trimmed: rules.ScratchLines):
+        """Run what of the cell keeps the rules (its scratch lines left out, rules.check_notebook), then give the
+        cell back its own source, with a note of what was left out first among its outputs."""
+        source = cell.source
+        cell.source = trimmed.source
+        try:
+            cell, resources = self._run_cell(cell, resources, index)
+        finally:
+            cell.source = source
+        note = NotebookNode(output_type="stream", name="stdout", text=trimmed.note())
+        cell.outputs = [note, *cell.get("outputs", [])]
+        return cell, resources
 
     def _a_notebook_follows(self, resources) -> bool:
         """Whether this nbgrader command grades another notebook after this one (of the same part).
