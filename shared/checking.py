@@ -905,7 +905,45 @@ def _rules_broken(function: Any, given: frozenset[str]) -> tuple[tuple[list[Any]
         breaks = policy.check_source(source, course=course)
         if breaks and not _only_scratch_lines(source, course, used):
             return (breaks, where), skipped
+    namespace = getattr(function, "__globals__", {})
+    course = _names_from_modules(namespace, getattr(function, "__module__", None))
+    for name, source in _cells_binding_values(used, namespace):
+        breaks = policy.check_source(source, course=course)
+        if breaks and not _only_scratch_lines(source, course, used):
+            return (breaks, f"the cell that defines {name}"), skipped
     return None, skipped
+
+
+def _globals_read(used: list[Any]) -> set[str]:
+    """The names the functions ``used`` (and the code nested in them) read as globals."""
+    import dis
+    names: set[str] = set()
+    codes = [one.__code__ for one in used if hasattr(one, "__code__")]
+    while codes:
+        code = codes.pop()
+        names.update(op.argval for op in dis.get_instructions(code) if op.opname == "LOAD_GLOBAL")
+        codes.extend(c for c in code.co_consts if hasattr(c, "co_names"))
+    return names
+
+
+def _cells_binding_values(used: list[Any], namespace: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(name, the source of the last cell that bound it) for each value of the notebook (not a function of its own,
+    not a module) that the functions ``used`` read as globals (``SCALE = ...`` in a cell of its own): graded code
+    too, as the grader reads it (``needed_names`` of grading/rules.py).  Read from IPython's input history; none
+    where there is no such history."""
+    from . import policy
+    history = namespace.get("_ih")
+    if not isinstance(history, list):
+        return []
+    found = []
+    for name in sorted(_globals_read(used)):
+        if name not in namespace or isinstance(namespace[name], _FunctionType) or _inspect.ismodule(namespace[name]):
+            continue
+        for source in reversed(history):
+            if isinstance(source, str) and name in policy.names_bound(source):
+                found.append((name, source))
+                break
+    return found
 
 
 def _only_scratch_lines(source: str, course: Mapping[str, str], used: list[Any]) -> bool:
@@ -927,7 +965,8 @@ def _only_scratch_lines(source: str, course: Mapping[str, str], used: list[Any])
 
 def check_rules(function: Any, *, graded_with: Sequence[str] | None = None) -> None:
     """The code that defines ``function`` keeps the rules for graded code (:mod:`shared.policy`): the cell
-    that defines it, and the cell of every function of the notebook it calls.
+    that defines it, the cell of every function of the notebook it calls, and the cell that last bound each value
+    of the notebook they read as a global (``SCALE = ...``, from IPython's input history).
 
     The judge reads every cell the same way while grading; graded code that breaks them is not run there,
     and its lesson gets no points.  So the learner hears of it here, first.  (A scratch cell of the learner's,

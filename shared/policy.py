@@ -200,6 +200,16 @@ def resolve_path(path: str) -> Any:
 # The checker
 # --------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=4096)
+def names_bound(source: str) -> frozenset[str]:
+    """The names that ``source`` (a cell, read as IPython reads it) binds in the notebook's namespace; none when it
+    does not parse."""
+    try:
+        return frozenset(_top_level_bindings(ipython_to_python(source)))
+    except (SyntaxError, ValueError):
+        return frozenset()
+
+
 def _top_level_bindings(source: str) -> dict[str, str]:
     """``{name: how}`` for every name the code binds in the notebook's namespace: at its top level,
     or in a function through ``global``."""

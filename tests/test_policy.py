@@ -600,6 +600,40 @@ def test_a_composite_lesson_s_visible_check_does_not_blame_the_earlier_cell_the_
         InteractiveShell.clear_instance()
 
 
+def test_a_value_that_graded_code_reads_is_graded_code_for_the_visible_check_as_for_the_grader(monkeypatch, tmp_path):
+    """``SCALE = os.cpu_count()`` in a cell of its own, read by a lesson's function: the grader costs the lesson
+    (the only cell that binds SCALE breaks the rules), and ``check_rules`` says so first, naming that cell; an
+    ``import os`` beside a value that keeps the rules is a scratch line for both, and costs nothing."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from course import make_submission, reference_code
+    from shared.checking import CheckFailure
+    monkeypatch.setenv("MCT_PROGRESS_FILE", str(tmp_path / "progress.json"))
+    slug, function = PARTS[0], "linear_forward"
+    reads = reference_code(slug, function).replace("return x @ W + b", "return (x @ W + b) * (SCALE / SCALE)")
+    assert "SCALE" in reads
+    for value, costs in (("import os\nSCALE = float(os.cpu_count())\n", True), ("import os\nSCALE = 2.0\n", False)):
+        notebook = make_submission(slug, {function: reads}, default="reference")
+        at = next(i for i, c in enumerate(notebook.cells) if c.metadata.get("nbgrader", {}).get("solution"))
+        notebook.cells.insert(at, nbformat.v4.new_code_cell(value))
+        graded = rules.check_notebook(notebook.cells, slug).of_lesson("003")  # the grader's view
+        assert bool(graded) is costs
+        shell = _shell_with_reference(slug)
+        try:
+            for source in (value, reads):  # (kept in the input history, as a kernel keeps each cell)
+                assert shell.run_cell(source, store_history=True).success
+            error = shell.run_cell(f"check_rules({function})").error_in_exec
+            if costs:
+                assert isinstance(error, CheckFailure), error
+                assert str(error).startswith("the cell that defines SCALE breaks the course's rules for graded code: "
+                                             "line 1: import os"), error
+                assert str(error).split(" breaks ", 1)[1] == graded[0].message().split(" breaks ", 1)[1]
+            else:
+                assert error is None, error
+        finally:
+            InteractiveShell.clear_instance()
+
+
 def test_a_helper_cell_of_an_earlier_lesson_is_not_held_against_the_composite(capsys, monkeypatch, tmp_path):
     """A cell of the learner's own that only lesson 004's relu_forward calls is graded code of 004, not of 005
     (graded with the helper's relu_forward), for the grader and for the visible check alike; a function of the
