@@ -851,8 +851,12 @@ def scratch_lines(source: str, *, course: Mapping[str, str] | None = None) -> Sc
     as it will run, until it keeps the rules: what runs is exactly what was checked, and leaving code out can
     only take away what a cell does.  Whether what was left out mattered (it bound a name a lesson needs) is the
     caller's to judge from ``binds``.  None when the cell keeps the rules, or when no such remainder exists: it
-    does not parse, a break is not inside a top-level statement, or nothing would be left."""
-    python = ipython_to_python(source)
+    does not parse, a break is not inside a top-level statement, or nothing would be left.
+
+    A cell that begins with ``%%time`` (which runs its cell as it is, and prints how long it took) is read as its
+    cell: that first line is left out, and the rest is read as any cell."""
+    timed = _TIMED_CELL.match(source)
+    python = _LEFT_OUT + ipython_to_python(source[timed.end():]) if timed else ipython_to_python(source)
     try:
         body = ast.parse(python).body
     except (SyntaxError, ValueError):
@@ -861,7 +865,8 @@ def scratch_lines(source: str, *, course: Mapping[str, str] | None = None) -> Sc
               statement.end_lineno or statement.lineno) for statement in body]
     lines = python.splitlines(keepends=True)
     left_out: set[int] = set()  # indices of body's statements
-    breaks: list[Break] = []
+    breaks = [Break(1, "%%time", "a cell magic; while grading, the cell below it runs once, as plain Python")] \
+        if timed else []
     while True:
         kept = _blank(lines, {n for i in left_out for n in range(spans[i][0], spans[i][1] + 1)})
         found = check_source(kept, course=course)
@@ -878,9 +883,9 @@ def scratch_lines(source: str, *, course: Mapping[str, str] | None = None) -> Sc
             hit |= shared
         breaks.extend(b for b in found if any(spans[i][0] <= b.line <= spans[i][1] for i in hit))
         left_out |= hit
-    if not left_out or len(left_out) == len(body):
+    if not (left_out or timed) or len(left_out) == len(body):
         return None
-    numbers = sorted({n for i in left_out for n in range(spans[i][0], spans[i][1] + 1)})
+    numbers = sorted({n for i in left_out for n in range(spans[i][0], spans[i][1] + 1)} | ({1} if timed else set()))
     try:
         binds = _top_level_bindings(_blank(lines, set(range(1, len(lines) + 1)) - set(numbers)))
     except (SyntaxError, ValueError):  # (``nonlocal x`` at the top level parses, and is refused only here)
@@ -889,6 +894,8 @@ def scratch_lines(source: str, *, course: Mapping[str, str] | None = None) -> Sc
 
 
 _LEFT_OUT = "# (left out while grading)\n"  # a comment, not an empty line: IPython drops a cell's leading empty lines
+#: ``%%time`` as a cell's first line (after any empty lines): IPython runs the cell below it as it is.
+_TIMED_CELL = re.compile(r"\A(?:[ \t]*\n)*%%time(?:[ \t][^\n]*)?(?:\n|\Z)")
 
 
 def _blank(lines: list[str], numbers: set[int]) -> str:

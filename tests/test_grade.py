@@ -9,9 +9,10 @@ One run of tools/grade.py on four parts, as a learner grades by default (breakin
   visible tests' XP, and the learner's notebook left untouched;
 - Part 2 with lesson 012's own function breaking the rules for graded code (its cell does not run, and 012
   gets no points), every kind of scratch cell a learner writes (help, ?, ??, %timeit, %%time, !ls, a plot,
-  show_progress, a print, an import os) outside every lesson and inside lesson 011, and such scratch lines
-  in lesson 013's own cell: the other lessons keep full marks, each scratch cell that breaks the rules says in
-  one line that it was skipped, and 013's cell that it ran without its scratch lines;
+  show_progress, a print, an import os) outside every lesson and inside lesson 011, such scratch lines in
+  lesson 013's own cell, and %%time above 011's function: the other lessons keep full marks, each scratch cell
+  that breaks the rules says in one line that it was skipped, and 011's and 013's cells that they ran without
+  their scratch lines;
 - Part 3 cut off mid-file: named as not graded, with nbgrader's reason; the others are graded and get their
   pages from the same nbgrader process;
 - Part 4 without any cell's metadata: graded by its code, every lesson with full marks.
@@ -81,8 +82,10 @@ def graded(tmp_path_factory):
                 "def accumulate_gradients(accumulated, micro_grads, micro_batch_size):\n    import os\n"
                 "    return micro_grads\n")
     looking = reference_code("02_gradient_accumulation", "scale_accumulated_gradients") + OWN_SCRATCH_LINES
-    second = make_submission("02_gradient_accumulation", {"accumulate_gradients": breaking,
-                                                          "scale_accumulated_gradients": looking}, default="reference")
+    timed = "%%time\n" + reference_code("02_gradient_accumulation", "split_into_micro_batches")  # timed, as people do
+    answers = {"accumulate_gradients": breaking, "split_into_micro_batches": timed,
+               "scale_accumulated_gradients": looking}
+    second = make_submission("02_gradient_accumulation", answers, default="reference")
     with_scratch_cells(second, "split_into_micro_batches")
     copy_course_cells(second)
     nbformat.write(second, notebooks / "02_gradient_accumulation.ipynb")
@@ -170,6 +173,8 @@ def test_graded_code_that_breaks_the_rules_is_not_run_and_scratch_cells_cost_not
     assert shown[0].startswith("Lines ") and "of this cell skipped while grading" in shown[0], shown
     assert "it does not change your grade; the rest of the cell ran" in shown[0], shown
     assert shown[1:] == ["looked around\n"], shown  # the print that keeps the rules ran; help, %timeit, os did not
+    timed = next(c for c in notebook.cells if grade_id_of(c) == "solution_011_split_into_micro_batches")
+    assert timed.outputs[0]["text"].startswith("Line 1 of this cell skipped while grading (line 1 uses %%time")
 
 
 def test_copied_and_renamed_course_cells_are_ordinary_cells_and_cost_nothing(graded):

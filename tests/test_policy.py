@@ -448,6 +448,18 @@ def test_a_scratch_line_beside_a_function_is_left_out_and_the_function_runs(scra
         assert "it does not change your grade" in trimmed.note()
 
 
+def test_a_timed_cell_runs_as_its_cell():
+    """``%%time`` above a lesson's function (to time it): while grading the cell runs once, as plain Python, without
+    that line; what else it holds is read as any cell's."""
+    from shared.policy import scratch_lines
+    trimmed = scratch_lines(f"%%time\n{FUNCTION}help(f)\n", course=COURSE)
+    assert trimmed.lines == (1, 5) and FUNCTION in trimmed.source and not trimmed.binds
+    assert trimmed.breaks[0].construct == "%%time" and check_source(trimmed.source, course=COURSE) == []
+    assert scratch_lines("\n%%time\n" + FUNCTION, course=COURSE).source.endswith(FUNCTION)  # after empty lines too
+    for not_timed in ("%%timeit\n" + FUNCTION, "%%capture\n" + FUNCTION, "%%time\n", "%%timer\n" + FUNCTION):
+        assert scratch_lines(not_timed, course=COURSE) is None, not_timed  # the whole cell is one magic: left out
+
+
 def test_what_a_left_out_statement_binds_is_known_and_a_break_inside_the_function_is_not_cured():
     from shared.policy import scratch_lines
     trimmed = scratch_lines(f"import os\nx = 1; help(x)\n{FUNCTION}", course=COURSE)
@@ -473,19 +485,19 @@ def test_whatever_is_left_of_a_cell_keeps_the_rules_and_is_the_cell_s_own_lines(
     """The property the grader stands on: for any cell made of honest code, attacks and scratch lines, what
     ``scratch_lines`` leaves to run keeps the rules, and each of its lines is the cell's own line at the same
     place or a comment; the lines it names as left out are exactly the commented ones."""
-    from hypothesis import given, settings
+    from hypothesis import given, settings, strategies as st
 
     from shared.policy import ipython_to_python, scratch_lines
 
     @settings(max_examples=300, deadline=None, database=None, derandomize=True)
-    @given(_statements())
-    def check(pieces):
+    @given(_statements(), st.booleans())
+    def check(pieces, timed):
         cell = "\n".join(pieces) + "\n"
-        trimmed = scratch_lines(cell, course=COURSE)
+        trimmed = scratch_lines(("%%time\n" if timed else "") + cell, course=COURSE)
         if trimmed is None:
             return
         assert check_source(trimmed.source, course=COURSE) == [], cell
-        original = ipython_to_python(cell).splitlines()
+        original = ["%%time"] * timed + ipython_to_python(cell).splitlines()
         kept = trimmed.source.splitlines()
         assert len(kept) == len(original)
         commented = {n for n, (was, now) in enumerate(zip(original, kept), 1) if was != now}
