@@ -468,7 +468,7 @@ def test_what_a_left_out_statement_binds_is_known_and_a_break_inside_the_functio
     assert check_source(inside) and scratch_lines(inside) is None  # the function itself breaks them
     uses = "import os\ndef f(x):\n    return os.getcwd()\n"  # os left out: then os.getcwd breaks them in f
     assert scratch_lines(uses, course=COURSE) is None
-    for nothing_left in ("help(len)\n", "%%time\ntotal = 1\n", "import os\nprint(os.getcwd())\n"):
+    for nothing_left in ("help(len)\n", "%%timeit\ntotal = 1\n", "import os\nprint(os.getcwd())\n"):
         assert scratch_lines(nothing_left, course=COURSE) is None
     assert scratch_lines(FUNCTION, course=COURSE) is None  # it keeps the rules: nothing to leave out
 
