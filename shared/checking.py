@@ -954,13 +954,7 @@ def _only_scratch_lines(source: str, course: Mapping[str, str], used: list[Any])
     trimmed = policy.scratch_lines(source, course=course)
     if trimmed is None:
         return False
-    read = {getattr(one, "__name__", None) for one in used}
-    codes = [one.__code__ for one in used if hasattr(one, "__code__")]
-    while codes:
-        code = codes.pop()
-        read.update(code.co_names)
-        codes.extend(c for c in code.co_consts if hasattr(c, "co_names"))
-    return not trimmed.binds & read
+    return not trimmed.binds & ({getattr(one, "__name__", None) for one in used} | _globals_read(used))
 
 
 def check_rules(function: Any, *, graded_with: Sequence[str] | None = None) -> None:
