@@ -16,7 +16,7 @@ it cannot translate fully (a command it does not know) is shown as its TeX sourc
 
 A notebook cannot write MathML of its own into the page: ``SanitizeFeedback`` escapes every ``<``
 of a markdown cell before it is rendered.  The same allow-list is what the page's check accepts
-(``tools/instructor.py``).
+(``tools/instructor.py``); it is kept in ``grading/mathml.py``.
 
 The formgrader's view of a submission is drawn with the same filter: there nbgrader's template loaded
 MathJax from a CDN too, a script from outside in the instructor's logged-in JupyterLab.
@@ -37,33 +37,13 @@ from xml.etree.ElementTree import Element
 from latex2mathml.converter import convert_symbol, convert_to_element
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
+from .mathml import MATHML_TAGS, mathml_attribute_allowed
+
 # The template folder that replaces nbgrader's MathJax loader (feedback/ and formgrade/mathjax.html.j2).
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
-# MathML's presentation elements, and nothing that can hold HTML (annotation-xml) or a link.
-MATHML_TAGS = frozenset({
-    "math", "mrow", "mi", "mn", "mo", "ms", "mtext", "mspace", "mfrac", "msqrt", "mroot", "mstyle",
-    "merror", "mpadded", "mphantom", "msub", "msup", "msubsup", "munder", "mover", "munderover",
-    "mmultiscripts", "mprescripts", "none", "mtable", "mtr", "mtd", "menclose", "semantics", "annotation",
-})
-# Layout attributes only: no href, style, class, id, colour or namespace from a notebook's TeX.
-MATHML_ATTRIBUTES = frozenset({
-    "display", "displaystyle", "scriptlevel", "mathvariant", "stretchy", "fence", "separator", "symmetric",
-    "largeop", "movablelimits", "accent", "accentunder", "form", "lspace", "rspace", "minsize", "maxsize",
-    "width", "height", "depth", "voffset", "linethickness", "linebreak", "notation", "align", "frame",
-    "framespacing", "columnalign", "rowalign", "columnspacing", "rowspacing", "columnlines", "rowlines",
-    "columnspan", "rowspan", "equalrows", "equalcolumns",
-})
-# Words, numbers and lengths ("true", "0.167em", "left center", "-1"): no quote, colon, bracket or slash.
-ATTRIBUTE_VALUE = re.compile(r"\A[A-Za-z0-9 .%+-]{0,64}\Z")
-
 _CHARACTER_REFERENCE = re.compile(r"&#(x[0-9A-Fa-f]{1,6}|[0-9]{1,7});")
 _COMMAND = re.compile(r"\\[A-Za-z]+")
-
-
-def mathml_attribute_allowed(tag: str, name: str, value: str) -> bool:
-    """True when ``name="value"`` on the MathML element ``tag`` is one a feedback page may carry."""
-    return tag in MATHML_TAGS and name in MATHML_ATTRIBUTES and bool(ATTRIBUTE_VALUE.match(value or ""))
 
 
 class _Untranslated(Exception):

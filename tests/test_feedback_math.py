@@ -17,7 +17,8 @@ import pytest
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
 from course import ROOT
-from grading.feedback_math import MATHML_TAGS, markdown2html, tex_to_mathml
+from grading.feedback_math import markdown2html, tex_to_mathml
+from grading.mathml import MATHML_TAGS
 from grading.preprocessors import SanitizeFeedback
 
 sys.path.insert(0, str(ROOT / "tools"))

@@ -59,7 +59,7 @@ nbgrader_cli.skip_iri_grammars()  # before anything imports nbformat (grading/nb
 from grading.judge import run_seed  # noqa: E402
 from grading.course import landed_parts, source_notebook, write_course_config
 from grading.cgroups import describe as describe_limits, probe as probe_limits
-from grading.feedback_math import MATHML_TAGS, mathml_attribute_allowed
+from grading.mathml import MATHML_TAGS, mathml_attribute_allowed
 from grading.protocol import ANSWERS_MIME, COURSE_DIR_ENV, RUN_SEED_ENV, SANDBOX_ENV, printable
 from grading.sandbox import bwrap_path, missing_sandbox_message, preflight, sandbox_wanted
 from grading.review import waiting_grades
