@@ -249,6 +249,18 @@ def test_the_bench_says_how_much_faster_jobs_2_could_be_from_the_cpu_time_both_u
         [(*row[:4], row[4] / 2, 0, 0) for row in rows], "course grading", "autograde")
 
 
+def test_the_bench_gives_the_speed_up_of_each_pair_of_runs_and_their_median(monkeypatch):
+    from course import tool
+    bench = tool("bench_grading")
+    monkeypatch.setattr(bench.os, "cpu_count", lambda: 2)
+    # (seconds, share of the CPUs busy) at JOBS=1, then at JOBS=2: 10/6, 12/6, 9/6; JOBS=1 kept 1.0, 1.25, 1.1 busy
+    pairs = [((10.0, 0.5), (6.0, 0.9)), ((12.0, 0.625), (6.0, 0.95)), ((9.0, 0.55), (6.0, 0.8))]
+    assert bench.speedup_spread(pairs) == (
+        "course grading, autograde: JOBS=2 / JOBS=1 in 3 pair(s) of runs, one after the other: "
+        "1.67x (at most 2.00x), 2.00x (at most 1.60x), 1.50x (at most 1.82x); median 1.67x (at most 1.82x)")
+    assert "in 1 pair(s)" in bench.speedup_spread(pairs[:1]) and "median 1.67x" in bench.speedup_spread(pairs[:1])
+
+
 def test_the_bench_grades_a_whole_class_and_prints_the_minutes_it_measured(capsys):
     from course import tool
     bench = tool("bench_grading")

@@ -14,7 +14,8 @@ submissions are graded, one way after the other, on this machine:
 It prints a table of seconds per notebook with how busy the machine's CPUs were
 while each step ran (all processes, from /proc/stat: another program running
 beside the benchmark shows there) and the load average, the speed-up of JOBS=2
-(with the most it could be for the CPU time JOBS=1 used: :func:`speedup_bound`),
+(with the most it could be for the CPU time JOBS=1 used: :func:`speedup_bound`, and its
+spread over ``--pairs`` pairs of the course's runs, JOBS=1 then JOBS=2: :func:`speedup_spread`),
 and the time 200 students would take at JOBS=2, autograde and feedback, two ways:
 
 - an upper bound: the seconds per notebook measured here times 1,400 notebooks.
@@ -39,6 +40,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,32 +71,31 @@ def submit_all(course: Path, parts: list[str], students: list[str]) -> None:
             shutil.copy(ROOT / "solutions" / f"{slug}.ipynb", target / f"{slug}.ipynb")
 
 
-def course_grading(base: Path, parts: list[str], students: list[str], jobs: int) -> float:
+def course_grading(base: Path, parts: list[str], students: list[str], jobs: int) -> tuple[float, float]:
+    """(seconds, share of the CPUs busy) of ``tools/instructor.py autograde --jobs JOBS``, after its release."""
     course = base / f"course-jobs{jobs}"
     submit_all(course, parts, students)
     env = environment(course)
     args = ["--course-dir", str(course), "--parts", ",".join(parts)]
     subprocess.run([*INSTRUCTOR, *args, "release"], env=env, check=True, capture_output=True)
-    started = time.perf_counter()
-    run = subprocess.run([*INSTRUCTOR, *args, "autograde", "--jobs", str(jobs)], env=env,
-                         capture_output=True, text=True)
-    seconds = time.perf_counter() - started
+    seconds, busy, run = timed(lambda: subprocess.run([*INSTRUCTOR, *args, "autograde", "--jobs", str(jobs)],
+                                                      env=env, capture_output=True, text=True))
     if run.returncode != 0 or "FAILED" in run.stdout:
         raise SystemExit(f"course grading failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
-    return seconds
+    return seconds, busy
 
 
-def course_feedback(base: Path, parts: list[str], students: list[str], jobs: int) -> float:
-    """The feedback pages of the course graded with ``jobs`` jobs (course_grading first)."""
+def course_feedback(base: Path, parts: list[str], students: list[str], jobs: int) -> tuple[float, float]:
+    """(seconds, share of the CPUs busy) of the feedback pages of the course graded with ``jobs`` jobs
+    (course_grading first)."""
     course = base / f"course-jobs{jobs}"
-    started = time.perf_counter()
-    run = subprocess.run([*INSTRUCTOR, "--course-dir", str(course), "--parts", ",".join(parts), "feedback",
-                          "--jobs", str(jobs)], env=environment(course), capture_output=True, text=True)
-    seconds = time.perf_counter() - started
+    seconds, busy, run = timed(lambda: subprocess.run(
+        [*INSTRUCTOR, "--course-dir", str(course), "--parts", ",".join(parts), "feedback", "--jobs", str(jobs)],
+        env=environment(course), capture_output=True, text=True))
     pages = list((course / "feedback").glob("*/*/*.html"))
     if run.returncode != 0 or len(pages) != len(parts) * len(students):
         raise SystemExit(f"course feedback failed ({len(pages)} pages):\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
-    return seconds
+    return seconds, busy
 
 
 def plain_course(base: Path, parts: list[str], students: list[str], jobs: int) -> tuple[Path, dict[str, str]]:
@@ -109,8 +110,9 @@ def plain_course(base: Path, parts: list[str], students: list[str], jobs: int) -
 
 
 def plain_runs(course: Path, env: dict[str, str], command: str, parts: list[str], students: list[str],
-               jobs: int) -> float:
-    """Seconds of ``nbgrader COMMAND PART`` for every part, half of the students per process for JOBS=2."""
+               jobs: int) -> tuple[float, float]:
+    """(seconds, share of the CPUs busy) of ``nbgrader COMMAND PART`` for every part, half of the students per
+    process for JOBS=2."""
     nbgrader = str(BIN / "nbgrader")
     groups = [students[i::jobs] for i in range(jobs) if students[i::jobs]]
 
@@ -120,13 +122,15 @@ def plain_runs(course: Path, env: dict[str, str], command: str, parts: list[str]
         selection = [f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else []
         subprocess.run([nbgrader, command, slug, *selection, "--force"], cwd=course, env=env, capture_output=True)
 
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(run, [(slug, group) for slug in parts for group in groups]))
-    return time.perf_counter() - started
+    def all_runs() -> None:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            list(pool.map(run, [(slug, group) for slug in parts for group in groups]))
+
+    seconds, busy, _ = timed(all_runs)
+    return seconds, busy
 
 
-def plain_nbgrader(base: Path, parts: list[str], students: list[str], jobs: int) -> float:
+def plain_nbgrader(base: Path, parts: list[str], students: list[str], jobs: int) -> tuple[float, float]:
     course, env = plain_course(base, parts, students, jobs)
     nbgrader = str(BIN / "nbgrader")
     for slug in parts:
@@ -140,7 +144,7 @@ def plain_nbgrader(base: Path, parts: list[str], students: list[str], jobs: int)
     return plain_runs(course, env, "autograde", parts, students, jobs)
 
 
-def plain_feedback(base: Path, parts: list[str], students: list[str], jobs: int) -> float:
+def plain_feedback(base: Path, parts: list[str], students: list[str], jobs: int) -> tuple[float, float]:
     course, env = plain_course(base, parts, students, jobs)
     return plain_runs(course, env, "generate_feedback", parts, students, jobs)
 
@@ -149,6 +153,15 @@ def cpu_times() -> tuple[int, int]:
     """(busy, all) jiffies of every CPU since boot, from /proc/stat (idle and waiting for I/O are not busy)."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     return sum(fields) - fields[3] - fields[4], sum(fields)
+
+
+def timed(run):
+    """(seconds, share of the CPUs busy, what it returned) of ``run()``: the CPU time is read over exactly the
+    seconds measured, so that a step's set-up (a release, the submissions copied) counts in neither."""
+    cpu_before, started = cpu_times(), time.perf_counter()
+    result = run()
+    seconds, cpu_after = time.perf_counter() - started, cpu_times()
+    return seconds, (cpu_after[0] - cpu_before[0]) / max(1, cpu_after[1] - cpu_before[1]), result
 
 
 STEPS = (("plain nbgrader", "autograde", plain_nbgrader, (1, 2)), ("plain nbgrader", "feedback", plain_feedback, (2,)),
@@ -160,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=int(os.environ.get("STUDENTS_N", 6)))
     parser.add_argument("--parts", nargs="*", default=None)
+    parser.add_argument("--pairs", type=int, default=3, metavar="N",
+                        help="the course's autograde at JOBS=1 then JOBS=2, N times in all (the speed-up's spread)")
     parser.add_argument("--whole-class", type=int, default=None, metavar="N",
                         help="grade a class of N students at JOBS=2 and give feedback, measured (no comparison)")
     args = parser.parse_args(argv)
@@ -180,11 +195,18 @@ def main(argv: list[str] | None = None) -> int:
             for jobs in (1, 2):
                 small = Path(folder) / f"one-student-a-run-{jobs}"
                 for step, function in (("autograde", course_grading), ("feedback", course_feedback)):
-                    seconds = function(small, parts, students[:jobs], jobs)
+                    seconds, _ = function(small, parts, students[:jobs], jobs)
                     print(f"  course grading, {step}, JOBS={jobs}, one student a run: {seconds:.1f} s", flush=True)
                     big = next(row[3] for row in rows if row[:3] == ("course grading", step, jobs))
                     fits[(step, jobs)] = fit_runs(jobs, (big, runs_of(parts, len(students), jobs, step)),
                                                   (seconds, runs_of(parts, jobs, jobs, step)))
+        first = {row[2]: tuple(row[3:5]) for row in rows if row[:2] == ("course grading", "autograde")}
+        pairs = [(first[1], first[2])]
+        for k in range(1, args.pairs):  # more pairs, each JOBS=1 then JOBS=2, in courses of their own
+            pairs.append(tuple(measured(course_grading, base / f"pair-{k}", parts, students, jobs)[:2]
+                               for jobs in (1, 2)))
+            print(f"  course grading, autograde, pair {k + 1}: JOBS=1 {pairs[-1][0][0]:.1f} s, "
+                  f"JOBS=2 {pairs[-1][1][0]:.1f} s", flush=True)
     print(f"\n{notebooks} notebooks ({len(students)} students x {len(parts)} parts), {os.cpu_count()} CPUs\n")
     print("| grading | step | JOBS | seconds | s / notebook | CPUs busy | load avg before -> after |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -199,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, step in (("plain nbgrader", "autograde"), ("course grading", "autograde"), ("course grading", "feedback")):
         print(f"{name}, {step}: JOBS=2 is {per[(name, step, 1)] / per[(name, step, 2)]:.2f}x faster than JOBS=1")
     print(speedup_bound(rows, "course grading", "autograde"))
+    print(speedup_spread(pairs))
     print(f"\nprojected for {CLASS} students x {len(parts)} parts at JOBS=2, an upper bound (see above):")
     for name in ("plain nbgrader", "course grading"):
         grading, feedback = (per[(name, step, 2)] * CLASS * len(parts) / 60 for step in ("autograde", "feedback"))
@@ -238,12 +261,22 @@ def speedup_bound(rows: list[tuple], name: str, step: str) -> str:
             f"with {busy_two:.2f} CPUs busy, and is {one / two:.2f}x faster")
 
 
+def speedup_spread(pairs: list[tuple[tuple[float, float], tuple[float, float]]]) -> str:
+    """The course's autograde speed-up in each pair of runs (JOBS=1 then JOBS=2, each (seconds, share of the CPUs
+    busy)), the most each could have been (:func:`speedup_bound`) and their median: one pair alone says little
+    on a machine whose speed drifts by a tenth from one minute to the next."""
+    cpus = os.cpu_count() or 1
+    speedups = [one / two for (one, _), (two, _) in pairs]
+    bounds = [min(2, cpus) / (busy * cpus) for (_, busy), _ in pairs]
+    each = ", ".join(f"{speedup:.2f}x (at most {bound:.2f}x)" for speedup, bound in zip(speedups, bounds))
+    return (f"course grading, autograde: JOBS=2 / JOBS=1 in {len(pairs)} pair(s) of runs, one after the other: "
+            f"{each}; median {statistics.median(speedups):.2f}x (at most {statistics.median(bounds):.2f}x)")
+
+
 def measured(function, base: Path, parts: list[str], students: list[str], jobs: int) -> tuple[float, ...]:
     """(seconds, share of the CPUs busy, load average before, after) of one step of the benchmark."""
-    load_before, cpu_before = os.getloadavg()[0], cpu_times()
-    seconds = function(base, parts, students, jobs)
-    cpu_after = cpu_times()
-    busy = (cpu_after[0] - cpu_before[0]) / max(1, cpu_after[1] - cpu_before[1])
+    load_before = os.getloadavg()[0]
+    seconds, busy = function(base, parts, students, jobs)
     return seconds, busy, load_before, os.getloadavg()[0]
 
 
