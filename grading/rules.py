@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from shared.lessons import lessons_of
-from shared.policy import Break, ScratchLines, check_source, course_imports, describe, ipython_to_python, \
-    scratch_lines
+from shared.policy import UNREADABLE, Break, ScratchLines, check_source, course_imports, describe, \
+    ipython_to_python, scratch_lines
 
 from .course import lesson_spec
 
@@ -155,7 +155,7 @@ def cell_names(source: str) -> CellNames:
     """Read from the code with :mod:`symtable` (Python's own answer to which name is whose)."""
     try:
         top = symtable.symtable(ipython_to_python(source), "<cell>", "exec")
-    except (SyntaxError, ValueError):
+    except UNREADABLE:
         return CellNames(frozenset(), {})
     defines = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()}
     needs: dict[str, frozenset[str]] = {}

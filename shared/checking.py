@@ -830,10 +830,12 @@ def _defining_source(function: Any) -> tuple[str, str] | None:
             return "".join(lines), f"the cell that defines {name}"
     import ast
     import textwrap
+
+    from .policy import UNREADABLE
     try:
         source = textwrap.dedent(_inspect.getsource(function))
         ast.parse(source)
-    except (OSError, TypeError, SyntaxError):  # no source (made by exec), or a lambda inside an expression
+    except (OSError, TypeError, *UNREADABLE):  # no source (made by exec), a lambda inside an expression, too deep
         return None
     return source, name
 

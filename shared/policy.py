@@ -153,6 +153,11 @@ def ipython_to_python(source: str) -> str:
         return source
 
 
+#: What reading a cell raises when it cannot be read: it does not parse (SyntaxError, ValueError for a NUL), or it is
+#: nested deeper than Python's parser or a walk of its tree can follow (a sum of a thousand terms, a hundred thousand
+#: unary minuses: RecursionError, or MemoryError from the parser).  Such a cell cannot be checked, so it is refused.
+UNREADABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
+
 # --------------------------------------------------------------------------
 # What the course's own cells bind
 # --------------------------------------------------------------------------
@@ -162,7 +167,7 @@ def course_imports(source: str) -> dict[str, str]:
     ``np`` -> ``"numpy"``, ``Cluster`` -> ``"shared.cluster.Cluster"``, ``check`` -> ``"shared.checking.check"``."""
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except UNREADABLE:
         return {}
     names: dict[str, str] = {}
     for node in ast.walk(tree):
@@ -206,7 +211,7 @@ def names_bound(source: str) -> frozenset[str]:
     does not parse."""
     try:
         return frozenset(_top_level_bindings(ipython_to_python(source)))
-    except (SyntaxError, ValueError):
+    except UNREADABLE:
         return frozenset()
 
 
@@ -806,17 +811,21 @@ def check_source(source: str, *, course: Mapping[str, str] | None = None) -> lis
     ``source`` is read as IPython reads a cell first (:func:`ipython_to_python`).  ``course``:
     ``{name: dotted path}`` of the names the course's own cells bind by import
     (:func:`course_imports`): such a name resolves to that object wherever the code does not bind it
-    itself, and may not be rebound.  Code that does not parse gives one break: it cannot be checked.
+    itself, and may not be rebound.  Code that does not parse, or is nested too deeply to be read
+    (:data:`UNREADABLE`), gives one break: it cannot be checked.
     """
     source = ipython_to_python(source)
     try:
         tree = ast.parse(source)
         top_level = _top_level_bindings(source)
+        checker = _Checker(dict(course or {}), tree, top_level)
+        checker.check_names(tree)
+        checker.visit(tree)
     except (SyntaxError, ValueError) as error:
         return [Break(getattr(error, "lineno", 0) or 0, "a syntax error", "code that does not parse cannot be checked")]
-    checker = _Checker(dict(course or {}), tree, top_level)
-    checker.check_names(tree)
-    checker.visit(tree)
+    except (RecursionError, MemoryError):
+        return [Break(1, "code nested too deeply", "an expression nested deeper than the rules can follow cannot be "
+                                                   "checked: write it in smaller steps")]
     unique = {(b.line, b.construct): b for b in checker.breaks}
     return sorted(unique.values(), key=lambda b: (b.line, b.construct))
 
@@ -859,7 +868,7 @@ def scratch_lines(source: str, *, course: Mapping[str, str] | None = None) -> Sc
     python = _LEFT_OUT + ipython_to_python(source[timed.end():]) if timed else ipython_to_python(source)
     try:
         body = ast.parse(python).body
-    except (SyntaxError, ValueError):
+    except UNREADABLE:
         return None
     spans = [(min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))]),
               statement.end_lineno or statement.lineno) for statement in body]
@@ -888,7 +897,7 @@ def scratch_lines(source: str, *, course: Mapping[str, str] | None = None) -> Sc
     numbers = sorted({n for i in left_out for n in range(spans[i][0], spans[i][1] + 1)} | ({1} if timed else set()))
     try:
         binds = _top_level_bindings(_blank(lines, set(range(1, len(lines) + 1)) - set(numbers)))
-    except (SyntaxError, ValueError):  # (``nonlocal x`` at the top level parses, and is refused only here)
+    except UNREADABLE:  # (``nonlocal x`` at the top level parses, and is refused only here)
         return None
     return ScratchLines(kept, tuple(breaks), tuple(numbers), frozenset(binds))
 

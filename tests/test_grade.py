@@ -51,6 +51,11 @@ OWN_SCRATCH_LINES = ("\nhelp(scale_accumulated_gradients)\nscale_accumulated_gra
                      "print('looked around')\n")
 
 
+# A sum of a thousand terms (pasted, or generated): Python runs it, but reading it raised RecursionError out of the
+# rules' checker, and the whole part could not be graded.
+TOO_DEEP_CELL = "total = " + " + ".join(["1"] * 1000) + "\n"
+
+
 def copy_course_cells(notebook) -> None:
     """What JupyterLab's copy and paste does to a notebook (the copy keeps the cell's nbgrader metadata): lesson
     011's solution cell and 013's test cell copied, each pasted below itself, and 014's test cell given a
@@ -88,6 +93,7 @@ def graded(tmp_path_factory):
     second = make_submission("02_gradient_accumulation", answers, default="reference")
     with_scratch_cells(second, "split_into_micro_batches")
     copy_course_cells(second)
+    second.cells.append(nbformat.v4.new_code_cell(TOO_DEEP_CELL))
     nbformat.write(second, notebooks / "02_gradient_accumulation.ipynb")
     (notebooks / "03_activation_checkpointing.ipynb").write_text('{"cells": [')  # damaged: cut off mid-file
     stripped = make_submission("04_mixed_precision", default="reference")
@@ -175,6 +181,8 @@ def test_graded_code_that_breaks_the_rules_is_not_run_and_scratch_cells_cost_not
     assert shown[1:] == ["looked around\n"], shown  # the print that keeps the rules ran; help, %timeit, os did not
     timed = next(c for c in notebook.cells if grade_id_of(c) == "solution_011_split_into_micro_batches")
     assert timed.outputs[0]["text"].startswith("Line 1 of this cell skipped while grading (line 1 uses %%time")
+    deep = next(c for c in notebook.cells if c.source == TOO_DEEP_CELL)
+    assert "Skipped while grading" in deep.outputs[0]["text"] and "nested too deeply" in deep.outputs[0]["text"]
 
 
 def test_copied_and_renamed_course_cells_are_ordinary_cells_and_cost_nothing(graded):

@@ -396,6 +396,28 @@ def test_code_that_does_not_parse_is_one_break():
     assert constructs("def f(:\n    pass") == ["a syntax error"]
 
 
+# Deeper than Python's parser (RecursionError, or MemoryError for unary minuses) or a walk of the tree can follow.
+TOO_DEEP = {"a sum of a thousand terms": "x = " + "1 + " * 1000 + "1\n",
+            "inside a function": "def f(x):\n    return " + "x + " * 3000 + "x\n",
+            "a sum of two hundred thousand terms": "x = " + "1+" * 200_000 + "1\n",
+            "a hundred thousand unary minuses": "x = " + "-" * 100_000 + "1\n",
+            "beside a scratch line": "help(len)\nx = " + "1 + " * 1000 + "1\n"}
+
+
+@pytest.mark.parametrize("source", TOO_DEEP.values(), ids=TOO_DEEP)
+def test_code_nested_too_deeply_to_read_is_one_break_and_nothing_else_reads_it(source):
+    """Reading it raised RecursionError out of the checker, and a notebook holding such a cell could not be
+    graded at all: it is code that cannot be checked, so it is refused (and binds nothing the rules can see)."""
+    from shared.policy import names_bound, scratch_lines
+    assert check_source(source) == [Break(1, "code nested too deeply", "an expression nested deeper than the rules "
+                                                                       "can follow cannot be checked: write it in "
+                                                                       "smaller steps")]
+    assert scratch_lines(source) is None  # nothing of it runs
+    # What reads a cell's names reads them, or nothing where Python cannot (the checker walks deeper than symtable)
+    assert names_bound(source) <= {"x", "f"} and set(course_imports(source)) == set()
+    assert rules.cell_names(source).defines <= {"x", "f"}
+
+
 # --------------------------------------------------------------------------
 # A notebook: which cells are the learner's, and whose region holds them
 # --------------------------------------------------------------------------
@@ -533,6 +555,23 @@ def test_a_lesson_s_own_cell_runs_without_its_scratch_lines_unless_the_lesson_ne
     findings = rules.check_notebook(notebook.cells, slug)
     assert [(f.index, f.lesson, f.needed) for f in findings.cells] == [(at + 1, lesson.code, ("BASE",))]
     assert list(findings.trimmed) == [at + 1] and findings.skipped == set()  # the rest of the cell still runs
+
+
+def test_a_cell_too_deep_to_read_is_scratch_or_costs_its_lesson_and_the_notebook_is_still_read():
+    """Such a cell beside the lessons is skipped; in a lesson's own cell it costs that lesson, as any cell that
+    breaks the rules does; the other lessons are graded."""
+    from course import make_submission, reference_code
+    from shared.lessons import lessons_of
+    slug = PARTS[0]
+    first, second = lessons_of(slug)[:2]
+    deep = reference_code(slug, first.function) + "\nCHECK = " + "1 + " * 1000 + "1\n"
+    notebook = make_submission(slug, {first.function: deep}, default="reference")
+    at = next(i for i, c in enumerate(notebook.cells) if c.metadata.get("nbgrader", {}).get("solution"))
+    notebook.cells.insert(at + 1, nbformat.v4.new_code_cell(TOO_DEEP["a sum of two hundred thousand terms"]))
+    findings = rules.check_notebook(notebook.cells, slug)
+    assert [(f.index, f.lesson) for f in findings.cells] == [(at, first.code), (at + 1, None)]
+    assert findings.cells[0].breaks[0].construct == "code nested too deeply"
+    assert not findings.of_lesson(second.code) and findings.skipped == {at, at + 1}  # neither runs
 
 
 def test_the_test_cells_hidden_region_is_the_course_s_own(tmp_path):
