@@ -36,7 +36,7 @@ from typing import Any
 
 from shared.lessons import lessons_of
 from shared.policy import UNREADABLE, Break, ScratchLines, check_source, course_imports, describe, \
-    ipython_to_python, scratch_lines
+    ipython_to_python, scratch_lines, too_large
 
 from .course import lesson_spec
 
@@ -152,7 +152,10 @@ class CellNames:
 
 
 def cell_names(source: str) -> CellNames:
-    """Read from the code with :mod:`symtable` (Python's own answer to which name is whose)."""
+    """Read from the code with :mod:`symtable` (Python's own answer to which name is whose); nothing of a cell
+    that cannot be read (too deep, or too large: :func:`shared.policy.too_large`)."""
+    if too_large(source):
+        return CellNames(frozenset(), {})
     try:
         top = symtable.symtable(ipython_to_python(source), "<cell>", "exec")
     except UNREADABLE:
@@ -175,16 +178,21 @@ def _globals_read(table: symtable.SymbolTable) -> set[str]:
 def needed_names(function: str, names: dict[int, CellNames], given: frozenset[str] = frozenset()) -> set[str]:
     """Every notebook name lesson function ``function`` needs: itself, and, through the functions of the
     notebook it calls, every name they read as globals; but the names ``given`` (the earlier lessons' functions
-    that the grader binds to the helper's versions while this lesson is graded: its spec's ``isolate``)."""
+    that the grader binds to the helper's versions while this lesson is graded: its spec's ``isolate``).
+
+    Linear in the notebook: each name's cells are looked up in an index (a walk of every cell for every name
+    was cells x names, for every broken cell of a notebook of thousands)."""
+    reads: dict[str, set[str]] = {}  # name -> the globals read by the functions of that name, in any cell
+    for cell in names.values():
+        for name in cell.defines:
+            reads.setdefault(name, set()).update(cell.needs.get(name, ()))
     needed, frontier = set(), [function]
     while frontier:
         name = frontier.pop()
         if name in needed or name in given:
             continue
         needed.add(name)
-        for cell in names.values():
-            if name in cell.defines:
-                frontier.extend(cell.needs.get(name, ()))
+        frontier.extend(reads.get(name, ()))
     return needed
 
 
@@ -212,6 +220,7 @@ def check_notebook(cells: list[Any], slug: str) -> Findings:
     # a trimmed cell does.
     kept = (course.defines - functions).union(*(names[i].defines for i in names if i not in broken),
                                               *(cell_names(lines.source).defines for lines in trimmed.values()))
+    needs = [needed_names(lesson.function, names, given) for lesson, given in lessons]  # once a lesson, not a cell
     findings = Findings(trimmed=trimmed)
     for index in sorted(broken):
         own = [_is_own_cell(cells[index], lesson) for lesson, _ in lessons]
@@ -219,11 +228,12 @@ def check_notebook(cells: list[Any], slug: str) -> Findings:
             lost = trimmed[index].binds
             findings.cells.extend(
                 CellBreak(index, lesson.code, trimmed[index].breaks, only_here, trimmed=True)
-                for (lesson, given), mine in zip(lessons, own)
-                if (only_here := _costs(lesson, given, names, lost, kept, mine and lesson.function in lost)))
+                for (lesson, _), needed, mine in zip(lessons, needs, own)
+                if (only_here := _costs(lesson, needed, lost, kept, mine and lesson.function in lost)))
             continue
-        costs = [CellBreak(index, lesson.code, broken[index], only_here) for (lesson, given), mine in zip(lessons, own)
-                 if (only_here := _costs(lesson, given, names, names[index].defines, kept, mine))]
+        costs = [CellBreak(index, lesson.code, broken[index], only_here)
+                 for (lesson, _), needed, mine in zip(lessons, needs, own)
+                 if (only_here := _costs(lesson, needed, names[index].defines, kept, mine))]
         findings.cells.extend(costs or [CellBreak(index, None, broken[index])])
     return findings
 
@@ -233,12 +243,11 @@ def _is_own_cell(cell: Any, lesson) -> bool:
     return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == lesson.solution_grade_id
 
 
-def _costs(lesson, given: frozenset[str], names: dict[int, CellNames], lost: frozenset[str], kept: frozenset[str],
-           own_cell: bool) -> tuple[str, ...]:
+def _costs(lesson, needed: set[str], lost: frozenset[str], kept: frozenset[str], own_cell: bool) -> tuple[str, ...]:
     """The names of ``lost`` (what code that breaks the rules would have bound, had it run) that ``lesson`` needs
-    and no code that runs binds: the lesson gets no points for them; and its function when ``own_cell`` (the
-    lesson's own cell, not run, whatever reading finds in it)."""
-    needed = needed_names(lesson.function, names, given) & lost
+    (``needed``: :func:`needed_names`) and no code that runs binds: the lesson gets no points for them; and its
+    function when ``own_cell`` (the lesson's own cell, not run, whatever reading finds in it)."""
+    needed = needed & lost
     only_here = {name for name in needed if name not in kept} | ({lesson.function} if own_cell else set())
     return tuple(sorted(only_here))
 
@@ -248,6 +257,8 @@ def _learner_imports(sources: Any, course: dict[str, str]) -> dict[str, str]:
     another cell of the notebook may use them as the course's imports are used."""
     found: dict[str, set[str]] = {}
     for source in sources:
+        if too_large(source):
+            continue
         for name, path in course_imports(ipython_to_python(source)).items():
             found.setdefault(name, set()).add(path)
     return {name: paths.pop() for name, paths in found.items() if len(paths) == 1 and name not in course}

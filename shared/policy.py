@@ -45,6 +45,7 @@ reach the notebook's machinery, so such a cell does not keep the rules.
 from __future__ import annotations
 
 import ast
+import bisect
 import builtins
 import copy
 import functools
@@ -140,6 +141,18 @@ class _Refused:
     why: str
 
 
+#: The largest cell the rules read, in characters (the course's largest is a few thousand).  Reading code takes
+#: about a gigabyte of the grader's memory for every megabyte of it (IPython's tokens, Python's syntax tree and its
+#: symbol table), and a notebook may hold 16 MB: a larger cell is refused unread, as one nested too deeply is
+#: (a scratch cell is skipped, a lesson's own cell costs that lesson).
+MAX_CELL_CHARS = 200_000
+
+
+def too_large(source: str) -> bool:
+    """Whether ``source`` (a cell) is past :data:`MAX_CELL_CHARS`: then nothing reads it."""
+    return len(source) > MAX_CELL_CHARS
+
+
 def ipython_to_python(source: str) -> str:
     """The Python that IPython runs for a cell: ``x?``, ``%timeit f()``, ``!ls`` become the calls
     (``get_ipython().run_line_magic(...)``) that they stand for; plain Python is unchanged."""
@@ -165,6 +178,8 @@ UNREADABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
 def course_imports(source: str) -> dict[str, str]:
     """``{name: dotted path}`` of every name that ``source`` (a cell of the course's own) binds by import:
     ``np`` -> ``"numpy"``, ``Cluster`` -> ``"shared.cluster.Cluster"``, ``check`` -> ``"shared.checking.check"``."""
+    if too_large(source):
+        return {}
     try:
         tree = ast.parse(source)
     except UNREADABLE:
@@ -208,7 +223,9 @@ def resolve_path(path: str) -> Any:
 @functools.lru_cache(maxsize=4096)
 def names_bound(source: str) -> frozenset[str]:
     """The names that ``source`` (a cell, read as IPython reads it) binds in the notebook's namespace; none when it
-    does not parse."""
+    does not parse or is too large to read."""
+    if too_large(source):
+        return frozenset()
     try:
         return frozenset(_top_level_bindings(ipython_to_python(source)))
     except UNREADABLE:
@@ -814,6 +831,15 @@ def check_source(source: str, *, course: Mapping[str, str] | None = None) -> lis
     itself, and may not be rebound.  Code that does not parse, or is nested too deeply to be read
     (:data:`UNREADABLE`), gives one break: it cannot be checked.
     """
+    if too_large(source):
+        return [Break(1, "a cell too large to read", f"a cell of more than {MAX_CELL_CHARS:,} characters cannot be "
+                                                     f"checked: split it, or leave out what graded code does not need")]
+    return _check_source(source, course)
+
+
+def _check_source(source: str, course: Mapping[str, str] | None) -> list[Break]:
+    """:func:`check_source` of a cell of any size (scratch_lines checks again what runs of a cell it read: its lines
+    left out as comments, longer than the cell)."""
     source = ipython_to_python(source)
     try:
         tree = ast.parse(source)
@@ -860,10 +886,12 @@ def scratch_lines(source: str, *, course: Mapping[str, str] | None = None) -> Sc
     as it will run, until it keeps the rules: what runs is exactly what was checked, and leaving code out can
     only take away what a cell does.  Whether what was left out mattered (it bound a name a lesson needs) is the
     caller's to judge from ``binds``.  None when the cell keeps the rules, or when no such remainder exists: it
-    does not parse, a break is not inside a top-level statement, or nothing would be left.
+    does not parse or is too large to read, a break is not inside a top-level statement, or nothing would be left.
 
     A cell that begins with ``%%time`` (which runs its cell as it is, and prints how long it took) is read as its
     cell: that first line is left out, and the rest is read as any cell."""
+    if too_large(source):
+        return None
     timed = _TIMED_CELL.match(source)
     python = _LEFT_OUT + ipython_to_python(source[timed.end():]) if timed else ipython_to_python(source)
     try:
@@ -873,24 +901,43 @@ def scratch_lines(source: str, *, course: Mapping[str, str] | None = None) -> Sc
     spans = [(min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))]),
               statement.end_lineno or statement.lineno) for statement in body]
     lines = python.splitlines(keepends=True)
+    starts = [first for first, _ in spans]  # in order: top-level statements follow one another
+
+    def statements_at(line: int) -> set[int]:
+        """The top-level statements whose lines hold ``line`` (several share a line: ``x = 1; help(x)``)."""
+        found, j = set(), bisect.bisect_right(starts, line) - 1
+        while j >= 0 and spans[j][1] >= line:
+            found.add(j)
+            j -= 1
+        return found
+
     left_out: set[int] = set()  # indices of body's statements
     breaks = [Break(1, "%%time", "a cell magic; while grading, the cell below it runs once, as plain Python")] \
         if timed else []
     while True:
         kept = _blank(lines, {n for i in left_out for n in range(spans[i][0], spans[i][1] + 1)})
-        found = check_source(kept, course=course)
+        found = _check_source(kept, course)
         if not found:
             break
-        hit = {i for b in found for i, (first, last) in enumerate(spans) if first <= b.line <= last} - left_out
-        if not hit or any(not any(first <= b.line <= last for first, last in spans) for b in found):
+        at = {b.line: statements_at(b.line) for b in found}
+        if any(not held for held in at.values()):
             return None
-        while True:  # a statement that shares a line with one left out goes too (``x = 1; help(x)``)
-            shared = {j for j in range(len(spans)) if j not in hit | left_out
-                      and any(spans[j][0] <= spans[i][1] and spans[i][0] <= spans[j][1] for i in hit)}
-            if not shared:
-                break
-            hit |= shared
-        breaks.extend(b for b in found if any(spans[i][0] <= b.line <= spans[i][1] for i in hit))
+        hit = set().union(*at.values()) - left_out
+        if not hit:
+            return None
+        # a statement that shares a line with one left out goes too (``x = 1; help(x)``); the statements that share
+        # a line with statement i stand next to it, in order (read outwards until one does not)
+        pending = list(hit)
+        while pending:
+            i = pending.pop()
+            for step in (-1, 1):
+                j = i + step
+                while 0 <= j < len(spans) and spans[j][0] <= spans[i][1] and spans[i][0] <= spans[j][1]:
+                    if j not in hit and j not in left_out:
+                        hit.add(j)
+                        pending.append(j)
+                    j += step
+        breaks.extend(b for b in found if at[b.line] & hit)
         left_out |= hit
     if not (left_out or timed) or len(left_out) == len(body):
         return None

@@ -408,10 +408,14 @@ TOO_DEEP = {"a sum of a thousand terms": "x = " + "1 + " * 1000 + "1\n",
 def test_code_nested_too_deeply_to_read_is_one_break_and_nothing_else_reads_it(source):
     """Reading it raised RecursionError out of the checker, and a notebook holding such a cell could not be
     graded at all: it is code that cannot be checked, so it is refused (and binds nothing the rules can see)."""
-    from shared.policy import names_bound, scratch_lines
-    assert check_source(source) == [Break(1, "code nested too deeply", "an expression nested deeper than the rules "
-                                                                       "can follow cannot be checked: write it in "
-                                                                       "smaller steps")]
+    from shared.policy import MAX_CELL_CHARS, names_bound, scratch_lines
+    found = check_source(source)
+    if len(source) > MAX_CELL_CHARS:  # (too large to read at all: refused unread, the same way)
+        assert [(b.line, b.construct) for b in found] == [(1, "a cell too large to read")]
+    else:
+        assert found == [Break(1, "code nested too deeply", "an expression nested deeper than the rules "
+                                                            "can follow cannot be checked: write it in "
+                                                            "smaller steps")]
     assert scratch_lines(source) is None  # nothing of it runs
     # What reads a cell's names reads them, or nothing where Python cannot (the checker walks deeper than symtable)
     assert names_bound(source) <= {"x", "f"} and set(course_imports(source)) == set()
@@ -723,3 +727,45 @@ def test_a_helper_cell_of_an_earlier_lesson_is_not_held_against_the_composite(ca
         assert rules.check_notebook(notebook.cells, slug).of_lesson("005")
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_a_cell_too_large_to_read_is_one_break_and_nothing_else_reads_it():
+    """A cell of megabytes took the grader a gigabyte of memory a megabyte to read (Python's syntax tree): it is
+    refused unread, as code nested too deeply is."""
+    from shared.policy import MAX_CELL_CHARS, names_bound, scratch_lines
+    source = "import os\n" + "x = 1\n" * (MAX_CELL_CHARS // 6 + 1)
+    assert [(b.line, b.construct) for b in check_source(source)] == [(1, "a cell too large to read")]
+    assert scratch_lines(source) is None and names_bound(source) == frozenset() and course_imports(source) == {}
+    assert rules.cell_names(source).defines == frozenset()
+
+
+def test_a_cell_of_many_scratch_lines_is_read_in_time_that_grows_with_its_length():
+    """scratch_lines matched every break against every statement: 4,000 scratch lines took 5 s, a cell of
+    a few hundred kilobytes minutes.  Sixteen times the lines now take about sixteen times the CPU (it was 250)."""
+    import time
+    from shared.policy import scratch_lines
+
+    def cpu_seconds(pairs: int) -> float:
+        started = time.process_time()  # this process's CPU: other work on the machine does not count
+        trimmed = scratch_lines("import os\nx = 1\n" * pairs)
+        assert trimmed is not None and len(trimmed.lines) == pairs
+        return time.process_time() - started
+
+    small = min(cpu_seconds(500) for _ in range(3))
+    assert cpu_seconds(8000) < 48 * small
+
+
+def test_a_notebook_of_many_cells_that_break_the_rules_follows_each_lesson_s_names_once(monkeypatch):
+    """check_notebook followed the names each lesson needs again for every cell that breaks the rules (through
+    every cell of the notebook, for every name): 9,000 scratch cells of ``import os`` beside a function reading
+    300 globals kept the grader busy past ten minutes.  It is followed once a lesson."""
+    from shared.lessons import lessons_of
+    slug = PARTS[0]
+    calls = []
+    followed = rules.needed_names
+    monkeypatch.setattr(rules, "needed_names", lambda *args: calls.append(args[0]) or followed(*args))
+    notebook = read(solved_path(slug))
+    notebook.cells[3:3] = [nbformat.v4.new_code_cell(f"import os  # {i}") for i in range(300)]
+    findings = rules.check_notebook(notebook.cells, slug)
+    assert len(findings.scratch) == 300 and findings.cells == findings.scratch
+    assert sorted(calls) == sorted(lesson.function for lesson in lessons_of(slug))
