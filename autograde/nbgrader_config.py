@@ -60,7 +60,8 @@ c.OverwriteCells.add_missing_cells = True
 # checksums differ from the gradebook's): `make autograde` names what a submission changed, against the release.
 from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, DeduplicateIds, OverwriteKernelspec  # noqa: E402
 
-c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec,
+c.Autograde.sanitize_preprocessors = ["grading.preprocessors.overwritecells.ReadableCellMetadata", ClearOutput,
+                                      DeduplicateIds, OverwriteKernelspec,
                                       "grading.preprocessors.overwritecells.CourseOverwriteCells", CheckCellMetadata]
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402

@@ -94,6 +94,8 @@ def graded(tmp_path_factory):
     with_scratch_cells(second, "split_into_micro_batches")
     copy_course_cells(second)
     second.cells.append(nbformat.v4.new_code_cell(TOO_DEEP_CELL))
+    for entry in ([1, 2], {"grade_id": ["x"], "solution": True}):  # JupyterLab's metadata editor takes any JSON
+        second.cells.append(nbformat.v4.new_code_cell("print('damaged metadata')", metadata={"nbgrader": entry}))
     nbformat.write(second, notebooks / "02_gradient_accumulation.ipynb")
     (notebooks / "03_activation_checkpointing.ipynb").write_text('{"cells": [')  # damaged: cut off mid-file
     stripped = make_submission("04_mixed_precision", default="reference")
@@ -181,6 +183,8 @@ def test_graded_code_that_breaks_the_rules_is_not_run_and_scratch_cells_cost_not
     assert shown[1:] == ["looked around\n"], shown  # the print that keeps the rules ran; help, %timeit, os did not
     timed = next(c for c in notebook.cells if grade_id_of(c) == "solution_011_split_into_micro_batches")
     assert timed.outputs[0]["text"].startswith("Line 1 of this cell skipped while grading (line 1 uses %%time")
+    damaged = [c for c in notebook.cells if c.source == "print('damaged metadata')"]  # ordinary cells, that ran
+    assert len(damaged) == 2 and all(c.outputs[0]["text"] == "damaged metadata\n" for c in damaged)
     deep = next(c for c in notebook.cells if c.source == TOO_DEEP_CELL)
     assert "Skipped while grading" in deep.outputs[0]["text"] and "nested too deeply" in deep.outputs[0]["text"]
 

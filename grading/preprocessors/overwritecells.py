@@ -18,6 +18,11 @@ puts a missing test cell after the course's cell before it only if that one is s
 entry goes), and a missing test cell goes after the nearest earlier course cell the submission still has, or, when
 its lesson's Implementation cell lost its metadata too (a notebook stripped of all of it), after the learner's cell
 that defines the lesson's function, read from the code: its function is defined when its test cell runs.
+
+``ReadableCellMetadata`` runs first of all: JupyterLab's metadata editor takes any JSON, and an ``nbgrader`` entry
+that is not a mapping (``[1, 2]``), or whose ``grade_id`` is not a string, raised out of nbgrader's own
+preprocessors (``DeduplicateIds``, ``utils.is_grade``): the whole part could not be graded.  Such a cell becomes an
+ordinary cell of the learner's, as here.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from nbformat import NotebookNode
-from nbgrader.preprocessors import OverwriteCells
+from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 
 from shared.lessons import lessons_of
 
@@ -87,3 +92,18 @@ def _defining_cell(nb: NotebookNode, function: str, after: int) -> int:
         if cell.cell_type == "code" and function in cell_names("".join(cell.source)).defines:
             found = index
     return found
+
+
+class ReadableCellMetadata(NbGraderPreprocessor):
+    """Every cell's ``nbgrader`` entry one that nbgrader can read (a mapping whose ``grade_id``, if any, is a
+    string), else none: the cell is graded as an ordinary cell of the learner's (the log says which)."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]):
+        for index, cell in enumerate(nb.cells):
+            entry = cell.metadata.get("nbgrader")
+            if "nbgrader" in cell.metadata and not (isinstance(entry, dict)
+                                                    and isinstance(entry.get("grade_id", ""), str)):
+                self.log.warning("cell %d is graded as an ordinary cell: its nbgrader metadata is not what the "
+                                 "course wrote (%s)", index + 1, type(entry).__name__)
+                del cell.metadata["nbgrader"]
+        return nb, resources
