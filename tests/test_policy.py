@@ -737,6 +737,8 @@ def test_a_cell_too_large_to_read_is_one_break_and_nothing_else_reads_it():
     assert [(b.line, b.construct) for b in check_source(source)] == [(1, "a cell too large to read")]
     assert scratch_lines(source) is None and names_bound(source) == frozenset() and course_imports(source) == {}
     assert rules.cell_names(source).defines == frozenset()
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert f"a cell of more than {MAX_CELL_CHARS:,}\ncharacters" in readme  # the limit the README states
 
 
 def test_a_cell_of_many_scratch_lines_is_read_in_time_that_grows_with_its_length():
