@@ -128,6 +128,14 @@ class LabServer:
         except (urllib.error.URLError, OSError):
             return 0
 
+    def first_answer(self, path: str, timeout: float = 90) -> int:
+        """The status of ``path`` once the server answers at all (0 if it never does): jupyter_server prints its URL
+        before it listens, since it binds its port in a callback of the event loop it starts after printing."""
+        deadline = time.monotonic() + timeout
+        while (status := self.status(path)) == 0 and time.monotonic() < deadline and self.process.poll() is None:
+            time.sleep(0.2)
+        return status
+
     def request(self, path: str, data: bytes | None = None, timeout: float = 300) -> tuple[int, str]:
         """GET ``path``, or POST ``data`` to it, with the token in the header as JupyterLab's pages send it
         (nbgrader's Validate button among them): the status and the body (none for an HTTP error)."""

@@ -257,7 +257,7 @@ def test_make_lab_uses_a_random_token_and_no_jupytext(tmp_path):
             time.sleep(0.5)
         log = server.log_tail(400)
         assert "token=" in log, f"no token in the URL the server printed:\n{log}"
-        assert server.status("api/sessions") == 403, "the server answers without a token"
+        assert server.first_answer("api/sessions") == 403, "the server answers without a token"
         loaded = [line for line in log.splitlines()
                   if "jupytext" in line.lower() and "extension was successfully" in line]
         assert not loaded, f"jupytext's server extension is loaded: {loaded}"
